@@ -1,0 +1,1 @@
+set(DTRAIN_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter)

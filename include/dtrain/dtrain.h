@@ -1,0 +1,256 @@
+/*
+ * dtrain.h: the one public header of libdtrain.
+ *
+ * libdtrain trains and serves neural networks on one CPU, one GPU, many GPUs and many
+ * machines. Hosts in C, C++, Python, Go, Java and Rust drive it through this C ABI.
+ *
+ * Rules that hold for every function below (docs/abi.md says why):
+ *  - Every fallible call returns a dt_status; 0 (DT_OK) is success. On failure,
+ *    dt_last_error_message() returns this thread's message for that failure.
+ *  - Nothing but a status crosses the boundary: no exception, abort(), exit() or stderr.
+ *  - Outputs come last, through out-pointers. On failure an out-pointer is left untouched.
+ *  - A *_create returns an owned handle; the matching *_destroy(NULL) is a no-op.
+ *  - A handle is used by one host thread at a time; distinct handles are independent.
+ *    Functions that touch no handle are safe from any thread unless stated otherwise.
+ *  - Status codes, dtypes and memory tags are only ever appended, never renumbered.
+ *
+ * Later versions add the mesh, module, optimizer and engine handles (dt_mesh, dt_module,
+ * dt_optimizer, dt_engine) beside dt_tensor; their names are reserved.
+ */
+#ifndef DTRAIN_DTRAIN_H
+#define DTRAIN_DTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(DTRAIN_BUILDING)
+#define DT_API __attribute__((visibility("default")))
+#else
+#define DT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* Version                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+#define DT_VERSION_MAJOR 0
+#define DT_VERSION_MINOR 1
+#define DT_VERSION_PATCH 0
+/** One integer for compile-time comparisons: major*10000 + minor*100 + patch. */
+#define DT_VERSION_NUMBER (DT_VERSION_MAJOR * 10000 + DT_VERSION_MINOR * 100 + DT_VERSION_PATCH)
+
+/** The library's version as "MAJOR.MINOR.PATCH" (static string; never free). Thread-safe. */
+DT_API const char* dt_version(void);
+
+/** The library's version as DT_VERSION_NUMBER of the build that is loaded. Thread-safe. */
+DT_API int32_t dt_version_number(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Status and errors                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+typedef int32_t dt_status;
+enum {
+  DT_OK = 0,
+  DT_ERR_INVALID_ARGUMENT = 1, /* a bad argument: the message names it and what is accepted */
+  DT_ERR_OUT_OF_MEMORY = 2,    /* an allocation could not be satisfied; the process is healthy */
+  DT_ERR_UNSUPPORTED = 3,      /* valid request this build or machine cannot do (e.g. no GPU) */
+  DT_ERR_NOT_FOUND = 4,        /* a named thing (option key, file, tensor) does not exist */
+  DT_ERR_IO = 5,               /* reading or writing a file failed */
+  DT_ERR_COMM = 6,             /* a collective or transport failed */
+  DT_ERR_TIMEOUT = 7,          /* a blocking operation passed its deadline */
+  DT_ERR_ABORTED = 8,          /* the operation was cancelled by an abort */
+  DT_ERR_INTERNAL = 9          /* a bug in libdtrain: please report the message */
+};
+
+/** Name of a status code ("DT_OK", "DT_ERR_TIMEOUT", ...; "DT_ERR_UNKNOWN" for others).
+ *  Static string; never free. Thread-safe. */
+DT_API const char* dt_status_string(dt_status status);
+
+/** Message of the calling thread's most recent failed call (empty string if none).
+ *  Successful calls leave it unchanged. Valid until this thread's next failing call.
+ *  Thread-safe (the message is thread-local). */
+DT_API const char* dt_last_error_message(void);
+
+/* ------------------------------------------------------------------------------------ */
+/* Data types and memory tags                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+typedef int32_t dt_dtype;
+enum {
+  DT_F32 = 1,  /* IEEE binary32 */
+  DT_BF16 = 2, /* bfloat16: f32's exponent, 8-bit mantissa; f32->bf16 rounds to nearest even */
+  DT_F16 = 3,  /* IEEE binary16 */
+  DT_I32 = 4,
+  DT_I64 = 5
+};
+
+/** Size in bytes of one element of `dtype`, or 0 if `dtype` is unknown. Thread-safe. */
+DT_API size_t dt_dtype_size(dt_dtype dtype);
+
+/** Name of `dtype` ("f32", "bf16", "f16", "i32", "i64"; "unknown" otherwise).
+ *  Static string. Thread-safe. */
+DT_API const char* dt_dtype_name(dt_dtype dtype);
+
+/** What a block of memory holds. The memory ledger counts bytes per tag. */
+typedef int32_t dt_mem_tag;
+enum {
+  DT_MEM_ALL = 0, /* in queries only: the sum over every tag */
+  DT_MEM_PARAM = 1,
+  DT_MEM_GRAD = 2,
+  DT_MEM_OPTIMIZER = 3,
+  DT_MEM_ACTIVATION = 4,
+  DT_MEM_KV_CACHE = 5,
+  DT_MEM_COMM_BUFFER = 6,
+  DT_MEM_WORKSPACE = 7
+};
+
+/** Name of a tag ("all", "param", "grad", "optimizer", "activation", "kv_cache",
+ *  "comm_buffer", "workspace"; "unknown" otherwise). Static string. Thread-safe. */
+DT_API const char* dt_mem_tag_name(dt_mem_tag tag);
+
+/* ------------------------------------------------------------------------------------ */
+/* Options: an opaque bag of typed values under string keys                            */
+/* ------------------------------------------------------------------------------------ */
+
+/** Options are read by the call they are passed to, which rejects unknown keys and
+ *  values of the wrong type with DT_ERR_INVALID_ARGUMENT, listing the accepted keys. */
+typedef struct dt_options dt_options;
+
+/** Creates an empty options bag. Caller owns *out; release with dt_options_destroy. */
+DT_API dt_status dt_options_create(dt_options** out);
+
+/** Releases `options`; NULL is a no-op. */
+DT_API void dt_options_destroy(dt_options* options);
+
+/** Set `key` (non-empty, copied) to a value, replacing any value of any type. */
+DT_API dt_status dt_options_set_int(dt_options* options, const char* key, int64_t value);
+DT_API dt_status dt_options_set_double(dt_options* options, const char* key, double value);
+DT_API dt_status dt_options_set_bool(dt_options* options, const char* key, int32_t value);
+/** `value` is copied. */
+DT_API dt_status dt_options_set_string(dt_options* options, const char* key, const char* value);
+
+/** Read `key`. DT_ERR_NOT_FOUND if absent; DT_ERR_INVALID_ARGUMENT if it holds another
+ *  type (the message names the type it holds). get_double also reads an int value. */
+DT_API dt_status dt_options_get_int(const dt_options* options, const char* key, int64_t* out);
+DT_API dt_status dt_options_get_double(const dt_options* options, const char* key, double* out);
+DT_API dt_status dt_options_get_bool(const dt_options* options, const char* key, int32_t* out);
+/** *out is owned by `options`, valid until `key` is set again or `options` is destroyed. */
+DT_API dt_status dt_options_get_string(const dt_options* options, const char* key,
+                                       const char** out);
+
+/** Number of keys in `options`. */
+DT_API dt_status dt_options_count(const dt_options* options, int64_t* out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Process-wide settings                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+/** Applies process-wide settings. Accepted keys:
+ *   "threads"            int >= 1: threads for CPU kernels (default: hardware cores).
+ *                        Ranks that share cores should share them out, not add up.
+ *   "memory_limit_bytes" int >= 0: cap on host bytes held by tensors (0 = no cap); an
+ *                        allocation past it fails with DT_ERR_OUT_OF_MEMORY.
+ *   "pool_cache_bytes"   int >= 0: most freed bytes kept for reuse (default 1 GiB).
+ *  Either every key is applied or none is. Thread-safe; call it before heavy work. */
+DT_API dt_status dt_configure(const dt_options* options);
+
+/* ------------------------------------------------------------------------------------ */
+/* Tensors                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/** A dense, row-major, n-dimensional array on one device. */
+typedef struct dt_tensor dt_tensor;
+
+#define DT_MAX_DIMS 8
+
+/** Creates a zero-filled tensor.
+ *  dtype:   one of DT_F32, DT_BF16, DT_F16, DT_I32, DT_I64.
+ *  shape:   `ndim` sizes, each >= 1; the element and byte counts must fit in 63 bits.
+ *  ndim:    0 (a scalar; `shape` may be NULL) to DT_MAX_DIMS.
+ *  device:  "cpu", or "cuda:N" (DT_ERR_UNSUPPORTED when the build or machine has no GPU N).
+ *  options: NULL, or keys: "tag" (string: a dt_mem_tag_name other than "all"; default
+ *           "workspace") saying what the ledger counts the bytes as.
+ *  Caller owns *out; release with dt_tensor_destroy. Thread-safe. */
+DT_API dt_status dt_tensor_create(dt_dtype dtype, const int64_t* shape, int32_t ndim,
+                                  const char* device, const dt_options* options,
+                                  dt_tensor** out);
+
+/** Releases `tensor`; its bytes return to the pool. NULL is a no-op. */
+DT_API void dt_tensor_destroy(dt_tensor* tensor);
+
+/** Copies `bytes` bytes from host memory into `tensor`; `bytes` must equal its byte size. */
+DT_API dt_status dt_tensor_copy_from_host(dt_tensor* tensor, const void* src, size_t bytes);
+
+/** Copies the tensor's contents to host memory; `bytes` must equal its byte size. */
+DT_API dt_status dt_tensor_copy_to_host(const dt_tensor* tensor, void* dst, size_t bytes);
+
+/** Copies `src` into `dst`, converting the dtype (f32/bf16/f16/i32/i64 in any pair; floats
+ *  to integers truncate toward zero). Shapes must have equal element counts. */
+DT_API dt_status dt_tensor_copy(const dt_tensor* src, dt_tensor* dst);
+
+/** Queries. Out-pointers receive the value; strings are owned by the tensor. */
+DT_API dt_status dt_tensor_dtype(const dt_tensor* tensor, dt_dtype* out);
+DT_API dt_status dt_tensor_ndim(const dt_tensor* tensor, int32_t* out);
+/** Writes the sizes into dims[0..ndim); `capacity` must be >= ndim. */
+DT_API dt_status dt_tensor_shape(const dt_tensor* tensor, int64_t* dims, int32_t capacity);
+DT_API dt_status dt_tensor_numel(const dt_tensor* tensor, int64_t* out);
+DT_API dt_status dt_tensor_nbytes(const dt_tensor* tensor, size_t* out);
+DT_API dt_status dt_tensor_device(const dt_tensor* tensor, const char** out);
+
+/** Fills a floating tensor with values keyed by (seed, name, element index): element i of
+ *  a tensor equals element i of any other tensor filled with the same seed and name, so a
+ *  shard filled at `offset` equals that slice of the whole. `name` is any string (copied).
+ *  `offset` is the global index of element 0.
+ *  normal: mean `a`, standard deviation `b` (b >= 0). uniform: in [a, b) (a <= b). */
+DT_API dt_status dt_tensor_fill_normal(dt_tensor* tensor, uint64_t seed, const char* name,
+                                       int64_t offset, float a, float b);
+DT_API dt_status dt_tensor_fill_uniform(dt_tensor* tensor, uint64_t seed, const char* name,
+                                        int64_t offset, float a, float b);
+
+/* ------------------------------------------------------------------------------------ */
+/* Operations on tensors (computed in f32 on the CPU, whatever the storage dtype)        */
+/* ------------------------------------------------------------------------------------ */
+
+/** c = op(a) @ op(b), where op transposes the last two dims when trans_* is nonzero.
+ *  a: [..., M, K], b: [..., K, N] (or [K, N] shared by every batch), c: [..., M, N];
+ *  batch dims of a and c must match. All three share one floating dtype and one device. */
+DT_API dt_status dt_matmul(const dt_tensor* a, const dt_tensor* b, int32_t trans_a,
+                           int32_t trans_b, dt_tensor* c);
+
+/** y = softmax(x) over the last dim. x and y: same shape, floating dtype and device. */
+DT_API dt_status dt_softmax(const dt_tensor* x, dt_tensor* y);
+
+/* ------------------------------------------------------------------------------------ */
+/* Memory ledger                                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/** Bytes held by tensors on `device` ("cpu" or "cuda:N") under `tag` (DT_MEM_ALL for the
+ *  sum): now and the peak since start or the last dt_memory_reset_peak. Either out-pointer
+ *  may be NULL. Counts requested bytes; pooled free blocks are not counted. Thread-safe. */
+DT_API dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes,
+                                 int64_t* peak_bytes);
+
+/** Sets every tag's peak on `device` to its current value. Thread-safe. */
+DT_API dt_status dt_memory_reset_peak(const char* device);
+
+/** Writes the ledger of `device` as JSON ({"device":..,"tags":{"param":{"current":..,
+ *  "peak":..},..},"pool_cached_bytes":..}) into buf (NUL-terminated, truncated to
+ *  `capacity`); *needed receives the full length including the NUL. buf may be NULL when
+ *  capacity is 0, to ask for the size. Thread-safe. */
+DT_API dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity,
+                                       size_t* needed);
+
+/** Number of devices of `kind` ("cpu" is always 1; "cuda" is 0 without a usable GPU).
+ *  Thread-safe. */
+DT_API dt_status dt_device_count(const char* kind, int32_t* out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DTRAIN_DTRAIN_H */

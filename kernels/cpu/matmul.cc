@@ -1,0 +1,72 @@
+// matmul on the CPU: one single-threaded sgemm per (batch, block of rows or columns), the
+// blocks spread over the kernel pool. bf16/f16 operands are widened to f32 scratch first
+// (CPU compute is f32), and the result rounded once.
+#include <algorithm>
+#include <climits>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace dt::kernels::cpu {
+namespace {
+
+struct Gemm {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+};
+
+// Block j of `blocks` along M or N of one batch's gemm; a, b, c point at that batch.
+void gemm_block(const Gemm& g, const float* a, const float* b, float* c, bool split_m, int64_t lo, int64_t hi) {
+  int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+  if (split_m) {
+    const float* ab = g.ta ? a + lo : a + lo * lda;
+    sgemm(g.ta, g.tb, hi - lo, g.n, g.k, g.alpha, ab, lda, b, ldb, g.beta, c + lo * g.n, g.n);
+  } else {
+    const float* bb = g.tb ? b + lo * ldb : b + lo;
+    sgemm(g.ta, g.tb, g.m, hi - lo, g.k, g.alpha, a, lda, bb, ldb, g.beta, c + lo, g.n);
+  }
+}
+
+void gemm_f32(const Gemm& g, int64_t batch, bool b_batched, const float* a, const float* b, float* c) {
+  // Split the larger of M and N into blocks of >= 64 lines (or one per thread), so every
+  // thread gets a gemm big enough to run near peak.
+  bool split_m = g.m >= g.n;
+  int64_t lines = split_m ? g.m : g.n;
+  int threads = kernel_pool().size();
+  int64_t per_batch = std::max<int64_t>(1, std::min<int64_t>(lines / 64, (threads + batch - 1) / batch));
+  int64_t units = batch * per_batch;
+  parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      int64_t bi = u / per_batch, j = u % per_batch;
+      int64_t lo = lines * j / per_batch, hi = lines * (j + 1) / per_batch;
+      gemm_block(g, a + bi * g.m * g.k, b_batched ? b + bi * g.k * g.n : b, c + bi * g.m * g.n, split_m, lo, hi);
+    }
+  });
+}
+
+}  // namespace
+
+void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
+  Gemm g{trans_a, trans_b, trans_a ? a.dim(-1) : a.dim(-2), c.dim(-1), trans_a ? a.dim(-2) : a.dim(-1), alpha, beta};
+  DT_CHECK(g.m < INT_MAX && g.n < INT_MAX && g.k < INT_MAX,
+           "matmul: dims M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
+               " exceed the BLAS limit of 2^31-1");
+  int64_t batch = c.numel() / (g.m * g.n);
+  bool b_batched = b.ndim() > 2;
+  if (a.dtype() == DType::F32) {
+    gemm_f32(g, batch, b_batched, a.data<float>(), b.data<float>(), c.data<float>());
+    return;
+  }
+  Tensor a32 = Tensor::uninit(a.shape(), DType::F32), b32 = Tensor::uninit(b.shape(), DType::F32);
+  Tensor c32 = Tensor::uninit(c.shape(), DType::F32);
+  cast(a, a32);
+  cast(b, b32);
+  if (beta != 0.0f) cast(c, c32);
+  gemm_f32(g, batch, b_batched, a32.data<float>(), b32.data<float>(), c32.data<float>());
+  cast(c32, c);
+}
+
+}  // namespace dt::kernels::cpu

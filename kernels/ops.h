@@ -1,0 +1,162 @@
+// The op table: every kernel a GPT or an MLP needs, forward and backward, behind one
+// interface that each device implements (kernels/cpu now, kernels/cuda later).
+//
+// Callers use the free functions below. Each validates its arguments (shapes, dtypes,
+// devices: errors name the argument and what is accepted), then calls the entry of the
+// OpTable for the tensors' device. Backends receive validated arguments only.
+//
+// Conventions shared by every op:
+//  - "Rows": a tensor [..., C] is R = numel / C rows of C. Norms, softmax and losses work
+//    per row over the last dim.
+//  - Floating tensors may be f32, bf16 or f16; math is f32; statistics saved for backward
+//    (mean, rstd, lse) and losses are always f32. Outputs are overwritten, except that
+//    gradients of parameters (dweight, dbias, dtable) ACCUMULATE (+=), so micro-batches
+//    accumulate without extra buffers.
+//  - Results are bitwise independent of the thread count: work is split so that every
+//    output element is computed by exactly one thread in a fixed order.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace dt::kernels {
+
+enum class ReduceOp : int32_t { Sum = 0, Avg = 1, Max = 2, Min = 3, Prod = 4 };
+const char* reduce_op_name(ReduceOp op);
+
+struct AdamWParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  int64_t step = 1;         // 1-based step, for bias correction
+  float grad_scale = 1.0f;  // grad is multiplied by this first (unscaling, clipping)
+};
+
+struct SgdParams {
+  float lr = 1e-2f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+  float grad_scale = 1.0f;
+};
+
+// ---- linear algebra ----------------------------------------------------------------------
+// c = alpha * op(a) @ op(b) + beta * c; op transposes the last two dims when trans_* is set.
+// a: [..., M, K] ([..., K, M] transposed), b: [..., K, N] or a shared 2-D [K, N],
+// c: [..., M, N]. Batch dims of a, b (when batched) and c match. One floating dtype.
+void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b,
+            float alpha = 1.0f, float beta = 0.0f);
+
+// ---- normalization -----------------------------------------------------------------------
+// y = (x - mean) * rstd * weight + bias; x, y: [..., C]; weight, bias: [C] (bias may be
+// undefined); mean, rstd: f32, one per row.
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                       Tensor& y, Tensor& mean, Tensor& rstd);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dweight, Tensor& dbias);
+// y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      Tensor& dx, Tensor& dweight);
+
+// ---- activations (elementwise; all tensors one shape) -------------------------------------
+// GELU, tanh approximation (as GPT-2).
+void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void silu_forward(const Tensor& x, Tensor& y);
+void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+// y = silu(gate) * up.
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate, Tensor& dup);
+
+// ---- softmax and attention -----------------------------------------------------------------
+// Over the last dim, max-subtracted.
+void softmax_forward(const Tensor& x, Tensor& y);
+void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
+// Fused causal attention with grouped-query heads. q: [B, Tq, Hq, D]; k, v: [B, Tk, Hkv, D]
+// with Hq % Hkv == 0 (query head h reads kv head h / (Hq / Hkv)); Tq <= Tk, and query i sits
+// at position Tk - Tq + i (so Tq = Tk is training, Tq = 1 is one decode step over a cache).
+// out: [B, Tq, Hq, D]; lse: f32 [B, Hq, Tq], the log-sum-exp of each score row, saved for
+// backward. scale <= 0 means 1/sqrt(D). Never materializes a Tq x Tk matrix per head.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out,
+                       Tensor& lse);
+// dq, dk, dv overwritten.
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, float scale, Tensor& dq, Tensor& dk,
+                        Tensor& dv);
+
+// ---- loss ------------------------------------------------------------------------------------
+// logits: [R, V]; targets: i32 [R] in [0, V) or == ignore_index; losses: f32 [R], 0 where
+// ignored. A target outside [0, V) that is not ignore_index is INVALID_ARGUMENT.
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
+                           Tensor& losses);
+// dlogits = (softmax(logits) - onehot(target)) * dlosses[row]; zero rows where ignored.
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                            int32_t ignore_index, Tensor& dlogits);
+
+// ---- embedding -------------------------------------------------------------------------------
+// ids: i32 [R] in [0, V); table: [V, C]; out: [R, C] (an id out of range is INVALID_ARGUMENT).
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);  // dtable +=
+
+// ---- optimizers (in place; param, m, v, momentum are f32 master copies) ----------------------
+// param_copy (optional, may be undefined): a bf16/f16/f32 tensor of the same shape that
+// receives the updated parameter, for mixed precision.
+void adamw_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p,
+                  Tensor& param_copy);
+// momentum_buf may be undefined when p.momentum == 0.
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buf, const SgdParams& p,
+                Tensor& param_copy);
+
+// ---- elementwise, casts and reductions ------------------------------------------------------
+// dst = src converted; any dtype pair; equal element counts (shapes may differ).
+void cast(const Tensor& src, Tensor& dst);
+void fill(Tensor& x, float value);
+void scale(Tensor& x, float alpha);                       // x *= alpha
+void add(const Tensor& a, const Tensor& b, Tensor& out);  // out = a + b (out may alias a or b)
+void bias_add(Tensor& y, const Tensor& bias);             // y[r, c] += bias[c]
+void bias_backward(const Tensor& dy, Tensor& dbias);      // dbias[c] += sum_r dy[r, c]
+double sum_squares(const Tensor& x);                      // in f64; Inf/NaN propagate
+// The reduction collectives need: dst[i] = op(srcs[0][i], ..., srcs[n-1][i]), folded in
+// source order in f32 (f64 for i64) and rounded once; dst may alias srcs[0]. Avg divides
+// the sum by n. Floating dtypes and i32/i64 (Avg on integers truncates).
+void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, int nsrc, void* dst,
+            int64_t count);
+
+// ---- the table a device implements --------------------------------------------------------
+#define DT_OP_ENTRY(name) decltype(&::dt::kernels::name) name = nullptr;
+struct OpTable {
+  const char* device_name;
+  DT_OP_ENTRY(matmul)
+  DT_OP_ENTRY(layernorm_forward)
+  DT_OP_ENTRY(layernorm_backward)
+  DT_OP_ENTRY(rmsnorm_forward)
+  DT_OP_ENTRY(rmsnorm_backward)
+  DT_OP_ENTRY(gelu_forward)
+  DT_OP_ENTRY(gelu_backward)
+  DT_OP_ENTRY(silu_forward)
+  DT_OP_ENTRY(silu_backward)
+  DT_OP_ENTRY(swiglu_forward)
+  DT_OP_ENTRY(swiglu_backward)
+  DT_OP_ENTRY(softmax_forward)
+  DT_OP_ENTRY(softmax_backward)
+  DT_OP_ENTRY(attention_forward)
+  DT_OP_ENTRY(attention_backward)
+  DT_OP_ENTRY(cross_entropy_forward)
+  DT_OP_ENTRY(cross_entropy_backward)
+  DT_OP_ENTRY(embedding_forward)
+  DT_OP_ENTRY(embedding_backward)
+  DT_OP_ENTRY(adamw_update)
+  DT_OP_ENTRY(sgd_update)
+  DT_OP_ENTRY(cast)
+  DT_OP_ENTRY(fill)
+  DT_OP_ENTRY(scale)
+  DT_OP_ENTRY(add)
+  DT_OP_ENTRY(bias_add)
+  DT_OP_ENTRY(bias_backward)
+  DT_OP_ENTRY(sum_squares)
+  DT_OP_ENTRY(reduce)
+};
+#undef DT_OP_ENTRY
+
+// The table of a device; throws UNSUPPORTED for a device with no kernels in this build.
+const OpTable& op_table(Device device);
+const OpTable& cpu_op_table();
+
+}  // namespace dt::kernels

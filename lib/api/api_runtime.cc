@@ -1,0 +1,71 @@
+// Process-wide settings, the memory ledger and device queries.
+#include <cstring>
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/thread_pool.h"
+#include "lib/api/firewall.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+extern "C" {
+
+dt_status dt_configure(const dt_options* options) {
+  return guard("dt_configure", [&] {
+    dt::OptionReader r(dt::api::opts_of(options), "dt_configure",
+                       {"threads", "memory_limit_bytes", "pool_cache_bytes"});
+    dt::AllocatorSettings s = dt::allocator_settings();
+    int64_t threads = r.get_int("threads", dt::kernel_threads());
+    s.memory_limit_bytes = r.get_int("memory_limit_bytes", s.memory_limit_bytes);
+    s.pool_cache_bytes = r.get_int("pool_cache_bytes", s.pool_cache_bytes);
+    DT_CHECK(threads >= 1 && threads <= 1024,
+             "dt_configure: option \"threads\" = " + std::to_string(threads) + "; accepted: 1 to 1024");
+    DT_CHECK(s.memory_limit_bytes >= 0, "dt_configure: option \"memory_limit_bytes\" = " +
+                                            std::to_string(s.memory_limit_bytes) + "; accepted: >= 0 (0 = no cap)");
+    DT_CHECK(s.pool_cache_bytes >= 0, "dt_configure: option \"pool_cache_bytes\" = " +
+                                          std::to_string(s.pool_cache_bytes) + "; accepted: >= 0");
+    dt::allocator_configure(s);
+    dt::set_kernel_threads(static_cast<int>(threads));
+  });
+}
+
+dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes, int64_t* peak_bytes) {
+  return guard("dt_memory_stats", [&] {
+    dt::Ledger& l = dt::ledger_for(dt::parse_device(device, "device"));
+    int64_t cur = l.current(tag), peak = l.peak(tag);
+    if (current_bytes) *current_bytes = cur;
+    if (peak_bytes) *peak_bytes = peak;
+  });
+}
+
+dt_status dt_memory_reset_peak(const char* device) {
+  return guard("dt_memory_reset_peak", [&] { dt::ledger_for(dt::parse_device(device, "device")).reset_peak(); });
+}
+
+dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_memory_report_json", [&] {
+    need(needed, "needed");
+    DT_CHECK(buf || capacity == 0, "buf is NULL with capacity " + std::to_string(capacity) +
+                                       "; pass capacity 0 to ask for the size");
+    dt::Device d = dt::parse_device(device, "device");
+    std::string json = dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d));
+    *needed = json.size() + 1;
+    if (capacity == 0) return;
+    size_t n = std::min(capacity - 1, json.size());
+    std::memcpy(buf, json.data(), n);
+    buf[n] = '\0';
+  });
+}
+
+dt_status dt_device_count(const char* kind, int32_t* out) {
+  return guard("dt_device_count", [&] {
+    need(out, "out");
+    need(kind, "kind");
+    if (std::strcmp(kind, "cpu") == 0) *out = dt::device_count(dt::DeviceType::CPU);
+    else if (std::strcmp(kind, "cuda") == 0) *out = dt::device_count(dt::DeviceType::CUDA);
+    else dt::invalid(std::string("kind: unknown device kind \"") + kind + "\"; accepted: \"cpu\", \"cuda\"");
+  });
+}
+
+}  // extern "C"

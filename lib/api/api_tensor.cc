@@ -1,0 +1,151 @@
+// dt_tensor: create/destroy, host copies, queries, random fills, and the ops a host can
+// call directly.
+#include <cstring>
+#include <vector>
+
+#include "core/device.h"
+#include "core/gpu_runtime.h"
+#include "core/random_fill.h"
+#include "kernels/ops.h"
+#include "lib/api/firewall.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+namespace {
+
+const dt::Tensor& tensor_of(const dt_tensor* t, const char* name) { return need(t, name)->t; }
+dt::Tensor& tensor_of(dt_tensor* t, const char* name) { return need(t, name)->t; }
+
+void check_bytes(const dt::Tensor& t, size_t bytes) {
+  DT_CHECK(bytes == t.nbytes(), "bytes = " + std::to_string(bytes) + "; required: the tensor's byte size, " +
+                                    std::to_string(t.nbytes()) + " (" + dt::shape_str(t.shape()) + " of " +
+                                    dt::dtype_name(t.dtype()) + ")");
+}
+
+dt_status fill(const char* fn, dt_tensor* tensor, dt::Distribution d, uint64_t seed, const char* name,
+               int64_t offset, float a, float b) {
+  return guard(fn, [&] { dt::fill_random(tensor_of(tensor, "tensor"), d, seed, need(name, "name"), offset, a, b); });
+}
+
+}  // namespace
+
+extern "C" {
+
+dt_status dt_tensor_create(dt_dtype dtype, const int64_t* shape, int32_t ndim, const char* device,
+                           const dt_options* options, dt_tensor** out) {
+  return guard("dt_tensor_create", [&] {
+    need(out, "out");
+    dt::DType dt_ = dt::dtype_from_raw(dtype, "dtype");
+    DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
+             "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
+    if (ndim > 0) need(shape, "shape");
+    dt::Shape s(shape, shape + ndim);
+    dt::checked_numel(s, dt_, "shape");
+    dt::Device d = dt::parse_device(device, "device");
+    dt::OptionReader r(dt::api::opts_of(options), "dt_tensor_create", {"tag"});
+    dt::MemTag tag = dt::parse_mem_tag(r.get_string("tag", "workspace").c_str(), "option \"tag\"");
+    auto* h = new dt_tensor();
+    try {
+      h->t = dt::Tensor::zeros(s, dt_, d, tag);
+    } catch (...) {
+      delete h;
+      throw;
+    }
+    h->device_name = d.str();
+    *out = h;
+  });
+}
+
+void dt_tensor_destroy(dt_tensor* tensor) { delete tensor; }
+
+dt_status dt_tensor_copy_from_host(dt_tensor* tensor, const void* src, size_t bytes) {
+  return guard("dt_tensor_copy_from_host", [&] {
+    dt::Tensor& t = tensor_of(tensor, "tensor");
+    need(src, "src");
+    check_bytes(t, bytes);
+    if (t.device().type == dt::DeviceType::CPU) std::memcpy(t.raw(), src, bytes);
+    else dt::gpu::copy_to_device(t.device().index, t.raw(), src, bytes);
+  });
+}
+
+dt_status dt_tensor_copy_to_host(const dt_tensor* tensor, void* dst, size_t bytes) {
+  return guard("dt_tensor_copy_to_host", [&] {
+    const dt::Tensor& t = tensor_of(tensor, "tensor");
+    need(dst, "dst");
+    check_bytes(t, bytes);
+    if (t.device().type == dt::DeviceType::CPU) std::memcpy(dst, t.raw(), bytes);
+    else dt::gpu::copy_to_host(t.device().index, dst, t.raw(), bytes);
+  });
+}
+
+dt_status dt_tensor_copy(const dt_tensor* src, dt_tensor* dst) {
+  return guard("dt_tensor_copy", [&] { dt::kernels::cast(tensor_of(src, "src"), tensor_of(dst, "dst")); });
+}
+
+dt_status dt_tensor_dtype(const dt_tensor* tensor, dt_dtype* out) {
+  return guard("dt_tensor_dtype", [&] {
+    need(out, "out");
+    *out = static_cast<dt_dtype>(tensor_of(tensor, "tensor").dtype());
+  });
+}
+
+dt_status dt_tensor_ndim(const dt_tensor* tensor, int32_t* out) {
+  return guard("dt_tensor_ndim", [&] {
+    need(out, "out");
+    *out = tensor_of(tensor, "tensor").ndim();
+  });
+}
+
+dt_status dt_tensor_shape(const dt_tensor* tensor, int64_t* dims, int32_t capacity) {
+  return guard("dt_tensor_shape", [&] {
+    const dt::Tensor& t = tensor_of(tensor, "tensor");
+    DT_CHECK(capacity >= t.ndim(), "capacity = " + std::to_string(capacity) + "; required: >= ndim, " +
+                                       std::to_string(t.ndim()));
+    if (t.ndim() > 0) need(dims, "dims");
+    for (int i = 0; i < t.ndim(); ++i) dims[i] = t.shape()[i];
+  });
+}
+
+dt_status dt_tensor_numel(const dt_tensor* tensor, int64_t* out) {
+  return guard("dt_tensor_numel", [&] {
+    need(out, "out");
+    *out = tensor_of(tensor, "tensor").numel();
+  });
+}
+
+dt_status dt_tensor_nbytes(const dt_tensor* tensor, size_t* out) {
+  return guard("dt_tensor_nbytes", [&] {
+    need(out, "out");
+    *out = tensor_of(tensor, "tensor").nbytes();
+  });
+}
+
+dt_status dt_tensor_device(const dt_tensor* tensor, const char** out) {
+  return guard("dt_tensor_device", [&] {
+    need(out, "out");
+    need(tensor, "tensor");
+    *out = tensor->device_name.c_str();
+  });
+}
+
+dt_status dt_tensor_fill_normal(dt_tensor* tensor, uint64_t seed, const char* name, int64_t offset, float a, float b) {
+  return fill("dt_tensor_fill_normal", tensor, dt::Distribution::Normal, seed, name, offset, a, b);
+}
+
+dt_status dt_tensor_fill_uniform(dt_tensor* tensor, uint64_t seed, const char* name, int64_t offset, float a,
+                                 float b) {
+  return fill("dt_tensor_fill_uniform", tensor, dt::Distribution::Uniform, seed, name, offset, a, b);
+}
+
+dt_status dt_matmul(const dt_tensor* a, const dt_tensor* b, int32_t trans_a, int32_t trans_b, dt_tensor* c) {
+  return guard("dt_matmul", [&] {
+    dt::kernels::matmul(tensor_of(a, "a"), tensor_of(b, "b"), tensor_of(c, "c"), trans_a != 0, trans_b != 0);
+  });
+}
+
+dt_status dt_softmax(const dt_tensor* x, dt_tensor* y) {
+  return guard("dt_softmax", [&] { dt::kernels::softmax_forward(tensor_of(x, "x"), tensor_of(y, "y")); });
+}
+
+}  // extern "C"

@@ -1,0 +1,56 @@
+// The allocator: every byte a tensor holds comes from here and is counted in the ledger of
+// its device. Freed blocks of a page or more are cached by size class and reused, because
+// first touch of fresh pages is slow (about 15 us per 4 KiB page on the reference machine)
+// and training allocates the same sizes every step.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/device.h"
+#include "core/ledger.h"
+
+namespace dt {
+
+// One allocation: `bytes` requested (what the ledger counts), `capacity` reserved.
+class Storage {
+ public:
+  // Storage of `bytes` (> 0) on `device`, counted under `tag`, zero-filled unless `zero` is
+  // false (scratch that is written before it is read). Throws OUT_OF_MEMORY when the device
+  // or the configured limit cannot satisfy it.
+  static std::shared_ptr<Storage> create(Device device, size_t bytes, MemTag tag, bool zero = true);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  MemTag tag() const { return tag_; }
+
+ private:
+  Storage() = default;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  size_t capacity_ = 0;
+  Device device_;
+  MemTag tag_ = MemTag::Workspace;
+};
+
+struct AllocatorSettings {
+  int64_t memory_limit_bytes = 0;           // host bytes held by tensors; 0 = no cap
+  int64_t pool_cache_bytes = int64_t(1) << 30;  // most free bytes kept for reuse, per device
+};
+
+// Process-wide settings and queries.
+void allocator_configure(const AllocatorSettings& s);
+AllocatorSettings allocator_settings();
+Ledger& ledger_for(Device device);
+int64_t pool_cached_bytes(Device device);
+void pool_release_cached(Device device);  // returns every cached block to the system
+
+// Size class a request is rounded to (exposed for tests): below one page, 64-byte
+// multiples; above, four classes per power of two (at most 25% over).
+size_t pool_size_class(size_t bytes);
+
+}  // namespace dt
