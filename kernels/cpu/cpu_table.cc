@@ -11,6 +11,8 @@ const OpTable& cpu_op_table() {
     t.softmax_forward = cpu::softmax_forward;
     t.softmax_backward = cpu::softmax_backward;
     t.cast = cpu::cast;
+    // -- norms, activations, embedding, elementwise (helper A adds entries here)
+    // -- attention, loss, optimizers, reduce (helper B adds entries here)
     return t;
   }();
   return table;
