@@ -13,6 +13,8 @@ const OpTable& cpu_op_table() {
     t.cast = cpu::cast;
     // -- norms, activations, embedding, elementwise (helper A adds entries here)
     // -- attention, loss, optimizers, reduce (helper B adds entries here)
+    t.attention_forward = cpu::attention_forward;
+    t.attention_backward = cpu::attention_backward;
     return t;
   }();
   return table;

@@ -1,0 +1,100 @@
+// matmul: every transpose combination, batched and shared-b, alpha/beta, bf16/f16.
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "unit/test_util.h"
+
+namespace dt {
+namespace {
+
+// Reference in double: c[b] = alpha * op(a[b]) op(b[b]) + beta * c[b].
+std::vector<double> ref(const std::vector<double>& a, const std::vector<double>& b, std::vector<double> c,
+                        int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool b_batched,
+                        double alpha, double beta) {
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const double* A = a.data() + bi * m * k;
+    const double* B = b.data() + (b_batched ? bi * k * n : 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += (ta ? A[p * m + i] : A[i * k + p]) * (tb ? B[j * k + p] : B[p * n + j]);
+        double& out = c[bi * m * n + i * n + j];
+        out = alpha * s + beta * out;
+      }
+  }
+  return c;
+}
+
+struct Case {
+  int64_t batch, m, n, k;
+  bool b_batched;
+};
+
+TEST(Matmul, AllTransposesBatchedAndShared) {
+  for (Case cs : {Case{1, 5, 7, 3, false}, Case{3, 130, 17, 33, true}, Case{2, 4, 200, 9, false}, Case{1, 1, 64, 40, false}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape sa = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k};
+        Shape sb = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
+        Shape sc{cs.m, cs.n};
+        if (cs.batch > 1) {
+          sa.insert(sa.begin(), cs.batch);
+          sc.insert(sc.begin(), cs.batch);
+          if (cs.b_batched) sb.insert(sb.begin(), cs.batch);
+        }
+        Tensor a = test::randn(sa, DType::F32, 1, "a"), b = test::randn(sb, DType::F32, 1, "b");
+        Tensor c = test::randn(sc, DType::F32, 1, "c");
+        auto want = ref(test::to_f64(a), test::to_f64(b), test::to_f64(c), cs.batch, cs.m, cs.n, cs.k, ta, tb,
+                        cs.b_batched, 0.5, 2.0);
+        kernels::matmul(a, b, c, ta, tb, 0.5f, 2.0f);
+        test::expect_close(test::to_f64(c), want, 1e-4, 1e-4,
+                           "m=" + std::to_string(cs.m) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+      }
+}
+
+TEST(Matmul, HalfPrecisionComputesInF32) {
+  for (DType t : {DType::BF16, DType::F16}) {
+    Tensor a = test::randn({33, 20}, t, 2, "a"), b = test::randn({20, 45}, t, 2, "b");
+    Tensor c = Tensor::zeros({33, 45}, t);
+    kernels::matmul(a, b, c, false, false);
+    auto want = ref(test::to_f64(a), test::to_f64(b), std::vector<double>(33 * 45), 1, 33, 45, 20, false, false, false,
+                    1, 0);
+    test::expect_close(test::to_f64(c), want, 0.05, 1e-2, dtype_name(t));
+  }
+}
+
+TEST(Matmul, ResultDoesNotDependOnThreadCount) {
+  Tensor a = test::randn({300, 70}, DType::F32, 4, "a"), b = test::randn({70, 90}, DType::F32, 4, "b");
+  Tensor c1 = Tensor::zeros({300, 90}, DType::F32), c2 = Tensor::zeros({300, 90}, DType::F32);
+  int keep = kernel_threads();
+  set_kernel_threads(1);
+  kernels::matmul(a, b, c1, false, false);
+  set_kernel_threads(2);
+  kernels::matmul(a, b, c2, false, false);
+  set_kernel_threads(keep);
+  EXPECT_EQ(test::to_f64(c1), test::to_f64(c2));
+}
+
+TEST(Matmul, RejectsBadShapesWithNamedArguments) {
+  Tensor a = Tensor::zeros({4, 5}, DType::F32), b = Tensor::zeros({6, 7}, DType::F32);
+  Tensor c = Tensor::zeros({4, 7}, DType::F32), h = Tensor::zeros({5, 7}, DType::BF16);
+  auto msg = [](auto fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), DT_ERR_INVALID_ARGUMENT);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg([&] { kernels::matmul(a, b, c, false, false); }).find("inner dims"), std::string::npos);
+  EXPECT_NE(msg([&] { kernels::matmul(a, h, c, false, false); }).find("b has dtype bf16"), std::string::npos);
+  Tensor b2 = Tensor::zeros({5, 7}, DType::F32), c2 = Tensor::zeros({4, 8}, DType::F32);
+  EXPECT_NE(msg([&] { kernels::matmul(a, b2, c2, false, false); }).find("c has shape [4, 8]"), std::string::npos);
+  Tensor i = Tensor::zeros({4, 5}, DType::I32);
+  EXPECT_NE(msg([&] { kernels::matmul(i, b2, c, false, false); }).find("accepted: f32, bf16, f16"), std::string::npos);
+  EXPECT_NE(msg([&] { kernels::matmul(Tensor(), b2, c, false, false); }).find("a is an empty tensor"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace dt
