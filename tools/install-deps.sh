@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages libdtrain builds and tests with, only if any is missing.
+# Idempotent; needs root (or sudo) only when something must be installed.
+# docs/dependencies.md says why each one was chosen.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config binutils   # compiler, build, nm/objdump for the ABI test
+  libopenblas-dev                             # the CPU BLAS the kernels call
+  libblis-dev                                 # the BLAS it was chosen against (bench_blas_choice)
+  libgtest-dev                                # unit tests
+  libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

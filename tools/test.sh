@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the Release build first, then the whole suite again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any failure.
+# DTRAIN_TEST_SKIP_ASAN=1 skips the sanitizer pass (quicker local runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+jobs=$(nproc)
+export CTEST_OUTPUT_ON_FAILURE=1
+
+run_preset() {
+  local preset=$1
+  echo "== [$preset] configure"
+  cmake --preset "$preset" >/dev/null
+  echo "== [$preset] build"
+  cmake --build --preset "$preset" -j"$jobs"
+  echo "== [$preset] test"
+  ctest --preset "$preset" -j"$jobs" --timeout 300
+}
+
+start=$(date +%s)
+run_preset default
+if [ "${DTRAIN_TEST_SKIP_ASAN:-0}" != "1" ]; then
+  run_preset asan
+fi
+echo "== all tests passed in $(( $(date +%s) - start )) s"
