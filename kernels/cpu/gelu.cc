@@ -2,8 +2,8 @@
 //   y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3).
 #include <cmath>
 
+#include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cpu/row_f32.h"
 
 namespace dt::kernels::cpu {
 namespace {

@@ -1,8 +1,8 @@
 // SwiGLU, y = silu(gate) * up, elementwise on the CPU.
 #include <cmath>
 
+#include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cpu/row_f32.h"
 
 namespace dt::kernels::cpu {
 namespace {
