@@ -14,6 +14,8 @@
 //    accumulate without extra buffers.
 //  - Results are bitwise independent of the thread count: work is split so that every
 //    output element is computed by exactly one thread in a fixed order.
+//  - Weights, biases and their gradients share the dtype of the activations they meet (one
+//    storage type per call); eps must be finite and >= 0.
 #pragma once
 #include <cstdint>
 
@@ -45,7 +47,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
 
 // ---- normalization -----------------------------------------------------------------------
 // y = (x - mean) * rstd * weight + bias; x, y: [..., C]; weight, bias: [C] (bias may be
-// undefined); mean, rstd: f32, one per row.
+// undefined); mean, rstd: f32, one per row (any shape of R elements, e.g. [B, T]).
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                        Tensor& y, Tensor& mean, Tensor& rstd);
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -91,7 +93,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                             int32_t ignore_index, Tensor& dlogits);
 
 // ---- embedding -------------------------------------------------------------------------------
-// ids: i32 [R] in [0, V); table: [V, C]; out: [R, C] (an id out of range is INVALID_ARGUMENT).
+// ids: i32 of any shape S, each in [0, V); table: [V, C]; out: S + [C] (e.g. ids [B, T],
+// out [B, T, C]). An id out of range is INVALID_ARGUMENT, raised before anything is written.
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);  // dtable +=
 
@@ -114,7 +117,7 @@ void bias_add(Tensor& y, const Tensor& bias);             // y[r, c] += bias[c]
 void bias_backward(const Tensor& dy, Tensor& dbias);      // dbias[c] += sum_r dy[r, c]
 double sum_squares(const Tensor& x);                      // in f64; Inf/NaN propagate
 // The reduction collectives need: dst[i] = op(srcs[0][i], ..., srcs[n-1][i]), folded in
-// source order in f32 (f64 for i64) and rounded once; dst may alias srcs[0]. Avg divides
+// source order in f32 (exact int64 arithmetic for i32/i64) and rounded once; dst may alias srcs[0]. Avg divides
 // the sum by n. Floating dtypes and i32/i64 (Avg on integers truncates).
 void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, int nsrc, void* dst,
             int64_t count);

@@ -11,7 +11,7 @@ const OpTable& cpu_op_table() {
     t.softmax_forward = cpu::softmax_forward;
     t.softmax_backward = cpu::softmax_backward;
     t.cast = cpu::cast;
-    // -- norms, activations, embedding, elementwise (helper A adds entries here)
+    // norms, activations, embedding, elementwise
     t.layernorm_forward = cpu::layernorm_forward;
     t.layernorm_backward = cpu::layernorm_backward;
     t.rmsnorm_forward = cpu::rmsnorm_forward;
@@ -30,7 +30,7 @@ const OpTable& cpu_op_table() {
     t.bias_add = cpu::bias_add;
     t.bias_backward = cpu::bias_backward;
     t.sum_squares = cpu::sum_squares;
-    // -- attention, loss, optimizers, reduce (helper B adds entries here)
+    // attention, loss, optimizers, reduce
     t.attention_forward = cpu::attention_forward;
     t.attention_backward = cpu::attention_backward;
     t.cross_entropy_forward = cpu::cross_entropy_forward;
