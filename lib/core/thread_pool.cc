@@ -8,6 +8,9 @@ namespace {
 thread_local bool t_in_worker = false;
 }
 
+ScopedSerialKernels::ScopedSerialKernels() : previous_(t_in_worker) { t_in_worker = true; }
+ScopedSerialKernels::~ScopedSerialKernels() { t_in_worker = previous_; }
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

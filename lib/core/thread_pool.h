@@ -45,6 +45,20 @@ ThreadPool& kernel_pool();
 void set_kernel_threads(int threads);
 int kernel_threads();
 
+// While alive, kernels called on this thread run serially on it. Rank threads use it: each
+// rank is already one of the threads sharing the cores, and ranks must not queue behind
+// one another on the shared pool.
+class ScopedSerialKernels {
+ public:
+  ScopedSerialKernels();
+  ~ScopedSerialKernels();
+  ScopedSerialKernels(const ScopedSerialKernels&) = delete;
+  ScopedSerialKernels& operator=(const ScopedSerialKernels&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Shorthand for kernel_pool().parallel_for.
 inline void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   kernel_pool().parallel_for(n, grain, fn);

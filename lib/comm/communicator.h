@@ -1,0 +1,103 @@
+// The Communicator interface: the collectives every strategy is built from, over a group
+// of ranks. Backends (local threads, Open MPI, NCCL) implement it; one algorithm per file.
+//
+// Buffers are raw pointers on the communicator's device, counted in elements of `dtype`.
+// A call is out-of-place unless send == recv (in-place), with the layouts below. Every
+// member of the group must make the same calls in the same order (SPMD); a debug option
+// checks that they agree on kind, dtype, count and root.
+//
+// Each operation exists as *_async, returning a Work handle, and as a blocking call.
+// Operations of one communicator run in the order they were issued. Arguments are
+// validated here, once, for every backend.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/comm_ledger.h"
+#include "core/dtype.h"
+#include "kernels/ops.h"
+
+namespace dt::comm {
+
+using kernels::ReduceOp;
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // True once the operation has finished; rethrows its error (TIMEOUT, ABORTED, COMM).
+  virtual bool test() = 0;
+  // Blocks until the operation has finished; rethrows its error.
+  virtual void wait() = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+// One call, as the backends receive it (validated). `root` is the root of broadcast and
+// reduce, or the peer of send and recv.
+struct CollRequest {
+  CollKind kind = CollKind::Barrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;
+  int tag = 0;
+  std::vector<int64_t> send_counts, recv_counts;  // all-to-all only
+  int64_t bytes = 0;  // this rank's contribution, for the ledger
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The mesh axis (or axes, "dp*cp") this group spans; "world" for all ranks.
+  virtual const std::string& axis() const = 0;
+  virtual CommLedger& ledger() = 0;
+
+  // recv[i] = op over ranks of send[i]; count elements.
+  WorkPtr all_reduce_async(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op);
+  // recv = [send of rank 0, ..., send of rank n-1]; send has count elements, recv n*count.
+  WorkPtr all_gather_async(const void* send, void* recv, int64_t count, DType dtype);
+  // recv = block `rank` of the reduction of send; send has n*count elements, recv count.
+  WorkPtr reduce_scatter_async(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op);
+  // recv (every rank) = send of `root`; send is read on root only (may be null elsewhere).
+  WorkPtr broadcast_async(const void* send, void* recv, int64_t count, DType dtype, int root);
+  // recv on `root` = op over ranks of send; recv is ignored elsewhere (may be null).
+  WorkPtr reduce_async(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root);
+  // Rank r sends send_counts[p] elements to each peer p (blocks packed in peer order) and
+  // receives recv_counts[p] from each (packed likewise). Equal splits: all counts equal.
+  // recv_counts[p] on rank r must equal send_counts[r] on rank p. Never in place.
+  WorkPtr all_to_all_async(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                           const std::vector<int64_t>& recv_counts, DType dtype);
+  // Point to point; a send matches the recv of the same peer pair and tag, in order.
+  WorkPtr send_async(const void* buf, int64_t count, DType dtype, int peer, int tag = 0);
+  WorkPtr recv_async(void* buf, int64_t count, DType dtype, int peer, int tag = 0);
+  WorkPtr barrier_async();
+
+  // Blocking forms: the same, waited for (a backend may run them on the calling thread).
+  void all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op);
+  void all_gather(const void* send, void* recv, int64_t count, DType dtype);
+  void reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op);
+  void broadcast(const void* send, void* recv, int64_t count, DType dtype, int root);
+  void reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root);
+  void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                  const std::vector<int64_t>& recv_counts, DType dtype);
+  void send(const void* buf, int64_t count, DType dtype, int peer, int tag = 0);
+  void recv(void* buf, int64_t count, DType dtype, int peer, int tag = 0);
+  void barrier();
+
+ protected:
+  // The one entry a backend implements. `blocking`: the caller waits at once.
+  virtual WorkPtr issue(const CollRequest& request, bool blocking) = 0;
+
+ private:
+  WorkPtr start(CollRequest request, bool blocking);  // validates, then issue()
+};
+
+// A Work that is already complete.
+WorkPtr completed_work();
+
+}  // namespace dt::comm

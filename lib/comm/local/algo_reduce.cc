@@ -1,0 +1,29 @@
+// Reduce to a root over shared memory: member r reduces block r of every member's send
+// buffer (in member order) straight into the root's recv, so all members share the work.
+#include <vector>
+
+#include "comm/local/algo_util.h"
+#include "comm/local/local_comm.h"
+
+namespace dt::comm::local {
+
+void run_reduce(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root) {
+  const char* what = "reduce";
+  const int n = g.size();
+  Slot s;
+  s.kind = CollKind::Reduce;
+  s.dtype = dtype;
+  s.count = count;
+  s.op = op;
+  s.root = root;
+  s.send = send;
+  s.recv = recv;
+  publish(g, me, s, what);
+  int64_t lo = block_lo(count, n, me), hi = block_lo(count, n, me + 1);
+  std::vector<const void*> srcs(n);
+  for (int p = 0; p < n; ++p) srcs[p] = at(g.slot(p).send, lo, dtype);
+  reduce_into(op, dtype, srcs, at(g.slot(root).recv, lo, dtype), hi - lo);
+  g.barrier(me, what);
+}
+
+}  // namespace dt::comm::local
