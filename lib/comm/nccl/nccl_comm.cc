@@ -1,0 +1,270 @@
+#include "comm/nccl/nccl_comm.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+
+namespace dt::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail(DT_ERR_COMM, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Prod: return ncclProd;
+  }
+  return ncclSum;
+}
+
+// Shared by a communicator and its outstanding Work: the deadline logic lives here.
+struct NcclState {
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  int rank = 0, size = 1;
+  std::string axis;
+  double timeout_s = 300;
+  std::atomic<bool> failed{false};
+  std::mutex failure_mu;  // guards failure; failed is set only after failure is written
+  std::string failure;
+
+  // Waits until ready() or the deadline, polling the communicator's async error; on an
+  // error or the deadline the communicator is aborted and the error thrown.
+  void poll(const std::function<bool()>& ready, const char* what) {
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    for (int spins = 0;; ++spins) {
+      if (failed) throw_failure(DT_ERR_COMM);
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        set_failed(std::string(what) + " on axis " + axis + ": " + ncclGetErrorString(async));
+        throw_failure(DT_ERR_COMM);
+      }
+      if (async == ncclSuccess && ready()) return;
+      if (Clock::now() > deadline) {
+        set_failed(std::string(what) + " on axis " + axis + " timed out (a peer never arrived); communicator aborted");
+        throw_failure(DT_ERR_TIMEOUT);
+      }
+      if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void set_failed(const std::string& msg) {
+    std::lock_guard<std::mutex> g(failure_mu);
+    if (failed) return;
+    failure = msg;
+    failed = true;
+    ncclCommAbort(comm);
+    comm = nullptr;
+  }
+  [[noreturn]] void throw_failure(dt_status code) {
+    std::lock_guard<std::mutex> g(failure_mu);
+    fail(code, failure);
+  }
+  // A call may answer ncclInProgress on a non-blocking communicator: wait for it.
+  void check(ncclResult_t r, const char* what) {
+    if (r == ncclSuccess) return;
+    if (r == ncclInProgress) {
+      poll([] { return true; }, what);
+      return;
+    }
+    set_failed(std::string(what) + " on axis " + axis + ": " + ncclGetErrorString(r));
+    throw_failure(DT_ERR_COMM);
+  }
+};
+
+class NcclWork : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclState> s, cudaEvent_t ev, CollKind kind, int64_t bytes, CommLedger* ledger)
+      : s_(std::move(s)), ev_(ev), kind_(kind), bytes_(bytes), ledger_(ledger), t0_(Clock::now()) {}
+  ~NcclWork() override { cudaEventDestroy(ev_); }
+  bool test() override {
+    if (done_) return true;
+    cudaError_t e = cudaEventQuery(ev_);
+    if (e == cudaErrorNotReady) return false;
+    check_cuda(e, "cudaEventQuery");
+    finish();
+    return true;
+  }
+  void wait() override {
+    if (done_) return;
+    s_->poll([&] { return cudaEventQuery(ev_) != cudaErrorNotReady; }, coll_name(kind_));
+    finish();
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    ledger_->record(kind_, bytes_, std::chrono::duration<double>(Clock::now() - t0_).count());
+  }
+  std::shared_ptr<NcclState> s_;
+  cudaEvent_t ev_;
+  CollKind kind_;
+  int64_t bytes_;
+  CommLedger* ledger_;
+  Clock::time_point t0_;
+  bool done_ = false;
+};
+
+class NcclComm : public Communicator {
+ public:
+  explicit NcclComm(std::shared_ptr<NcclState> s) : s_(std::move(s)) {
+    check_cuda(cudaSetDevice(s_->device), "cudaSetDevice");
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  }
+  ~NcclComm() override {
+    cudaSetDevice(s_->device);
+    if (s_->comm) {
+      ncclCommFinalize(s_->comm);
+      ncclCommDestroy(s_->comm);
+    }
+    cudaStreamDestroy(stream_);
+    if (barrier_buf_) cudaFree(barrier_buf_);
+  }
+  int rank() const override { return s_->rank; }
+  int size() const override { return s_->size; }
+  const std::string& axis() const override { return s_->axis; }
+  CommLedger& ledger() override { return ledger_; }
+
+ protected:
+  WorkPtr issue(const CollRequest& r, bool blocking) override {
+    if (s_->failed) s_->throw_failure(DT_ERR_COMM);
+    check_cuda(cudaSetDevice(s_->device), "cudaSetDevice");
+    enqueue(r);
+    cudaEvent_t ev;
+    check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(ev, stream_), "cudaEventRecord");
+    auto work = std::make_shared<NcclWork>(s_, ev, r.kind, r.bytes, &ledger_);
+    if (blocking) work->wait();
+    return work;
+  }
+
+ private:
+  void enqueue(const CollRequest& r) {
+    ncclComm_t c = s_->comm;
+    ncclDataType_t t = nccl_type(r.dtype);
+    size_t n = static_cast<size_t>(r.count);
+    size_t esz = dtype_size(r.dtype);
+    const char* what = coll_name(r.kind);
+    switch (r.kind) {
+      case CollKind::AllReduce: s_->check(ncclAllReduce(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what); break;
+      case CollKind::AllGather: s_->check(ncclAllGather(r.send, r.recv, n, t, c, stream_), what); break;
+      case CollKind::ReduceScatter:
+        s_->check(ncclReduceScatter(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what);
+        break;
+      case CollKind::Broadcast: s_->check(ncclBroadcast(r.send, r.recv, n, t, r.root, c, stream_), what); break;
+      case CollKind::Reduce: s_->check(ncclReduce(r.send, r.recv, n, t, nccl_op(r.op), r.root, c, stream_), what); break;
+      case CollKind::AllToAll: {
+        // Uneven splits: one grouped send/recv per peer.
+        s_->check(ncclGroupStart(), what);
+        size_t so = 0, ro = 0;
+        for (int p = 0; p < s_->size; ++p) {
+          auto sc = static_cast<size_t>(r.send_counts[p]), rc = static_cast<size_t>(r.recv_counts[p]);
+          if (sc) ncclSend(static_cast<const char*>(r.send) + so * esz, sc, t, p, c, stream_);
+          if (rc) ncclRecv(static_cast<char*>(r.recv) + ro * esz, rc, t, p, c, stream_);
+          so += sc;
+          ro += rc;
+        }
+        s_->check(ncclGroupEnd(), what);
+        break;
+      }
+      case CollKind::Send: s_->check(ncclSend(r.send, n, t, r.root, c, stream_), what); break;
+      case CollKind::Recv: s_->check(ncclRecv(r.recv, n, t, r.root, c, stream_), what); break;
+      case CollKind::Barrier: {
+        // NCCL has no barrier: an all-reduce of one element does the same.
+        if (!barrier_buf_) check_cuda(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
+        s_->check(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, c, stream_), what);
+        break;
+      }
+    }
+  }
+
+  std::shared_ptr<NcclState> s_;
+  cudaStream_t stream_ = nullptr;
+  CommLedger ledger_;
+  void* barrier_buf_ = nullptr;
+};
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>& devices, const std::string& axis,
+                                                           const NcclOptions& options) {
+  DT_CHECK(!devices.empty(), "devices is empty; required: at least one CUDA device index");
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
+  const int n = static_cast<int>(devices.size());
+  std::vector<std::shared_ptr<NcclState>> states(n);
+  ncclConfig_t config = nonblocking_config();
+  if (ncclGroupStart() != ncclSuccess) fail(DT_ERR_COMM, "ncclGroupStart failed");
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_shared<NcclState>();
+    s->device = devices[i];
+    s->rank = i;
+    s->size = n;
+    s->axis = axis;
+    s->timeout_s = options.timeout_s;
+    check_cuda(cudaSetDevice(devices[i]), "cudaSetDevice");
+    ncclResult_t r = ncclCommInitRankConfig(&s->comm, n, id, i, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      fail(DT_ERR_COMM, std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    states[i] = s;
+  }
+  ncclResult_t g = ncclGroupEnd();
+  if (g != ncclSuccess && g != ncclInProgress) fail(DT_ERR_COMM, std::string("ncclGroupEnd: ") + ncclGetErrorString(g));
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (auto& s : states) {
+    s->poll([] { return true; }, "nccl communicator creation");
+    comms.push_back(std::make_unique<NcclComm>(s));
+  }
+  return comms;
+}
+
+std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device, const NcclOptions& options) {
+  static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0, "unique id is whole words");
+  ncclUniqueId id;
+  if (bootstrap.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
+  bootstrap.broadcast(&id, &id, sizeof(id) / sizeof(int32_t), DType::I32, 0);
+  auto s = std::make_shared<NcclState>();
+  s->device = device;
+  s->rank = bootstrap.rank();
+  s->size = bootstrap.size();
+  s->axis = bootstrap.axis();
+  s->timeout_s = options.timeout_s;
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  ncclConfig_t config = nonblocking_config();
+  s->check(ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &config), "ncclCommInitRankConfig");
+  s->poll([] { return true; }, "nccl communicator creation");
+  return std::make_unique<NcclComm>(s);
+}
+
+}  // namespace dt::comm

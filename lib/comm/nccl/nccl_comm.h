@@ -1,0 +1,29 @@
+// The nccl backend: a Communicator over GPU buffers. Operations are enqueued on the
+// communicator's own side stream (so they overlap compute on other streams) and a Work
+// waits on an event recorded after them, polling NCCL's asynchronous error state and
+// aborting the communicator at the deadline instead of hanging.
+//
+// Communicators are non-blocking (config.blocking = 0): creation and every call may return
+// ncclInProgress, and completion is polled with ncclCommGetAsyncError.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+
+namespace dt::comm {
+
+struct NcclOptions {
+  double timeout_s = 300.0;
+};
+
+// One communicator per GPU of this process, over all of them (ncclCommInitAll-style, but
+// non-blocking): rank i drives devices[i].
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>& devices, const std::string& axis,
+                                                           const NcclOptions& options);
+
+// One rank per process: rank 0 makes the unique id and `bootstrap` (any backend's
+// communicator over the same ranks, e.g. MPI's) broadcasts it; this rank drives `device`.
+std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device, const NcclOptions& options);
+
+}  // namespace dt::comm
