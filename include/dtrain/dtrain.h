@@ -14,8 +14,8 @@
  *    Functions that touch no handle are safe from any thread unless stated otherwise.
  *  - Status codes, dtypes and memory tags are only ever appended, never renumbered.
  *
- * Later versions add the mesh, module, optimizer and engine handles (dt_mesh, dt_module,
- * dt_optimizer, dt_engine) beside dt_tensor; their names are reserved.
+ * Later versions add the module, optimizer and engine handles (dt_module, dt_optimizer,
+ * dt_engine) beside dt_tensor and dt_mesh; their names are reserved.
  */
 #ifndef DTRAIN_DTRAIN_H
 #define DTRAIN_DTRAIN_H
@@ -248,6 +248,141 @@ DT_API dt_status dt_memory_report_json(const char* device, char* buf, size_t cap
 /** Number of devices of `kind` ("cpu" is always 1; "cuda" is 0 without a usable GPU).
  *  Thread-safe. */
 DT_API dt_status dt_device_count(const char* kind, int32_t* out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Mesh: ranks, mesh tensors and collectives                                            */
+/* ------------------------------------------------------------------------------------ */
+
+/* A device mesh: the world's ranks arranged on named axes, outer to inner "dp", "pp",
+ * "ep", "cp", "tp" (a TP group is adjacent ranks). A process drives its LOCAL ranks: with
+ * the "local" backend every rank is a thread of this process; with "mpi" this process is
+ * one rank and every process makes the same calls in the same order (SPMD).
+ *
+ * Wherever an `axis` is asked for, it names a group of ranks: one axis ("dp", "pp", "ep",
+ * "cp", "tp"), a product of axes in any order ("dp*cp"), or "world". The group of a rank
+ * over `axis` is the ranks that differ from it only along those axes.
+ *
+ * Collectives run on every local rank at once; each uses its own piece of the mesh
+ * tensors (see dt_tensor_create_on_mesh). Their `root` is a position in the group (for
+ * one axis: the coordinate along it; for "world": the rank). A failed collective (timeout,
+ * abort, a rank's error) puts the mesh in an error state that every later collective
+ * reports; build a new mesh to go on. */
+typedef struct dt_mesh dt_mesh;
+
+/** Reduction of a collective; appended only. AVG is SUM divided by the group size
+ *  (integers: truncated toward zero). The local backend folds ranks in group order, in f32
+ *  for floating dtypes, so every rank gets bitwise the same result on every run. */
+typedef int32_t dt_reduce_op;
+enum { DT_REDUCE_SUM = 0, DT_REDUCE_AVG = 1, DT_REDUCE_MAX = 2, DT_REDUCE_MIN = 3, DT_REDUCE_PROD = 4 };
+
+/** Creates a mesh.
+ *  backend:    "local" (ranks are threads of this process) or "mpi" (one rank per
+ *              process, started by mpirun; DT_ERR_UNSUPPORTED in a build without MPI).
+ *  world_size: local: the number of ranks, 1 to 1024. mpi: 0 (the MPI world) or its size.
+ *  options:    NULL, or keys: "dp", "pp", "ep", "cp", "tp" (int >= 1: axis sizes; an axis
+ *              not given is 1, and with none given dp is the world size; the product must
+ *              equal the world size), "timeout_ms" (int > 0, default 300000: a collective
+ *              waiting longer fails with DT_ERR_TIMEOUT), "check_args" (bool, default 1:
+ *              ranks compare each collective's kind, dtype, count and root, and a mismatch
+ *              is DT_ERR_COMM instead of corrupt data).
+ *  Caller owns *out; release with dt_mesh_destroy. Thread-safe. */
+DT_API dt_status dt_mesh_create(const char* backend, int32_t world_size, const dt_options* options,
+                                dt_mesh** out);
+
+/** Releases the handle. Mesh tensors made on it keep the mesh alive, so they stay usable
+ *  and may be destroyed before or after it. NULL is a no-op. */
+DT_API void dt_mesh_destroy(dt_mesh* mesh);
+
+/** Number of ranks in the world (every process, every axis). */
+DT_API dt_status dt_mesh_world_size(const dt_mesh* mesh, int32_t* out);
+
+/** Number of ranks this process drives (local: the world size; mpi: 1). */
+DT_API dt_status dt_mesh_local_rank_count(const dt_mesh* mesh, int32_t* out);
+
+/** The global rank of local rank `local_index` (0 to dt_mesh_local_rank_count - 1). */
+DT_API dt_status dt_mesh_local_rank(const dt_mesh* mesh, int32_t local_index, int32_t* rank);
+
+/** Number of ranks in a group over `axis` ("tp": the TP size; "world": the world size). */
+DT_API dt_status dt_mesh_axis_size(const dt_mesh* mesh, const char* axis, int32_t* size);
+
+/** Position of global rank `rank` in its group over `axis`: for one axis, its coordinate
+ *  along it; for "world", the rank itself. */
+DT_API dt_status dt_mesh_coord(const dt_mesh* mesh, int32_t rank, const char* axis, int32_t* coord);
+
+/** The backend's name, "local" or "mpi" (static string; never free). */
+DT_API dt_status dt_mesh_backend(const dt_mesh* mesh, const char** name);
+
+/** Creates a mesh tensor: one zero-filled CPU tensor of `shape` (a "piece") for each local
+ *  rank of `mesh` (local backend: the world size; mpi: 1). dtype, shape and ndim are as for
+ *  dt_tensor_create. options: NULL, or "tag" as for dt_tensor_create.
+ *  The dt_tensor_* queries describe one piece. Calls that read or write data (host copies,
+ *  dt_tensor_copy, fills, ops) accept a mesh tensor only when it has one piece; otherwise
+ *  they fail with DT_ERR_INVALID_ARGUMENT: use dt_tensor_piece. The tensor keeps `mesh`
+ *  alive. Caller owns *out; release with dt_tensor_destroy. */
+DT_API dt_status dt_tensor_create_on_mesh(dt_mesh* mesh, dt_dtype dtype, const int64_t* shape,
+                                          int32_t ndim, const dt_options* options, dt_tensor** out);
+
+/** Number of pieces: one per local rank for a mesh tensor; 1 for any other tensor. */
+DT_API dt_status dt_tensor_piece_count(const dt_tensor* tensor, int32_t* out);
+
+/** A new plain tensor that views piece `local_index` of `tensor` (the piece of local rank
+ *  `local_index`; for a plain tensor only 0, the tensor itself). It shares the storage and
+ *  keeps it alive: writes through either are seen by both. It is not a mesh tensor, so
+ *  collectives reject it. Caller owns *out; release with dt_tensor_destroy. */
+DT_API dt_status dt_tensor_piece(const dt_tensor* tensor, int32_t local_index, dt_tensor** out);
+
+/* Collectives. Tensors must be mesh tensors of this `mesh`; send and recv share a dtype.
+ * Sizes are per piece; n is dt_mesh_axis_size(mesh, axis). Each call blocks until every
+ * local rank has finished. The mesh handle and the tensors are used by one host thread. */
+
+/** In place: every rank's piece becomes op over its group's pieces. */
+DT_API dt_status dt_mesh_all_reduce(dt_mesh* mesh, const char* axis, dt_tensor* tensor,
+                                    dt_reduce_op op);
+
+/** recv = the group's send pieces, concatenated in group order; recv numel = n * send numel. */
+DT_API dt_status dt_mesh_all_gather(dt_mesh* mesh, const char* axis, const dt_tensor* send,
+                                    dt_tensor* recv);
+
+/** recv = block `coord` (the rank's position in the group) of op over the group's send
+ *  pieces, each seen as n equal blocks; send numel = n * recv numel. */
+DT_API dt_status dt_mesh_reduce_scatter(dt_mesh* mesh, const char* axis, const dt_tensor* send,
+                                        dt_tensor* recv, dt_reduce_op op);
+
+/** In place: every rank's piece becomes the piece of the group's `root` (0 to n - 1). */
+DT_API dt_status dt_mesh_broadcast(dt_mesh* mesh, const char* axis, dt_tensor* tensor, int32_t root);
+
+/** The recv piece of the group's `root` becomes op over the group's send pieces; other recv
+ *  pieces are left as they were. Equal numel; send and recv may be the same tensor. */
+DT_API dt_status dt_mesh_reduce(dt_mesh* mesh, const char* axis, const dt_tensor* send,
+                                dt_tensor* recv, dt_reduce_op op, int32_t root);
+
+/** Equal splits: each send piece is n equal blocks; block j goes to the group's rank j,
+ *  whose recv holds what it got in group order. Equal numel, a multiple of n; send and
+ *  recv are distinct tensors. */
+DT_API dt_status dt_mesh_all_to_all(dt_mesh* mesh, const char* axis, const dt_tensor* send,
+                                    dt_tensor* recv);
+
+/** Returns once every rank of each group over `axis` has arrived. */
+DT_API dt_status dt_mesh_barrier(dt_mesh* mesh, const char* axis);
+
+/** Puts the mesh in its error state: every collective waiting on it returns
+ *  DT_ERR_ABORTED within a second, and so does every later one. Callable from any host
+ *  thread while another uses the mesh: the one exception to "one thread per handle". */
+DT_API dt_status dt_mesh_abort(dt_mesh* mesh);
+
+/** Comm ledger of local rank `rank` on the group over `axis`: the calls, bytes this rank
+ *  contributed, and seconds of collective `kind` ("all_reduce", "all_gather",
+ *  "reduce_scatter", "broadcast", "reduce", "all_to_all", "send", "recv", "barrier").
+ *  Zeros if that rank never used `axis`. Any out-pointer may be NULL. */
+DT_API dt_status dt_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, const char* kind,
+                                    int64_t* calls, int64_t* bytes, double* seconds);
+
+/** Writes the comm ledger of every local rank and every axis used so far as JSON
+ *  ({"backend":..,"ranks":[{"rank":r,"axes":{"dp":{"all_reduce":{"calls":..,"bytes":..,
+ *  "seconds":..},..},..}},..]}) into buf, as dt_memory_report_json does (NUL-terminated,
+ *  truncated to `capacity`; *needed receives the full length including the NUL; buf may
+ *  be NULL when capacity is 0). */
+DT_API dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed);
 
 #ifdef __cplusplus
 } /* extern "C" */

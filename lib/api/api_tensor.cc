@@ -14,8 +14,11 @@ using dt::api::need;
 
 namespace {
 
-const dt::Tensor& tensor_of(const dt_tensor* t, const char* name) { return need(t, name)->t; }
-dt::Tensor& tensor_of(dt_tensor* t, const char* name) { return need(t, name)->t; }
+// Calls that touch data need a single piece; the queries below read `t` directly, since
+// every piece of a mesh tensor has the same dtype, shape and device.
+const dt::Tensor& tensor_of(const dt_tensor* t, const char* name) { return dt::api::single_piece(t, name); }
+dt::Tensor& tensor_of(dt_tensor* t, const char* name) { return dt::api::single_piece(t, name); }
+const dt::Tensor& info_of(const dt_tensor* t, const char* name) { return need(t, name)->t; }
 
 void check_bytes(const dt::Tensor& t, size_t bytes) {
   DT_CHECK(bytes == t.nbytes(), "bytes = " + std::to_string(bytes) + "; required: the tensor's byte size, " +
@@ -86,20 +89,20 @@ dt_status dt_tensor_copy(const dt_tensor* src, dt_tensor* dst) {
 dt_status dt_tensor_dtype(const dt_tensor* tensor, dt_dtype* out) {
   return guard("dt_tensor_dtype", [&] {
     need(out, "out");
-    *out = static_cast<dt_dtype>(tensor_of(tensor, "tensor").dtype());
+    *out = static_cast<dt_dtype>(info_of(tensor, "tensor").dtype());
   });
 }
 
 dt_status dt_tensor_ndim(const dt_tensor* tensor, int32_t* out) {
   return guard("dt_tensor_ndim", [&] {
     need(out, "out");
-    *out = tensor_of(tensor, "tensor").ndim();
+    *out = info_of(tensor, "tensor").ndim();
   });
 }
 
 dt_status dt_tensor_shape(const dt_tensor* tensor, int64_t* dims, int32_t capacity) {
   return guard("dt_tensor_shape", [&] {
-    const dt::Tensor& t = tensor_of(tensor, "tensor");
+    const dt::Tensor& t = info_of(tensor, "tensor");
     DT_CHECK(capacity >= t.ndim(), "capacity = " + std::to_string(capacity) + "; required: >= ndim, " +
                                        std::to_string(t.ndim()));
     if (t.ndim() > 0) need(dims, "dims");
@@ -110,14 +113,14 @@ dt_status dt_tensor_shape(const dt_tensor* tensor, int64_t* dims, int32_t capaci
 dt_status dt_tensor_numel(const dt_tensor* tensor, int64_t* out) {
   return guard("dt_tensor_numel", [&] {
     need(out, "out");
-    *out = tensor_of(tensor, "tensor").numel();
+    *out = info_of(tensor, "tensor").numel();
   });
 }
 
 dt_status dt_tensor_nbytes(const dt_tensor* tensor, size_t* out) {
   return guard("dt_tensor_nbytes", [&] {
     need(out, "out");
-    *out = tensor_of(tensor, "tensor").nbytes();
+    *out = info_of(tensor, "tensor").nbytes();
   });
 }
 

@@ -1,19 +1,33 @@
 // The exception firewall: every extern "C" entry point runs its body through guard(),
 // which turns any exception into a dt_status and the thread's last-error message.
 #pragma once
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/options.h"
 #include "core/tensor.h"
+
+namespace dt::comm {
+class Mesh;
+}
 
 struct dt_options {
   dt::Options opts;
 };
 
 struct dt_tensor {
-  dt::Tensor t;
+  dt::Tensor t;             // the tensor; for a mesh tensor, piece 0, so plain code keeps working
   std::string device_name;  // what dt_tensor_device returns
+  // A mesh tensor: one piece per local rank of `mesh` (pieces[0] is t), and the mesh it
+  // belongs to, kept alive so that the destroy order does not matter. Empty otherwise.
+  std::vector<dt::Tensor> pieces;
+  std::shared_ptr<dt::comm::Mesh> mesh;
+};
+
+struct dt_mesh {
+  std::shared_ptr<dt::comm::Mesh> mesh;  // shared with the mesh tensors made on it
 };
 
 namespace dt::api {
@@ -43,6 +57,20 @@ template <class F> dt_status guard(const char* fn, F&& body) noexcept {
 template <class T> T* need(T* p, const char* name) {
   if (!p) invalid(std::string(name) + " is NULL; a valid pointer is required");
   return p;
+}
+
+// The one dt::Tensor of a plain tensor or of a mesh tensor with a single piece. A call that
+// reads or writes data on a tensor of several pieces would silently touch only one, so it
+// is an error that points to dt_tensor_piece.
+inline const Tensor& single_piece(const dt_tensor* t, const char* name) {
+  need(t, name);
+  if (t->pieces.size() > 1)
+    invalid(std::string(name) + " is a mesh tensor of " + std::to_string(t->pieces.size()) +
+            " pieces (one per local rank); take one with dt_tensor_piece");
+  return t->t;
+}
+inline Tensor& single_piece(dt_tensor* t, const char* name) {
+  return const_cast<Tensor&>(single_piece(static_cast<const dt_tensor*>(t), name));
 }
 
 inline const Options* opts_of(const dt_options* o) { return o ? &o->opts : nullptr; }

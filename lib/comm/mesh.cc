@@ -58,11 +58,12 @@ struct Mesh::RankThread {
 std::shared_ptr<Mesh> Mesh::create(const std::string& backend, const Coords& axes, const BackendOptions& options) {
   int product = 1;
   std::string shape;
-  for (int a = 0; a < kNumAxes; ++a) {
+  const bool infer_dp = axes[kDp] == 0;
+  for (int a = infer_dp ? 1 : 0; a < kNumAxes; ++a) {
     DT_CHECK(axes[a] >= 1, std::string("axis ") + kAxisNames[a] + " = " + std::to_string(axes[a]) + "; accepted: >= 1");
     DT_CHECK(product <= (1 << 20) / axes[a], "the mesh axes multiply to more than 2^20 ranks");
     product *= axes[a];
-    shape += std::string(a ? " x " : "") + kAxisNames[a] + "=" + std::to_string(axes[a]);
+    shape += std::string(shape.empty() ? "" : " x ") + kAxisNames[a] + "=" + std::to_string(axes[a]);
   }
   DT_CHECK(options.timeout_s > 0, "timeout = " + std::to_string(options.timeout_s) + " s; accepted: > 0");
   std::shared_ptr<Mesh> m(new Mesh());
@@ -78,10 +79,22 @@ std::shared_ptr<Mesh> Mesh::create(const std::string& backend, const Coords& axe
     invalid("backend \"" + backend + "\" is unknown; accepted: \"local\", \"mpi\"");
   }
   m->world_ = m->backend_->world_size();
+  Coords sizes = axes;
+  if (infer_dp) {
+    DT_CHECK(m->world_ % product == 0, "world size " + std::to_string(m->world_) +
+                                           " is not a multiple of the product of the mesh axes other than dp " +
+                                           std::to_string(product) + " (" + shape + ")");
+    sizes[kDp] = m->world_ / product;
+    product = m->world_;
+  }
   DT_CHECK(product == m->world_, "world size " + std::to_string(m->world_) + " != product of the mesh axes " +
                                      std::to_string(product) + " (" + shape + ")");
-  m->sizes_ = axes;
+  m->sizes_ = sizes;
   m->local_ = m->backend_->local_ranks();
+  // MPI creates groups collectively over the whole world (MPI_Comm_split): make the
+  // world's and every single axis's communicator now, in one order on every rank.
+  if (backend == "mpi")
+    for (const char* axis : {"world", "dp", "pp", "ep", "cp", "tp"}) m->comm(m->local_[0], axis);
   return m;
 }
 
@@ -149,14 +162,32 @@ Communicator& Mesh::comm(int rank, const std::string& axes) {
   return *slot;
 }
 
+std::vector<std::pair<int, std::string>> Mesh::created_comms() {
+  std::lock_guard<std::mutex> g(comm_mu_);
+  std::vector<std::pair<int, std::string>> keys;
+  for (auto& [key, c] : comms_)
+    if (c) keys.push_back(key);
+  return keys;
+}
+
+Communicator* Mesh::find_comm(int rank, const std::string& axes) {
+  std::string canon = canonical_axes(axes);
+  std::lock_guard<std::mutex> g(comm_mu_);
+  auto it = comms_.find({rank, canon});
+  return it == comms_.end() ? nullptr : it->second.get();
+}
+
 void Mesh::run(const std::function<void(int, int)>& fn) {
   backend_->check_healthy();
   const int n = static_cast<int>(local_.size());
   std::vector<std::exception_ptr> errors(n);
   std::atomic<int> first{-1};
+  // Every rank is marked present before any starts: a rank that set only its own flag
+  // could enter a collective while a peer not yet scheduled still carried the "departed"
+  // mark of the previous run(), and fail with a spurious "returned without joining".
+  for (int rank : local_) backend_->set_departed(rank, false);
   auto body = [&](int i) {
     int rank = local_[i];
-    backend_->set_departed(rank, false);
     try {
       fn(i, rank);
     } catch (const std::exception& e) {

@@ -27,7 +27,8 @@ using Coords = std::array<int, kNumAxes>;
 class Mesh {
  public:
   // backend: "local" or "mpi". axes: the size of each axis (>= 1); their product must equal
-  // the world size (local: options.world_size; mpi: the MPI world).
+  // the world size (local: options.world_size; mpi: the MPI world). axes[kDp] may be 0:
+  // dp is then the world size over the other axes (the MPI world is known only here).
   static std::shared_ptr<Mesh> create(const std::string& backend, const Coords& axes, const BackendOptions& options);
   ~Mesh();
 
@@ -46,6 +47,10 @@ class Mesh {
   std::vector<int> group_members(int rank, const std::string& axes) const;
   // The communicator of local rank `rank` over `axes`, created on first use.
   Communicator& comm(int rank, const std::string& axes);
+  // The communicators created so far, as (rank, canonical axes), sorted; and one of them,
+  // or null. Neither creates a communicator: MPI creates groups collectively, a query can't.
+  std::vector<std::pair<int, std::string>> created_comms();
+  Communicator* find_comm(int rank, const std::string& axes);
 
   // Runs fn(local_index, rank) on every local rank concurrently and waits for all. A rank
   // whose fn throws, or returns while peers wait for it, fails the mesh: the others' waits

@@ -15,7 +15,7 @@ void run_all_gather(Group& g, int me, const void* send, void* recv, int64_t coun
   s.recv = recv;
   publish(g, me, s, what);
   for (int p = 0; p < g.size(); ++p) copy_elems(at(recv, p * count, dtype), g.slot(p).send, count, dtype);
-  g.barrier(me, what);  // peers have finished reading this member's send
+  g.fence(me, what);  // peers have finished reading this member's send
 }
 
 }  // namespace dt::comm::local

@@ -20,17 +20,20 @@ void run_all_to_all(Group& g, int me, const void* send, const int64_t* send_coun
   s.send_counts = send_counts;
   s.recv_counts = recv_counts;
   publish(g, me, s, what);
-  // Every member checks the whole matrix, so all of them agree on failing.
-  for (int p = 0; p < n; ++p)
-    for (int q = 0; q < n; ++q)
-      if (g.slot(p).send_counts[q] != g.slot(q).recv_counts[p]) {
-        std::string msg = std::string(what) + " on axis " + g.axis() + ": rank " +
-                          std::to_string(g.global_rank(p)) + " sends " + std::to_string(g.slot(p).send_counts[q]) +
-                          " elements to rank " + std::to_string(g.global_rank(q)) + ", which expects " +
-                          std::to_string(g.slot(q).recv_counts[p]);
-        g.world().fail(DT_ERR_COMM, msg);
-        g.world().throw_failure();
-      }
+  // Every member checks the whole matrix, so all of them agree on failing; they meet
+  // before failing, since the counts they read live in each member's own request.
+  std::string mismatch;
+  for (int p = 0; p < n && mismatch.empty(); ++p)
+    for (int q = 0; q < n && mismatch.empty(); ++q)
+      if (g.slot(p).send_counts[q] != g.slot(q).recv_counts[p])
+        mismatch = std::string(what) + " on axis " + g.axis() + ": rank " + std::to_string(g.global_rank(p)) +
+                   " sends " + std::to_string(g.slot(p).send_counts[q]) + " elements to rank " +
+                   std::to_string(g.global_rank(q)) + ", which expects " + std::to_string(g.slot(q).recv_counts[p]);
+  if (!mismatch.empty()) {
+    g.fence(me, what);
+    g.world().fail(DT_ERR_COMM, mismatch);
+    g.world().throw_failure();
+  }
   int64_t out = 0;
   for (int p = 0; p < n; ++p) {
     const Slot& ps = g.slot(p);
@@ -39,7 +42,7 @@ void run_all_to_all(Group& g, int me, const void* send, const int64_t* send_coun
     copy_elems(at(recv, out, dtype), at(ps.send, offset, dtype), recv_counts[p], dtype);
     out += recv_counts[p];
   }
-  g.barrier(me, what);
+  g.fence(me, what);
 }
 
 }  // namespace dt::comm::local

@@ -15,7 +15,7 @@ void run_broadcast(Group& g, int me, const void* send, void* recv, int64_t count
   s.recv = recv;
   publish(g, me, s, what);
   copy_elems(recv, g.slot(root).send, count, dtype);
-  g.barrier(me, what);  // the root's buffer may change only after everyone has copied
+  g.fence(me, what);  // the root's buffer may change only after everyone has copied
 }
 
 }  // namespace dt::comm::local

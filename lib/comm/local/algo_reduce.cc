@@ -23,7 +23,7 @@ void run_reduce(Group& g, int me, const void* send, void* recv, int64_t count, D
   std::vector<const void*> srcs(n);
   for (int p = 0; p < n; ++p) srcs[p] = at(g.slot(p).send, lo, dtype);
   reduce_into(op, dtype, srcs, at(g.slot(root).recv, lo, dtype), hi - lo);
-  g.barrier(me, what);
+  g.fence(me, what);
 }
 
 }  // namespace dt::comm::local

@@ -22,7 +22,7 @@ void run_reduce_scatter(Group& g, int me, const void* send, void* recv, int64_t 
   std::vector<const void*> srcs(n);
   for (int p = 0; p < n; ++p) srcs[p] = at(g.slot(p).send, me * count, dtype);
   reduce_into(op, dtype, srcs, recv, count);
-  g.barrier(me, what);
+  g.fence(me, what);
 }
 
 }  // namespace dt::comm::local

@@ -1,6 +1,6 @@
-// Send and receive over shared memory, as a rendezvous: the sender posts a message (its
-// buffer, not a copy) and waits until the receiver has copied it into its own buffer.
-// Messages between one pair with one tag arrive in the order they were sent.
+// Send and receive over shared memory. A send copies its buffer into a message and
+// returns (eager); the receiver copies it out. Messages between one pair with one tag
+// arrive in the order they were sent; different tags are independent.
 #include "comm/local/algo_util.h"
 #include "comm/local/local_comm.h"
 
@@ -8,16 +8,15 @@ namespace dt::comm::local {
 
 void run_send(Group& g, int me, const void* buf, int64_t count, DType dtype, int peer, int tag) {
   auto msg = std::make_shared<Message>();
-  msg->buf = buf;
+  const char* p = static_cast<const char*>(buf);
+  if (count > 0) msg->data.assign(p, p + count * static_cast<int64_t>(dtype_size(dtype)));
   msg->count = count;
   msg->dtype = dtype;
   {
     std::lock_guard<std::mutex> lk(g.mailbox_mutex());
-    g.mailbox(me, peer, tag).push_back(msg);
+    g.mailbox(me, peer, tag).push_back(std::move(msg));
   }
   g.world().notify_all();
-  g.wait_for([&] { return msg->taken.load(std::memory_order_acquire); }, "send",
-             [&] { return std::vector<int>{peer}; });
 }
 
 void run_recv(Group& g, int me, void* buf, int64_t count, DType dtype, int peer, int tag) {
@@ -40,9 +39,7 @@ void run_recv(Group& g, int me, void* buf, int64_t count, DType dtype, int peer,
     g.world().fail(DT_ERR_COMM, err);
     g.world().throw_failure();
   }
-  copy_elems(buf, msg->buf, count, dtype);
-  msg->taken.store(true, std::memory_order_release);
-  g.world().notify_all();
+  copy_elems(buf, msg->data.data(), count, dtype);
 }
 
 }  // namespace dt::comm::local

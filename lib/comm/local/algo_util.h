@@ -24,8 +24,12 @@ inline void reduce_into(ReduceOp op, DType t, const std::vector<const void*>& sr
   if (count > 0) kernels::reduce(op, t, Device::cpu(), srcs.data(), static_cast<int>(srcs.size()), dst, count);
 }
 
-// Publishes this member's arguments and meets the others; checks they agree.
+// Publishes this member's arguments and meets the others; checks they agree. Every
+// algorithm starts with it and ends with a fence (Group::fence), after its last access
+// to a peer's memory or slot. In a failed world the slot is left alone: a peer that
+// failed a check may still be reading it.
 inline void publish(Group& g, int me, const Slot& s, const char* what) {
+  g.world().check_healthy();
   g.slot(me) = s;
   g.barrier(me, what);
   g.check_slots(me, what);

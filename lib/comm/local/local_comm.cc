@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 
+#include "comm/local/algo_util.h"
 #include "core/thread_pool.h"
 
 namespace dt::comm::local {
@@ -64,7 +65,19 @@ void LocalComm::execute(const CollRequest& r) {
       break;
     case CollKind::Send: run_send(g, me_, r.send, r.count, r.dtype, r.root, r.tag); break;
     case CollKind::Recv: run_recv(g, me_, r.recv, r.count, r.dtype, r.root, r.tag); break;
-    case CollKind::Barrier: g.barrier(me_, "barrier"); break;
+    case CollKind::Barrier:
+      // Published like every collective: a barrier met by another collective must be a
+      // mismatch, not that collective's first barrier (which would then read this member's
+      // stale slot). The second barrier keeps slots unchanged until all have checked them.
+      if (g.world().options().check_args) {
+        Slot s;
+        s.kind = CollKind::Barrier;
+        publish(g, me_, s, "barrier");
+        g.fence(me_, "barrier");
+      } else {
+        g.barrier(me_, "barrier");
+      }
+      break;
   }
   ledger_.record(r.kind, r.bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }

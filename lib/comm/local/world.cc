@@ -50,7 +50,8 @@ Group::Group(std::shared_ptr<World> world, std::string axis, std::vector<int> me
 }
 
 void Group::wait_for(const std::function<bool()>& done, const char* what,
-                     const std::function<std::vector<int>()>& missing) {
+                     const std::function<std::vector<int>()>& missing, bool ignore_failure,
+                     const std::function<bool()>& leave) {
   // Spin a few microseconds (a peer on another core answers fast), then yield, then block:
   // with more ranks than cores, spinning would steal the core the peer needs.
   for (int i = 0; i < 2000; ++i) {
@@ -67,29 +68,41 @@ void Group::wait_for(const std::function<bool()>& done, const char* what,
   std::unique_lock<std::mutex> lk(w.mutex());
   for (;;) {
     if (done()) return;
-    if (w.failed()) {
-      lk.unlock();
-      w.throw_failure();
+    // Why this wait gives up, if it does: the world's error, or one of its own.
+    bool give_up = false;
+    dt_status code = DT_OK;
+    std::string msg;
+    if (!ignore_failure && w.failed()) {
+      give_up = true;
+    } else {
+      std::vector<int> gone;
+      for (int m : missing())
+        if (w.departed(members_[m])) gone.push_back(members_[m]);
+      if (!gone.empty()) {
+        give_up = true;
+        code = DT_ERR_COMM;
+        msg = std::string(what) + " on axis " + axis_ + ": rank(s) " + rank_list(gone) + " returned without joining it";
+      } else if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> lost;
+        for (int m : missing()) lost.push_back(members_[m]);
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.3g", w.options().timeout_s);
+        give_up = true;
+        code = DT_ERR_TIMEOUT;
+        msg = std::string(what) + " on axis " + axis_ + " timed out after " + secs + " s: rank(s) " +
+              rank_list(lost) + " did not arrive";
+      }
     }
-    std::vector<int> gone;
-    for (int m : missing())
-      if (w.departed(members_[m])) gone.push_back(members_[m]);
-    if (!gone.empty()) {
-      std::string msg = std::string(what) + " on axis " + axis_ + ": rank(s) " + rank_list(gone) +
-                        " returned without joining it";
+    if (give_up) {
+      // Fail the world before leave() takes this member's arrival back: a peer that then
+      // sees it missing also sees the failure, and never reports it as not arrived.
       lk.unlock();
-      w.fail(DT_ERR_COMM, msg);
-      w.throw_failure();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<int> lost;
-      for (int m : missing()) lost.push_back(members_[m]);
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%.3g", w.options().timeout_s);
-      std::string msg = std::string(what) + " on axis " + axis_ + " timed out after " + secs + " s: rank(s) " +
-                        rank_list(lost) + " did not arrive";
-      lk.unlock();
-      w.fail(DT_ERR_TIMEOUT, msg);
+      if (code != DT_OK) w.fail(code, msg);
+      if (leave && !leave()) {  // completed meanwhile: wait for done() to show it
+        sched_yield();
+        lk.lock();
+        continue;
+      }
       w.throw_failure();
     }
     // Wake periodically too: departures and deadlines are checked here.
@@ -97,22 +110,33 @@ void Group::wait_for(const std::function<bool()>& done, const char* what,
   }
 }
 
-void Group::barrier(int me, const char* what) {
-  world_->check_healthy();
-  uint64_t gen = generation_.load(std::memory_order_acquire);
+void Group::meet(int me, const char* what, bool fence) {
+  constexpr uint64_t kCount = 0xffffffffull;
+  if (!fence) world_->check_healthy();
+  const uint64_t gen = state_.load(std::memory_order_acquire) >> 32;  // cannot advance without us
   arrival_[me].store(gen + 1, std::memory_order_release);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size()) {
-    arrived_.store(0, std::memory_order_relaxed);
-    generation_.store(gen + 1, std::memory_order_release);
+  if ((state_.fetch_add(1, std::memory_order_acq_rel) & kCount) + 1 == static_cast<uint64_t>(size())) {
+    state_.store((gen + 1) << 32, std::memory_order_release);  // next generation, nobody arrived
     world_->notify_all();
     return;
   }
-  wait_for([&] { return generation_.load(std::memory_order_acquire) != gen; }, what, [&] {
-    std::vector<int> m;
-    for (int i = 0; i < size(); ++i)
-      if (arrival_[i].load(std::memory_order_acquire) != gen + 1) m.push_back(i);
-    return m;
-  });
+  auto withdraw = [&] {
+    uint64_t cur = state_.load(std::memory_order_acquire);
+    while ((cur >> 32) == gen && (cur & kCount) < static_cast<uint64_t>(size()))
+      if (state_.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        arrival_[me].store(gen, std::memory_order_release);
+        return true;
+      }
+    return false;  // the last member has arrived: the barrier is complete
+  };
+  wait_for([&] { return (state_.load(std::memory_order_acquire) >> 32) != gen; }, what,
+           [&] {
+             std::vector<int> m;
+             for (int i = 0; i < size(); ++i)
+               if (arrival_[i].load(std::memory_order_acquire) != gen + 1) m.push_back(i);
+             return m;
+           },
+           fence, fence ? std::function<bool()>() : std::function<bool()>(withdraw));
 }
 
 void Group::check_slots(int me, const char* what) {

@@ -72,13 +72,14 @@ struct Slot {
   const int64_t* recv_counts = nullptr;
 };
 
-// A message posted by a sender and waiting for its receiver (rendezvous: the sender
-// returns once the receiver has copied it out).
+// A message posted by a sender and waiting for its receiver. It holds a copy of the
+// sender's buffer (eager, like MPI's buffered sends): a send completes at once, so a
+// send_async followed by a recv on the same communicator (whose operations run in issue
+// order) cannot deadlock a ring, and receives may take tags in any order.
 struct Message {
-  const void* buf = nullptr;
+  std::vector<char> data;
   int64_t count = 0;
   DType dtype = DType::F32;
-  std::atomic<bool> taken{false};
 };
 
 class Group {
@@ -91,11 +92,21 @@ class Group {
   Slot& slot(int member) { return slots_[member]; }
 
   // All members arrive before any leaves. `what` names the collective in errors.
-  void barrier(int me, const char* what);
+  // barrier() opens a collective (before any member touches a peer's memory): on a
+  // failure a waiter takes its arrival back and leaves, so the generation can never
+  // complete with it counted and no peer goes on to use its buffers.
+  // fence() is every later barrier of a collective, where peers may still be reading or
+  // writing this member's buffers: it waits for all members even when the world has
+  // failed (they are in a phase that never blocks), and gives up only at the deadline.
+  void barrier(int me, const char* what) { meet(me, what, false); }
+  void fence(int me, const char* what) { meet(me, what, true); }
   // Waits until done() holds, spinning briefly and then blocking. On the deadline throws
   // TIMEOUT naming `what`, the axis and missing(); on abort or another rank's failure
-  // rethrows the world's error; if a rank in missing() has departed, fails with COMM.
-  void wait_for(const std::function<bool()>& done, const char* what, const std::function<std::vector<int>()>& missing);
+  // (unless `ignore_failure`) rethrows the world's error; if a rank in missing() has
+  // departed, fails with COMM. Before giving up it calls leave(), if given: false means
+  // the wait has completed after all, and it goes on until done().
+  void wait_for(const std::function<bool()>& done, const char* what, const std::function<std::vector<int>()>& missing,
+                bool ignore_failure = false, const std::function<bool()>& leave = nullptr);
   // With check_args: every member's slot agrees with member 0's (kind, dtype, count, root,
   // op); throws COMM naming the first member that differs. Call after a barrier.
   void check_slots(int me, const char* what);
@@ -109,8 +120,10 @@ class Group {
   std::string axis_;
   std::vector<int> members_;
   std::vector<Slot> slots_;
-  std::atomic<int> arrived_{0};
-  std::atomic<uint64_t> generation_{0};
+  void meet(int me, const char* what, bool fence);
+  // The barrier: generation (high 32 bits) and members arrived in it (low 32), in one word
+  // so that an arrival can be taken back atomically while the generation is incomplete.
+  std::atomic<uint64_t> state_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> arrival_;  // per member: last generation it reached
   std::mutex mailbox_mu_;
   std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<Message>>> mailboxes_;

@@ -1,0 +1,84 @@
+// Failing in the middle of traffic is memory safe: when a collective ends with an error, no
+// rank leaves it while a peer may still read or write its buffers. Each rank's buffers live
+// on its own stack or heap and are freed as the error unwinds, so a rank that left early
+// shows up as a heap-use-after-free under ASan or TSan (and as garbage or a crash without).
+#include <atomic>
+#include <random>
+
+#include "multirank/coll_util.h"
+
+namespace dt::comm::test {
+namespace {
+
+// Ranks run large all-reduces (long data phases) while another thread aborts at a random
+// moment, so the abort lands at every stage: arriving, reducing, copying, fencing.
+TEST(Teardown, AbortDuringLargeAllReduces) {
+  std::mt19937 gen(7);
+  for (int trial = 0; trial < 12; ++trial) {
+    auto mesh = world_mesh(4, 60);
+    std::thread aborter([&, delay = gen() % 15000] {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay));
+      mesh->abort("stress");
+    });
+    auto out = run_outcomes(*mesh, [&](int rank) {
+      Communicator& c = mesh->comm(rank, "world");
+      for (int i = 0; i < 1000; ++i) {
+        std::vector<float> x(40000, 1.0f);  // fresh heap memory every call
+        c.all_reduce(x.data(), x.data(), 40000, DType::F32, ReduceOp::Sum);
+        EXPECT_EQ(x[39999], 4.0f);
+      }
+    });
+    aborter.join();
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].code, DT_ERR_ABORTED) << out[r].what;
+  }
+}
+
+// The same with every kind of collective in the loop, on sub-communicators too, and the
+// abort coming from a rank that throws.
+TEST(Teardown, RankThrowingDuringMixedTraffic) {
+  for (int trial = 0; trial < 12; ++trial) {
+    auto mesh = axes_mesh({2, 1, 1, 1, 2}, 60);
+    std::string run_error;
+    run_outcomes(
+        *mesh,
+        [&](int rank) {
+          std::mt19937 gen(static_cast<unsigned>(trial));  // the same calls on every rank
+          for (int i = 0;; ++i) {
+            if (rank == 3 && i == 3 + trial) throw std::runtime_error("rank 3 gives up");
+            const char* axis = i % 3 == 0 ? "world" : i % 3 == 1 ? "tp" : "dp";
+            Communicator& c = mesh->comm(rank, axis);
+            const int n = c.size();
+            std::vector<float> a(20000 * n, 1.0f), b(20000 * n);
+            std::vector<int64_t> counts(n, 20000);
+            switch (gen() % 5) {
+              case 0: c.all_reduce(a.data(), b.data(), 20000, DType::F32, ReduceOp::Sum); break;
+              case 1: c.all_gather(a.data(), b.data(), 20000, DType::F32); break;
+              case 2: c.reduce_scatter(a.data(), b.data(), 20000, DType::F32, ReduceOp::Sum); break;
+              case 3: c.broadcast(a.data(), b.data(), 20000 * n, DType::F32, 0); break;
+              default: c.all_to_all(a.data(), counts, b.data(), counts, DType::F32); break;
+            }
+          }
+        },
+        &run_error);
+    EXPECT_EQ(run_error, "rank 3 gives up");
+  }
+}
+
+// All-to-all counts that do not match: every rank sees it, and none frees its counts
+// while the others are still checking them.
+TEST(Teardown, AllToAllCountMismatchRepeated) {
+  for (int trial = 0; trial < 30; ++trial) {
+    auto mesh = world_mesh(4, 60);
+    auto out = run_outcomes(*mesh, [&](int rank) {
+      auto sc = std::make_unique<std::vector<int64_t>>(4, 2);
+      auto rc = std::make_unique<std::vector<int64_t>>(4, 2);
+      if (rank == trial % 4) (*sc)[(rank + 1) % 4] = 1;
+      std::vector<int16_t> s(8), r(8);
+      mesh->comm(rank, "world").all_to_all(s.data(), *sc, r.data(), *rc, DType::BF16);
+    });
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].code, DT_ERR_COMM) << out[r].what;
+  }
+}
+
+}  // namespace
+}  // namespace dt::comm::test
