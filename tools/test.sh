@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the Release build first, then the whole suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. Exits non-zero on any failure.
-# DTRAIN_TEST_SKIP_ASAN=1 skips the sanitizer pass (quicker local runs).
+# AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer (the collectives
+# are threads sharing memory). Exits non-zero on any failure.
+# DTRAIN_TEST_SKIP_SANITIZERS=1 skips both sanitizer passes (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -20,7 +21,8 @@ run_preset() {
 
 start=$(date +%s)
 run_preset default
-if [ "${DTRAIN_TEST_SKIP_ASAN:-0}" != "1" ]; then
+if [ "${DTRAIN_TEST_SKIP_SANITIZERS:-0}" != "1" ]; then
   run_preset asan
+  run_preset tsan
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"
