@@ -135,15 +135,7 @@ TEST(Attention, BitwiseIdenticalForOneAndTwoThreads) {
   EXPECT_TRUE(same_bits(one.dv, two.dv));
 }
 
-void expect_invalid(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error naming: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), DT_ERR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_invalid;
 
 TEST(Attention, RejectsBadArguments) {
   Tensor q = Tensor::zeros({1, 4, 3, 8}, DType::F32), k = Tensor::zeros({1, 4, 2, 8}, DType::F32);

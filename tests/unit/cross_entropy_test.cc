@@ -95,15 +95,7 @@ TEST(CrossEntropy, BitwiseIdenticalForOneAndTwoThreads) {
   EXPECT_EQ(std::memcmp(d[0].raw(), d[1].raw(), d[0].nbytes()), 0);
 }
 
-void expect_invalid(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error naming: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), DT_ERR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_invalid;
 
 TEST(CrossEntropy, RejectsBadTargetsBeforeWriting) {
   Tensor x = test::randn({3, 5}), loss = test::from_vec({7, 7, 7}, {3});

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "kernels/ops.h"
-#include "unit/op_test_util.h"
 #include "unit/test_util.h"
 
 namespace dt {

@@ -1,5 +1,4 @@
 #include "kernels/ops.h"
-#include "unit/op_test_util.h"
 #include "unit/test_util.h"
 
 namespace dt {

@@ -97,15 +97,7 @@ TEST(AdamW, BitwiseIdenticalForOneAndTwoThreads) {
   EXPECT_EQ(std::memcmp(out[0].raw(), out[1].raw(), out[0].nbytes()), 0);
 }
 
-void expect_invalid(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error naming: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), DT_ERR_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_invalid;
 
 TEST(AdamW, RejectsBadArguments) {
   Tensor w = Tensor::zeros({4}, DType::F32), g = Tensor::zeros({4}, DType::F32), m = Tensor::zeros({4}, DType::F32);

@@ -1,7 +1,6 @@
 #include <cmath>
 
 #include "kernels/ops.h"
-#include "unit/op_test_util.h"
 #include "unit/test_util.h"
 
 namespace dt {

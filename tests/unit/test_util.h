@@ -1,13 +1,18 @@
-// Helpers shared by the unit tests: tensors from vectors and back, closeness checks, and
-// central finite differences in double precision for checking backward kernels.
+// Helpers shared by the unit tests: tensors from vectors and back, closeness checks,
+// central finite differences in double precision for checking backward kernels, expected
+// errors, a scoped kernel thread count and bitwise comparison.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
 
 namespace dt::test {
 
@@ -29,5 +34,39 @@ std::vector<double> finite_diff(const std::function<double(const std::vector<dou
 
 // sum_i a[i] * b[i], the scalar loss used to turn a vector output into a gradient check.
 double dot(const std::vector<double>& a, const std::vector<double>& b);
+
+// EXPECT that fn() throws dt::Error with DT_ERR_INVALID_ARGUMENT and a message holding `needle`.
+template <class F> void expect_invalid(F&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected INVALID_ARGUMENT mentioning \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), DT_ERR_INVALID_ARGUMENT) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "\"" << needle << "\" not in: " << e.what();
+  }
+}
+
+// Sets the kernel pool's size for a scope, then restores it (even when a test fails).
+class KernelThreads {
+ public:
+  explicit KernelThreads(int threads) : keep_(kernel_threads()) { set_kernel_threads(threads); }
+  ~KernelThreads() { set_kernel_threads(keep_); }
+  KernelThreads(const KernelThreads&) = delete;
+  KernelThreads& operator=(const KernelThreads&) = delete;
+
+ private:
+  int keep_;
+};
+
+// A copy of t in dtype `dtype` (rounded when narrower).
+inline Tensor converted(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::zeros(t.shape(), dtype);
+  kernels::cast(t, out);
+  return out;
+}
+
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
 
 }  // namespace dt::test
