@@ -1,0 +1,32 @@
+// A trainable parameter: a stable name, its value and gradient, and how it is sharded.
+// Names are dotted paths ("blocks.3.attn.qkv.weight") that checkpoints, the counter-based
+// initializer and every parallel strategy key on; the sharding spec says which dim (if any)
+// is split over which mesh axis, so TP, ZeRO and checkpoints all read the same fact.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace dt::nn {
+
+struct ShardSpec {
+  int dim = -1;      // -1: replicated; otherwise the dim split over `axis`
+  std::string axis;  // "tp", "ep", ... (empty when replicated)
+  bool replicated() const { return dim < 0; }
+  std::string str() const { return replicated() ? "replicated" : "split(dim=" + std::to_string(dim) + ", " + axis + ")"; }
+};
+
+struct Parameter {
+  std::string name;
+  Tensor value;  // MemTag::Param
+  Tensor grad;   // MemTag::Grad, same shape and dtype; accumulated by backward (+=)
+  ShardSpec spec;
+  // How the value was initialized, so a shard can be re-created at its global offset.
+  enum class Init { Zeros, Ones, Normal } init = Init::Normal;
+  float init_std = 0.02f;
+};
+
+using ParamList = std::vector<Parameter*>;
+
+}  // namespace dt::nn
