@@ -8,6 +8,7 @@ packages=(
   libopenblas-dev                             # the CPU BLAS the kernels call
   libblis-dev                                 # the BLAS it was chosen against (bench_blas_choice)
   libgtest-dev                                # unit tests
+  nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
 )
 missing=()

@@ -1,0 +1,157 @@
+#include "io/checkpoint.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "io/file_util.h"
+#include "io/safetensors.h"
+
+namespace dt::io {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kFormat = "dtrain.checkpoint";
+
+json spec_json(const nn::ShardSpec& s) { return {{"dim", s.dim}, {"axis", s.axis}}; }
+
+void check_names(const std::vector<CheckpointTensor>& ts, const char* who) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const CheckpointTensor& t = ts[i];
+    std::string where = std::string(who) + ": tensor " + std::to_string(i) + " (\"" + t.name + "\")";
+    DT_CHECK(!t.name.empty() && t.name != "__metadata__", where + ": names must be non-empty and not __metadata__");
+    DT_CHECK(seen.insert(t.name).second, where + ": the name appears twice");
+    DT_CHECK(t.tensor.defined(), where + " is an empty tensor");
+    DT_CHECK(t.tensor.device().type == DeviceType::CPU, where + " is on " + t.tensor.device().str() +
+                                                            "; checkpoints read and write CPU tensors");
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_index_path(const std::string& dir, const std::string& stem) {
+  return dir + "/" + stem + ".index.json";
+}
+
+json read_checkpoint_index(const std::string& dir, const std::string& stem) {
+  std::string path = checkpoint_index_path(dir, stem);
+  std::vector<char> text = read_file(path);
+  json idx = json::parse(text.begin(), text.end(), nullptr, false);
+  auto bad = [&](const std::string& what) { fail(DT_ERR_IO, path + ": " + what); };
+  if (idx.is_discarded() || !idx.is_object()) bad("not a JSON object");
+  if (idx.value("format", json()) != kFormat) bad(std::string("\"format\" is not \"") + kFormat + "\"");
+  for (const char* key : {"weight_map", "tensors", "metadata"})
+    if (!idx.contains(key) || !idx[key].is_object()) bad(std::string("missing object \"") + key + "\"");
+  for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+    // Plain file names only: an index must not point outside its directory.
+    if (!it.value().is_string() || it.value().get<std::string>().empty() ||
+        it.value().get<std::string>().find('/') != std::string::npos || it.value().get<std::string>()[0] == '.')
+      bad("tensor \"" + it.key() + "\": weight_map entry is not a plain file name");
+    const json& t = idx["tensors"].value(it.key(), json());
+    if (!t.is_object() || !t.value("dtype", json()).is_string() || !t.value("shape", json()).is_array() ||
+        !t.contains("shard") || !t["shard"].is_object() || !t["shard"].value("dim", json()).is_number_integer() ||
+        !t["shard"].value("axis", json()).is_string())
+      bad("tensor \"" + it.key() + "\": missing or malformed \"tensors\" entry");
+  }
+  if (!idx.value("generation", json()).is_number_integer()) bad("missing integer \"generation\"");
+  return idx;
+}
+
+void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& tensors, const json& metadata,
+                     const std::string& stem) {
+  check_names(tensors, "save_checkpoint");
+  DT_CHECK(metadata.is_object(), "save_checkpoint: metadata must be a JSON object");
+  DT_CHECK(!stem.empty() && stem.find('/') == std::string::npos && stem[0] != '.',
+           "save_checkpoint: stem \"" + stem + "\" must be a plain file name");
+  // The next generation after the current index's (1 for a new directory, or when the old
+  // index is unreadable: it then names nothing we could remove anyway).
+  int64_t generation = 1;
+  std::string old_file;
+  std::string index_path = checkpoint_index_path(dir, stem);
+  if (file_exists(index_path)) {
+    try {
+      json old = read_checkpoint_index(dir, stem);
+      generation = old.value("generation", int64_t(0)) + 1;
+      if (!old["weight_map"].empty()) old_file = old["weight_map"].begin().value().get<std::string>();
+    } catch (const Error&) {  // unreadable: start over at generation 1
+    }
+  }
+  char gen[32];
+  std::snprintf(gen, sizeof gen, "%06lld", static_cast<long long>(generation));
+  std::string file = stem + "." + gen + ".safetensors";
+
+  std::vector<StEntry> entries(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    entries[i].name = tensors[i].name, entries[i].dtype = tensors[i].tensor.dtype(), entries[i].shape = tensors[i].tensor.shape();
+  std::string head = st_encode_header(entries, {{"dtrain.metadata", metadata.dump()}});
+  {
+    AtomicFile out(dir + "/" + file);
+    out.write(head.data(), head.size());
+    std::vector<size_t> order(entries.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return entries[a].begin < entries[b].begin; });
+    for (size_t i : order) out.write(tensors[i].tensor.raw(), tensors[i].tensor.nbytes());
+    out.commit();
+  }
+  json idx = {{"format", kFormat}, {"version", 1}, {"generation", generation}, {"metadata", metadata},
+              {"weight_map", json::object()}, {"tensors", json::object()}};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    idx["weight_map"][tensors[i].name] = file;
+    idx["tensors"][tensors[i].name] = {{"dtype", st_dtype_name(entries[i].dtype)},
+                                       {"shape", entries[i].shape},
+                                       {"shard", spec_json(tensors[i].spec)}};
+  }
+  std::string text = idx.dump(1);
+  {
+    AtomicFile out(index_path);
+    out.write(text.data(), text.size());
+    out.commit();  // the commit point of the whole save
+  }
+  if (!old_file.empty() && old_file != file) ::unlink((dir + "/" + old_file).c_str());  // best effort
+}
+
+json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest, const std::string& stem) {
+  check_names(dest, "load_checkpoint");
+  json idx = read_checkpoint_index(dir, stem);
+  std::map<std::string, std::vector<const CheckpointTensor*>> by_file;
+  for (const CheckpointTensor& d : dest) {
+    if (!idx["weight_map"].contains(d.name))
+      fail(DT_ERR_NOT_FOUND, "load_checkpoint: " + dir + " has no tensor \"" + d.name + "\"");
+    const json& shard = idx["tensors"][d.name]["shard"];
+    nn::ShardSpec saved{shard["dim"].get<int>(), shard["axis"].get<std::string>()};
+    DT_CHECK(saved.dim == d.spec.dim && saved.axis == d.spec.axis,
+             "load_checkpoint: tensor \"" + d.name + "\" was saved " + saved.str() + ", destination is " + d.spec.str());
+    by_file[idx["weight_map"][d.name].get<std::string>()].push_back(&d);
+  }
+  // Stage every file and validate every tensor first; only then copy.
+  std::vector<std::vector<char>> files;
+  std::vector<std::pair<const CheckpointTensor*, const char*>> copies;
+  for (auto& [file, wanted] : by_file) {
+    std::string path = dir + "/" + file;
+    files.push_back(read_file(path));
+    const std::vector<char>& bytes = files.back();
+    StHeader h = st_parse_header(path, bytes, bytes.size());
+    for (const CheckpointTensor* d : wanted) {
+      const StEntry* e = h.find(d->name);
+      if (!e) fail(DT_ERR_IO, path + ": tensor \"" + d->name + "\" is in the index but not in the file");
+      const json& it = idx["tensors"][d->name];
+      if (it.value("dtype", "") != st_dtype_name(e->dtype) || it.value("shape", json()) != json(e->shape))
+        fail(DT_ERR_IO, path + ": tensor \"" + d->name + "\": the file and the index disagree on dtype or shape");
+      DT_CHECK(e->dtype == d->tensor.dtype() && e->shape == d->tensor.shape(),
+               "load_checkpoint: tensor \"" + d->name + "\" is " + st_dtype_name(e->dtype) + " " + shape_str(e->shape) +
+                   " in the checkpoint, destination is " + st_dtype_name(d->tensor.dtype()) + " " +
+                   shape_str(d->tensor.shape()));
+      copies.emplace_back(d, bytes.data() + h.data_start + e->begin);
+    }
+  }
+  for (auto& [d, src] : copies) std::memcpy(d->tensor.raw(), src, d->tensor.nbytes());
+  return idx["metadata"];
+}
+
+}  // namespace dt::io

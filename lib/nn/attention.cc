@@ -1,0 +1,82 @@
+#include "nn/attention.h"
+
+#include "kernels/ops.h"
+#include "nn/rope.h"
+
+namespace dt::nn {
+
+CausalSelfAttention::CausalSelfAttention(const std::string& name, const AttentionConfig& c, uint64_t seed,
+                                         float proj_std)
+    : cfg(c),
+      head_dim(c.d_model / c.n_head),
+      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * (c.d_model / c.n_head), c.bias, seed),
+      proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std) {}
+
+void CausalSelfAttention::collect(ParamList& list) {
+  qkv.collect(list);
+  proj.collect(list);
+}
+
+namespace {
+// The q, k, v row ranges of the fused weight (and bias).
+struct Split {
+  int64_t begin[3], end[3];
+};
+Split split_of(int64_t hq, int64_t hkv, int64_t d) {
+  int64_t nq = hq * d, nk = hkv * d;
+  return {{0, nq, nq + nk}, {nq, nq + nk, nq + 2 * nk}};
+}
+Tensor rows_of(const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : t; }
+}  // namespace
+
+const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
+  const int64_t B = x.dim(0), T = x.dim(1), D = head_dim;
+  a.x = x;
+  Tensor x2 = flat2d(x);
+  Split s = split_of(cfg.n_head, cfg.n_kv_head, D);
+  Tensor* dst[3] = {&a.q, &a.k, &a.v};
+  for (int i = 0; i < 3; ++i) {
+    int64_t heads = i == 0 ? cfg.n_head : cfg.n_kv_head;
+    ensure(*dst[i], {B, T, heads, D});
+    Tensor y2 = dst[i]->reshape({B * T, heads * D});
+    linear_forward(x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), rows_of(qkv.bias.value, s.begin[i], s.end[i]),
+                   y2);
+  }
+  if (cfg.rope) {
+    rope_forward(a.q, cfg.rope_base);
+    rope_forward(a.k, cfg.rope_base);
+  }
+  ensure(a.out, {B, T, cfg.n_head, D});
+  ensure(a.lse, {B, cfg.n_head, T});
+  kernels::attention_forward(a.q, a.k, a.v, /*scale=*/0.0f, a.out, a.lse);
+  proj.forward(a.out.reshape({B * T, cfg.n_head * D}), a.y);
+  return a.y;
+}
+
+void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
+  const int64_t B = a.x.dim(0), T = a.x.dim(1), D = head_dim;
+  ensure(a.dout, a.out.shape());
+  Tensor dout2 = a.dout.reshape({B * T, cfg.n_head * D});
+  proj.backward(a.out.reshape({B * T, cfg.n_head * D}), flat2d(dy), dout2);
+  ensure(a.dq, a.q.shape());
+  ensure(a.dk, a.k.shape());
+  ensure(a.dv, a.v.shape());
+  kernels::attention_backward(a.q, a.k, a.v, a.out, a.lse, a.dout, 0.0f, a.dq, a.dk, a.dv);
+  if (cfg.rope) {  // back to the gradients of the un-rotated projections
+    rope_backward(a.dq, cfg.rope_base);
+    rope_backward(a.dk, cfg.rope_base);
+  }
+  ensure(dx, a.x.shape());
+  Tensor x2 = flat2d(a.x), dx2 = flat2d(dx);
+  Split s = split_of(cfg.n_head, cfg.n_kv_head, D);
+  const Tensor* src[3] = {&a.dq, &a.dk, &a.dv};
+  for (int i = 0; i < 3; ++i) {
+    Tensor dy2 = flat2d(src[i]->reshape({B * T, src[i]->dim(2) * D}));
+    Tensor dw = qkv.weight.grad.slice0(s.begin[i], s.end[i]);
+    Tensor db = rows_of(qkv.bias.grad, s.begin[i], s.end[i]);
+    // dx = dq Wq + dk Wk + dv Wv: the first overwrites, the others accumulate.
+    linear_backward(dy2, x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), dx2, i > 0, dw, db);
+  }
+}
+
+}  // namespace dt::nn

@@ -1,0 +1,53 @@
+// Model configurations and their validation. A bad value is INVALID_ARGUMENT naming the
+// field, its value and what is accepted.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/layers.h"
+
+namespace dt::nn {
+
+enum class PosKind { Learned, RoPE };
+const char* pos_name(PosKind p);
+
+struct GPTConfig {
+  int64_t vocab_size = 256;  // byte-level by default
+  int64_t context = 256;     // longest sequence
+  int64_t n_layer = 6;
+  int64_t n_head = 6;
+  int64_t n_kv_head = 0;     // 0: n_head (multi-head); fewer: grouped-query
+  int64_t d_model = 384;
+  int64_t d_ff = 0;          // 0: 4 * d_model
+  NormKind norm = NormKind::LayerNorm;
+  PosKind pos = PosKind::Learned;
+  Act act = Act::GELU;
+  bool tied_embeddings = true;  // lm_head reads wte.weight
+  bool bias = true;             // biases on linears and LayerNorms (GPT-2); off for Llama style
+  float norm_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  uint64_t seed = 1337;
+  bool checkpoint = false;  // activation checkpointing per block
+
+  // Values with the 0 = default fields filled in.
+  GPTConfig resolved() const;
+  int64_t head_dim() const { return d_model / n_head; }
+  std::string str() const;
+};
+
+// Throws INVALID_ARGUMENT naming the first bad field.
+void validate(const GPTConfig& c);
+
+enum class MLPAct { GELU, SiLU };
+
+struct MLPConfig {
+  std::vector<int64_t> sizes;  // {in, hidden..., out}: at least two
+  MLPAct act = MLPAct::GELU;   // between layers, not after the last
+  float init_std = 0.02f;
+  uint64_t seed = 1337;
+};
+
+void validate(const MLPConfig& c);
+
+}  // namespace dt::nn

@@ -1,0 +1,148 @@
+#include "nn/gpt.h"
+
+#include <utility>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace dt::nn {
+
+static GPTConfig checked(const GPTConfig& c) {
+  validate(c);
+  return c.resolved();
+}
+
+GPT::GPT(const GPTConfig& cfg) : cfg_(checked(cfg)) {
+  const GPTConfig& c = cfg_;
+  wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed);
+  if (c.pos == PosKind::Learned) wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed);
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c));
+  lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps);
+  if (!c.tied_embeddings) lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed);
+}
+
+void GPT::collect(ParamList& list) {
+  wte_->collect(list);
+  if (wpe_) wpe_->collect(list);
+  for (auto& b : blocks_) b->collect(list);
+  lnf_->collect(list);
+  if (lm_head_) lm_head_->collect(list);
+}
+
+void GPT::embed(const Tensor& ids, GPTActs& a) {
+  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
+           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
+  const int64_t B = ids.dim(0), T = ids.dim(1);
+  DT_CHECK(T <= cfg_.context, "ids: sequence length T = " + std::to_string(T) + " exceeds context = " +
+                                  std::to_string(cfg_.context));
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) + " at index " +
+                                                      std::to_string(i) + " is outside [0, vocab_size = " +
+                                                      std::to_string(cfg_.vocab_size) + ")");
+  a.B = B;
+  a.T = T;
+  a.ids = ids;
+  a.resid.resize(blocks_.size() + 1);
+  a.blocks.resize(blocks_.size());
+  wte_->forward(ids, a.resid[0]);
+  if (wpe_) {
+    int32_t* pos = ensure(a.pos_ids, {B, T}, DType::I32).data<int32_t>();
+    for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
+    wpe_->forward(a.pos_ids, a.pos);
+    kernels::add(a.resid[0], a.pos, a.resid[0]);
+  }
+}
+
+void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
+  DT_CHECK(0 <= i && i <= num_blocks(), "set_stream: block " + std::to_string(i) + " outside [0, " +
+                                             std::to_string(num_blocks()) + "]");
+  DT_CHECK(x.dtype() == DType::F32 && x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dim(1) <= cfg_.context,
+           "set_stream: x must be f32 [B, T <= context, d_model = " + std::to_string(cfg_.d_model) + "], got " +
+               shape_str(x.shape()));
+  a.B = x.dim(0);
+  a.T = x.dim(1);
+  a.resid.resize(blocks_.size() + 1);
+  a.blocks.resize(blocks_.size());
+  a.resid[i] = x;
+}
+
+void GPT::forward_blocks(int begin, int end, GPTActs& a) {
+  DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
+           "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
+               std::to_string(num_blocks()) + "]");
+  for (int i = begin; i < end; ++i) {
+    Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape());
+    blocks_[i]->forward(a.resid[i], cfg_.checkpoint ? scratch_ : a.blocks[i], y);
+  }
+}
+
+const Tensor& GPT::head(GPTActs& a) {
+  const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
+  ensure(a.logits, {a.B, a.T, cfg_.vocab_size});
+  Tensor l2 = flat2d(a.logits);
+  if (lm_head_)
+    linear_forward(flat2d(h), lm_head_->weight.value, Tensor(), l2);
+  else  // tied: logits = h wte^T, the token table read as an [out = vocab, in = C] weight
+    linear_forward(flat2d(h), wte_->weight.value, Tensor(), l2);
+  return a.logits;
+}
+
+const Tensor& GPT::forward(const Tensor& ids, GPTActs& a) {
+  embed(ids, a);
+  forward_blocks(0, num_blocks(), a);
+  return head(a);
+}
+
+double GPT::forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, int32_t ignore_index) {
+  DT_CHECK(targets.dtype() == DType::I32 && targets.shape() == ids.shape(),
+           "targets: expected i32 of the shape of ids " + shape_str(ids.shape()) + ", got " +
+               shape_str(targets.shape()));
+  forward(ids, a);
+  a.targets = targets;
+  a.ignore_index = ignore_index;
+  return cross_entropy_loss(a.logits, targets, ignore_index, a.ce);
+}
+
+void GPT::backward(GPTActs& a, float grad_scale) {
+  cross_entropy_loss_backward(a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
+  backward_logits(a.dlogits, a);
+}
+
+void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
+  backward_head(dlogits, a);
+  backward_blocks(0, num_blocks(), a);
+  backward_embed(a);
+}
+
+void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
+  Tensor& dh = ensure(a.dh, a.lnf.y.shape());
+  Tensor dh2 = flat2d(dh), none;
+  Parameter& w = lm_head_ ? lm_head_->weight : wte_->weight;
+  linear_backward(flat2d(dlogits), flat2d(a.lnf.y), w.value, dh2, false, w.grad, none);
+  lnf_->backward(dh, a.lnf, ensure(a.dresid, dh.shape()));
+}
+
+void GPT::backward_blocks(int begin, int end, GPTActs& a) {
+  DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
+           "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
+               std::to_string(num_blocks()) + "]");
+  for (int i = end - 1; i >= begin; --i) {
+    ensure(a.dtmp, a.dresid.shape());
+    if (cfg_.checkpoint) {
+      blocks_[i]->forward(a.resid[i], scratch_, ensure(scratch_y_, a.resid[i].shape()));  // recompute
+      blocks_[i]->backward(a.dresid, scratch_, a.dtmp);
+    } else {
+      blocks_[i]->backward(a.dresid, a.blocks[i], a.dtmp);
+    }
+    std::swap(a.dresid, a.dtmp);
+  }
+}
+
+void GPT::backward_embed(GPTActs& a) {
+  wte_->backward(a.ids, a.dresid);
+  if (wpe_) wpe_->backward(a.pos_ids, a.dresid);
+}
+
+}  // namespace dt::nn

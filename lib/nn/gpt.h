@@ -1,0 +1,76 @@
+// A GPT: token embeddings (+ learned positions, or RoPE inside attention), a sequence of
+// pre-norm transformer blocks, a final norm and an LM head (tied to wte.weight or its own
+// "lm_head.weight" [vocab, d_model]).
+//
+// The blocks are a sequence so that pipeline stages and FSDP units are block ranges: besides
+// forward/backward of the whole model, the pieces embed -> forward_blocks(b, e) -> head and
+// backward_head -> backward_blocks(b, e) -> backward_embed can be run by a stage on its own
+// range. The stream between them lives in GPTActs (resid[i] = input of block i; dresid =
+// gradient of the stream at the current point of backward).
+//
+// Activation checkpointing (cfg.checkpoint or set_checkpointing): forward keeps only each
+// block's input resid[i]; backward recomputes the block's forward into one scratch Acts shared
+// by all blocks, then runs its backward. The ops are the same, so gradients are bitwise equal.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/block.h"
+#include "nn/config.h"
+#include "nn/loss.h"
+
+namespace dt::nn {
+
+// Everything one micro-batch keeps between forward and backward.
+struct GPTActs {
+  int64_t B = 0, T = 0;
+  Tensor ids, targets, pos_ids;
+  int32_t ignore_index = -1;
+  std::vector<Tensor> resid;                   // n_layer + 1 tensors [B, T, C]
+  std::vector<TransformerBlock::Acts> blocks;  // unused for checkpointed blocks
+  Norm::Acts lnf;
+  Tensor pos, logits;                          // [B, T, C], [B, T, V]
+  CrossEntropyState ce;
+  Tensor dlogits, dh, dresid, dtmp;            // backward
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& cfg);  // validates
+  void collect(ParamList& out) override;
+  const GPTConfig& config() const { return cfg_; }
+  std::vector<std::unique_ptr<TransformerBlock>>& blocks() { return blocks_; }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  void set_checkpointing(bool on) { cfg_.checkpoint = on; }
+
+  // ids: i32 [B, T], T <= context, each in [0, vocab_size). Returns logits [B, T, V].
+  const Tensor& forward(const Tensor& ids, GPTActs& a);
+  // forward, then the mean cross-entropy over targets (i32 [B, T]) != ignore_index.
+  double forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, int32_t ignore_index = -1);
+  // Backward of forward_loss's loss (times grad_scale): every grad += its gradient.
+  void backward(GPTActs& a, float grad_scale = 1.0f);
+  // Backward from a given gradient of the logits.
+  void backward_logits(const Tensor& dlogits, GPTActs& a);
+
+  // The pieces, for stages.
+  void embed(const Tensor& ids, GPTActs& a);             // -> resid[0]
+  // A stage that starts at block i takes its input x [B, T, d_model] (received, say) here.
+  void set_stream(int i, const Tensor& x, GPTActs& a);
+  void forward_blocks(int begin, int end, GPTActs& a);   // resid[begin] -> resid[end]
+  const Tensor& head(GPTActs& a);                        // resid[n_layer] -> logits
+  void backward_head(const Tensor& dlogits, GPTActs& a); // -> dresid = d resid[n_layer]
+  void backward_blocks(int begin, int end, GPTActs& a);  // dresid: d resid[end] -> d resid[begin]
+                                                         // (a stage that ends early sets dresid)
+  void backward_embed(GPTActs& a);                       // from dresid = d resid[0]
+
+ private:
+  GPTConfig cfg_;
+  std::unique_ptr<Embedding> wte_, wpe_;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks_;
+  std::unique_ptr<Norm> lnf_;
+  std::unique_ptr<Linear> lm_head_;  // null when tied
+  TransformerBlock::Acts scratch_;   // checkpointing: the one block whose internals exist
+  Tensor scratch_y_;
+};
+
+}  // namespace dt::nn

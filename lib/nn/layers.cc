@@ -1,0 +1,138 @@
+#include "nn/layers.h"
+
+#include "kernels/ops.h"
+
+namespace dt::nn {
+
+// ---- Linear ------------------------------------------------------------------------------
+Linear::Linear(const std::string& name, int64_t in_, int64_t out_, bool has_bias, uint64_t seed, float std)
+    : in(in_), out(out_) {
+  weight = make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed);
+  if (has_bias) bias = make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed);
+}
+
+void Linear::collect(ParamList& list) {
+  list.push_back(&weight);
+  if (bias.value.defined()) list.push_back(&bias);
+}
+
+void Linear::forward(const Tensor& x, Tensor& y) {
+  ensure(y, {x.rows(), out});
+  linear_forward(flat2d(x), weight.value, bias.value, y);
+}
+
+void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  Tensor dx2 = dx.defined() ? flat2d(dx) : Tensor();
+  linear_backward(flat2d(dy), flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
+}
+
+// ---- Embedding ---------------------------------------------------------------------------
+Embedding::Embedding(const std::string& name, int64_t num, int64_t dim, uint64_t seed, float std) {
+  weight = make_param(name + ".weight", {num, dim}, Parameter::Init::Normal, std, seed);
+}
+
+void Embedding::collect(ParamList& list) { list.push_back(&weight); }
+
+void Embedding::forward(const Tensor& ids, Tensor& out) {
+  Shape s = ids.shape();
+  s.push_back(weight.value.dim(1));
+  ensure(out, s);
+  kernels::embedding_forward(ids, weight.value, out);
+}
+
+void Embedding::backward(const Tensor& ids, const Tensor& dout) { kernels::embedding_backward(ids, dout, weight.grad); }
+
+// ---- Norm --------------------------------------------------------------------------------
+const char* norm_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+
+Norm::Norm(const std::string& name, int64_t dim, NormKind k, bool has_bias, float eps_) : kind(k), eps(eps_) {
+  weight = make_param(name + ".weight", {dim}, Parameter::Init::Ones, 0.0f, 0);
+  if (k == NormKind::LayerNorm && has_bias) bias = make_param(name + ".bias", {dim}, Parameter::Init::Zeros, 0.0f, 0);
+}
+
+void Norm::collect(ParamList& list) {
+  list.push_back(&weight);
+  if (bias.value.defined()) list.push_back(&bias);
+}
+
+const Tensor& Norm::forward(const Tensor& x, Acts& a) {
+  a.x = x;
+  ensure(a.y, x.shape());
+  ensure(a.rstd, {x.rows()});
+  if (kind == NormKind::LayerNorm) {
+    ensure(a.mean, {x.rows()});
+    kernels::layernorm_forward(x, weight.value, bias.value, eps, a.y, a.mean, a.rstd);
+  } else {
+    kernels::rmsnorm_forward(x, weight.value, eps, a.y, a.rstd);
+  }
+  return a.y;
+}
+
+void Norm::backward(const Tensor& dy, Acts& a, Tensor& dx) {
+  ensure(dx, a.x.shape());
+  if (kind == NormKind::LayerNorm)
+    kernels::layernorm_backward(dy, a.x, weight.value, a.mean, a.rstd, dx, weight.grad, bias.grad);
+  else
+    kernels::rmsnorm_backward(dy, a.x, weight.value, a.rstd, dx, weight.grad);
+}
+
+// ---- MLP ---------------------------------------------------------------------------------
+const char* act_name(Act a) { return a == Act::GELU ? "gelu" : "swiglu"; }
+
+MLP::MLP(const std::string& name, int64_t d_model, int64_t d_ff_, Act act_, bool bias, uint64_t seed, float proj_std)
+    : act(act_),
+      d_ff(d_ff_),
+      fc(name + ".fc", d_model, act_ == Act::SwiGLU ? 2 * d_ff_ : d_ff_, bias, seed),
+      proj(name + ".proj", d_ff_, d_model, bias, seed, proj_std) {}
+
+void MLP::collect(ParamList& list) {
+  fc.collect(list);
+  proj.collect(list);
+}
+
+// Rows [begin, end) of a weight (dim 0) or a bias; undefined stays undefined.
+static Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) { return t.defined() ? t.slice0(begin, end) : t; }
+
+const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
+  a.x = x_in;
+  const Tensor x = flat2d(x_in);
+  const int64_t R = x.rows();
+  if (act == Act::GELU) {
+    fc.forward(x, a.h);
+    ensure(a.a, {R, d_ff});
+    kernels::gelu_forward(a.h, a.a);
+  } else {
+    // Two matmuls on row slices of the fused weight: gate and up come out contiguous.
+    const Tensor& w = fc.weight.value;
+    const Tensor& b = fc.bias.value;
+    linear_forward(x, w.slice0(0, d_ff), rows_of(b, 0, d_ff), ensure(a.gate, {R, d_ff}));
+    linear_forward(x, w.slice0(d_ff, 2 * d_ff), rows_of(b, d_ff, 2 * d_ff), ensure(a.up, {R, d_ff}));
+    ensure(a.a, {R, d_ff});
+    kernels::swiglu_forward(a.gate, a.up, a.a);
+  }
+  proj.forward(a.a, a.y);
+  return a.y;
+}
+
+void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
+  const int64_t R = a.x.rows();
+  ensure(a.da, {R, d_ff});
+  proj.backward(a.a, flat2d(dy), a.da);
+  ensure(dx, a.x.shape());
+  if (act == Act::GELU) {
+    kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}));
+    fc.backward(a.x, a.dh, dx);
+    return;
+  }
+  const Tensor x = flat2d(a.x);
+  Tensor dx2 = flat2d(dx);
+  kernels::swiglu_backward(a.gate, a.up, a.da, ensure(a.dgate, {R, d_ff}), ensure(a.dup, {R, d_ff}));
+  Tensor& w = fc.weight.value;
+  Tensor& g = fc.weight.grad;
+  Tensor gb = rows_of(fc.bias.grad, 0, d_ff), ub = rows_of(fc.bias.grad, d_ff, 2 * d_ff);
+  Tensor gw = g.slice0(0, d_ff), uw = g.slice0(d_ff, 2 * d_ff);
+  linear_backward(a.dgate, x, w.slice0(0, d_ff), dx2, false, gw, gb);
+  linear_backward(a.dup, x, w.slice0(d_ff, 2 * d_ff), dx2, true, uw, ub);
+}
+
+}  // namespace dt::nn

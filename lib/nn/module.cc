@@ -1,0 +1,55 @@
+#include "nn/module.h"
+
+#include "core/random_fill.h"
+#include "kernels/ops.h"
+
+namespace dt::nn {
+
+ParamList Module::parameters() {
+  ParamList out;
+  collect(out);
+  return out;
+}
+
+int64_t Module::num_parameters() {
+  int64_t n = 0;
+  for (Parameter* p : parameters()) n += p->value.numel();
+  return n;
+}
+
+void Module::zero_grad() {
+  for (Parameter* p : parameters()) kernels::fill(p->grad, 0.0f);
+}
+
+Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed) {
+  Parameter p;
+  p.name = name;
+  p.init = init;
+  p.init_std = std;
+  p.value = Tensor::zeros(shape, DType::F32, Device::cpu(), MemTag::Param);
+  p.grad = Tensor::zeros(shape, DType::F32, Device::cpu(), MemTag::Grad);
+  if (init == Parameter::Init::Ones) kernels::fill(p.value, 1.0f);
+  // Offset 0: the whole tensor. A shard re-creates its slice with its own global offset.
+  if (init == Parameter::Init::Normal) fill_random(p.value, Distribution::Normal, seed, name, 0, 0.0f, std);
+  return p;
+}
+
+Tensor& ensure(Tensor& t, const Shape& shape, DType dtype) {
+  if (!t.defined() || t.shape() != shape || t.dtype() != dtype)
+    t = Tensor::uninit(shape, dtype, Device::cpu(), MemTag::Activation);
+  return t;
+}
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  kernels::matmul(x, w, y, /*trans_a=*/false, /*trans_b=*/true);
+  if (b.defined()) kernels::bias_add(y, b);
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, bool accumulate_dx,
+                     Tensor& dw, Tensor& db) {
+  if (dx.defined()) kernels::matmul(dy, w, dx, false, false, 1.0f, accumulate_dx ? 1.0f : 0.0f);
+  kernels::matmul(dy, x, dw, /*trans_a=*/true, false, 1.0f, /*beta=*/1.0f);  // dw += dy^T x
+  if (db.defined()) kernels::bias_backward(dy, db);
+}
+
+}  // namespace dt::nn

@@ -1,0 +1,56 @@
+// The nn layer's base: a Module owns Parameters and lists them in a stable order. There is
+// no autograd: every module type has an explicit forward that fills a saved-activation
+// struct (its Acts) and a backward that reads it. Acts are owned by the caller, one per
+// micro-batch in flight, so pipeline schedules can keep several; their buffers are
+// MemTag::Activation and are reused when the next step has the same shape.
+//
+// Conventions shared by every module:
+//  - Linear weights are [out, in] (y = x W^T + b), as in PyTorch: a tied LM head is then
+//    the token table itself, and tensor parallelism splits dim 0 (column parallel) or dim 1
+//    (row parallel) of the same layout.
+//  - Inputs and outputs are f32 on the CPU for now; math goes through kernels/ops.h.
+//  - backward overwrites its dx output and ACCUMULATES (+=) into every Parameter's grad, so
+//    gradient accumulation over micro-batches needs nothing extra; call zero_grad() between
+//    optimizer steps.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "nn/parameter.h"
+
+namespace dt::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // Parameters hold pointers into the module: no copies or moves after construction.
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Appends this module's parameters, children in declaration order.
+  virtual void collect(ParamList& out) = 0;
+  ParamList parameters();
+  int64_t num_parameters();
+  void zero_grad();
+};
+
+// A parameter `name` of `shape`: value (MemTag::Param) initialized from the counter-based
+// RNG keyed by (seed, name, global index), grad (MemTag::Grad) zeroed.
+Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed);
+
+// Makes t an activation buffer of `shape`, keeping the old one when the shape matches.
+Tensor& ensure(Tensor& t, const Shape& shape, DType dtype = DType::F32);
+
+// [rows, cols] view of a tensor whose last dim is cols.
+inline Tensor flat2d(const Tensor& t) { return t.reshape({t.rows(), t.cols()}); }
+
+// y = x W^T (+ b). x: [R, in], w: [out, in], b: [out] or undefined, y: [R, out] (written).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+// dx (= or += when accumulate_dx) dy W; dw += dy^T x; db += sum_r dy (when b is defined).
+// dx may be undefined (not needed, e.g. the first layer of an MLP).
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, bool accumulate_dx,
+                     Tensor& dw, Tensor& db);
+
+}  // namespace dt::nn

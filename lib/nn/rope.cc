@@ -1,0 +1,40 @@
+#include "nn/rope.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dt::nn {
+
+// sign = +1 rotates forward, -1 backward.
+static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
+  DT_CHECK(x.dtype() == DType::F32 && x.ndim() == 4, "rope: x must be f32 [B, T, H, D], got " + shape_str(x.shape()));
+  DT_CHECK(x.device().type == DeviceType::CPU, "rope: x must be on the CPU (no device kernel yet)");
+  const int64_t B = x.dim(0), T = x.dim(1), H = x.dim(2), D = x.dim(3), half = D / 2;
+  DT_CHECK(D % 2 == 0, "rope: head dim " + std::to_string(D) + " must be even");
+  // One table of cos/sin per (t, i), computed in double so every caller gets the same bits.
+  std::vector<float> cs(static_cast<size_t>(T * half)), sn(cs.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(pos0 + t) * std::pow(static_cast<double>(base), -2.0 * i / D);
+      cs[t * half + i] = static_cast<float>(std::cos(angle));
+      sn[t * half + i] = static_cast<float>(sign * std::sin(angle));
+    }
+  float* p = x.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = p + ((b * T + t) * H + h) * D;
+        for (int64_t i = 0; i < half; ++i) {
+          float c = cs[t * half + i], s = sn[t * half + i], x0 = v[i], x1 = v[i + half];
+          v[i] = x0 * c - x1 * s;
+          v[i + half] = x0 * s + x1 * c;
+        }
+      }
+}
+
+void rope_forward(Tensor& x, float base, int64_t pos0) { rotate(x, base, pos0, 1.0); }
+void rope_backward(Tensor& dx, float base, int64_t pos0) { rotate(dx, base, pos0, -1.0); }
+
+}  // namespace dt::nn

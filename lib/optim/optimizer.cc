@@ -1,0 +1,108 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace dt::optim {
+
+Optimizer::Optimizer(nn::ParamList params, float lr, const char* kind) : params_(std::move(params)), lr_(lr) {
+  set_lr(lr);
+  std::set<std::string> names;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const nn::Parameter* p = params_[i];
+    std::string where = std::string(kind) + ": parameter " + std::to_string(i);
+    DT_CHECK(p != nullptr, where + " is null; accepted: a Parameter*");
+    where += " (\"" + p->name + "\")";
+    DT_CHECK(!p->name.empty(), where + " has an empty name; checkpoints key state on names");
+    DT_CHECK(names.insert(p->name).second, where + ": the name appears twice; names must be unique");
+    DT_CHECK(p->value.defined() && is_floating(p->value.dtype()),
+             where + ": value must be a defined f32, bf16 or f16 tensor");
+    DT_CHECK(p->grad.defined() && p->grad.shape() == p->value.shape() && is_floating(p->grad.dtype()),
+             where + ": grad must be a floating tensor shaped " + shape_str(p->value.shape()));
+    if (p->value.dtype() == DType::F32) {
+      masters_.push_back(p->value);  // its own master: the kernel updates it in place
+      copies_.emplace_back();
+    } else {
+      Tensor m = Tensor::zeros(p->value.shape(), DType::F32, p->value.device(), MemTag::Optimizer);
+      kernels::cast(p->value, m);
+      masters_.push_back(m);
+      copies_.push_back(p->value);
+      named_.emplace_back(p->name + ".master", m);
+    }
+  }
+  step_ = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Optimizer);
+  named_.emplace_back("optimizer.step", step_);
+}
+
+void Optimizer::set_lr(float lr) {
+  DT_CHECK(std::isfinite(lr) && lr >= 0, "optimizer: lr is " + std::to_string(lr) + "; accepted: a finite number >= 0");
+  lr_ = lr;
+}
+
+int64_t Optimizer::steps() const { return step_.data<int64_t>()[0]; }
+
+Tensor Optimizer::add_state(size_t i, const std::string& suffix) {
+  const Tensor& v = params_[i]->value;
+  Tensor t = Tensor::zeros(v.shape(), DType::F32, v.device(), MemTag::Optimizer);
+  named_.emplace_back(params_[i]->name + "." + suffix, t);
+  return t;
+}
+
+void Optimizer::step(float grad_scale) {
+  DT_CHECK(std::isfinite(grad_scale) && grad_scale >= 0,
+           "optimizer step: grad_scale is " + std::to_string(grad_scale) + "; accepted: a finite number >= 0");
+  int64_t next = steps() + 1;
+  for (size_t i = 0; i < params_.size(); ++i) update(i, grad_scale, next);
+  // Counted only after every parameter was updated, so a failed step is not counted.
+  step_.data<int64_t>()[0] = next;
+}
+
+void Optimizer::zero_grad() {
+  for (nn::Parameter* p : params_) kernels::fill(p->grad, 0.0f);
+}
+
+NamedTensors Optimizer::state() const { return named_; }
+
+void Optimizer::sync_masters_from_params() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (copies_[i].defined()) kernels::cast(params_[i]->value, masters_[i]);
+}
+
+// ---- SGD ---------------------------------------------------------------------------------
+Sgd::Sgd(nn::ParamList params, const SgdOptions& opt) : Optimizer(std::move(params), opt.lr, "Sgd"), opt_(opt) {
+  DT_CHECK(!opt.nesterov || (opt.momentum > 0 && opt.dampening == 0),
+           "Sgd: nesterov requires momentum > 0 and dampening 0");
+  for (size_t i = 0; i < this->params().size(); ++i)
+    bufs_.push_back(opt.momentum != 0 ? add_state(i, "momentum_buffer") : Tensor());
+}
+
+void Sgd::update(size_t i, float grad_scale, int64_t step) {
+  kernels::SgdParams p;
+  p.lr = lr(), p.momentum = opt_.momentum, p.weight_decay = opt_.weight_decay, p.nesterov = opt_.nesterov;
+  // PyTorch seeds the buffer with the first gradient, undamped: with a zeroed buffer that
+  // is exactly dampening 0 on step 1 (see kernels/cpu/sgd_update.cc).
+  p.dampening = step == 1 ? 0.0f : opt_.dampening;
+  p.grad_scale = grad_scale;
+  kernels::sgd_update(master(i), params()[i]->grad, bufs_[i], p, value_copy(i));
+}
+
+// ---- AdamW -------------------------------------------------------------------------------
+AdamW::AdamW(nn::ParamList params, const AdamWOptions& opt)
+    : Optimizer(std::move(params), opt.lr, "AdamW"), opt_(opt) {
+  for (size_t i = 0; i < this->params().size(); ++i) {
+    m_.push_back(add_state(i, "exp_avg"));
+    v_.push_back(add_state(i, "exp_avg_sq"));
+  }
+}
+
+void AdamW::update(size_t i, float grad_scale, int64_t step) {
+  kernels::AdamWParams p;
+  p.lr = lr(), p.beta1 = opt_.beta1, p.beta2 = opt_.beta2, p.eps = opt_.eps, p.weight_decay = opt_.weight_decay;
+  p.step = step, p.grad_scale = grad_scale;
+  kernels::adamw_update(master(i), params()[i]->grad, m_[i], v_[i], p, value_copy(i));
+}
+
+}  // namespace dt::optim

@@ -1,0 +1,100 @@
+// Optimizers over a ParamList: SGD (PyTorch semantics) and AdamW (decoupled weight decay,
+// bias correction), both thin drivers of kernels::sgd_update / kernels::adamw_update.
+//
+// Mixed precision (DESIGN §4): when a parameter's value is bf16 or f16, the optimizer keeps
+// an f32 master copy and the kernel writes the rounded result back into the value through
+// its param_copy argument, so small updates are not lost to bf16 rounding. An f32 value is
+// its own master (no copy, no extra memory). All state is f32 and tagged MemTag::Optimizer,
+// so the ledger shows K = 12 bytes/param for bf16 AdamW, as in the ZeRO paper.
+//
+// state() names every state tensor for checkpoints: "<param>.master" (mixed precision only),
+// "<param>.exp_avg", "<param>.exp_avg_sq" (AdamW), "<param>.momentum_buffer" (SGD with
+// momentum), and "optimizer.step" (i64 [1], updates taken). The tensors share storage with
+// the optimizer, so loading a checkpoint into them restores the optimizer in place.
+//
+// The optimizer holds the parameters' value tensors it was built with (views of the same
+// storage): write new values into them (or call sync_masters_from_params), never assign a
+// new Tensor to Parameter::value after construction.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/parameter.h"
+
+namespace dt::optim {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter from its gradient. grad_scale multiplies every gradient
+  // first (1 / loss scale, a clipping coefficient, 1 / accumulation steps), which the
+  // kernels fold into the update instead of a separate pass over the grads.
+  void step(float grad_scale = 1.0f);
+  // Zeroes every gradient (backward accumulates with +=).
+  void zero_grad();
+
+  float lr() const { return lr_; }
+  void set_lr(float lr);
+  int64_t steps() const;  // updates taken so far
+  const nn::ParamList& params() const { return params_; }
+
+  NamedTensors state() const;
+  // Re-reads the masters from the parameter values, for when values were loaded (or
+  // initialized) after the optimizer was built and no master was saved.
+  void sync_masters_from_params();
+
+ protected:
+  Optimizer(nn::ParamList params, float lr, const char* kind);
+  // A zeroed f32 state tensor shaped as parameter i, named "<param>.<suffix>".
+  Tensor add_state(size_t i, const std::string& suffix);
+  // The f32 tensor the kernel updates, and the low-precision value it writes (undefined
+  // when the value is f32 and is its own master).
+  Tensor& master(size_t i) { return masters_[i]; }
+  Tensor& value_copy(size_t i) { return copies_[i]; }
+  virtual void update(size_t i, float grad_scale, int64_t step) = 0;
+
+ private:
+  nn::ParamList params_;
+  float lr_;
+  std::vector<Tensor> masters_, copies_;
+  Tensor step_;  // i64 [1], a tensor so that checkpoints carry it like any other state
+  NamedTensors named_;
+};
+
+struct SgdOptions {
+  float lr = 1e-2f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(nn::ParamList params, const SgdOptions& opt);
+
+ private:
+  void update(size_t i, float grad_scale, int64_t step) override;
+  SgdOptions opt_;
+  std::vector<Tensor> bufs_;
+};
+
+struct AdamWOptions {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(nn::ParamList params, const AdamWOptions& opt);
+
+ private:
+  void update(size_t i, float grad_scale, int64_t step) override;
+  AdamWOptions opt_;
+  std::vector<Tensor> m_, v_;
+};
+
+}  // namespace dt::optim
