@@ -31,17 +31,17 @@ void gemm_block(const Gemm& g, const float* a, const float* b, float* c, bool sp
 }
 
 void gemm_f32(const Gemm& g, int64_t batch, bool b_batched, const float* a, const float* b, float* c) {
-  // Split the larger of M and N into blocks of >= 64 lines (or one per thread), so every
-  // thread gets a gemm big enough to run near peak.
+  // Split the larger of M and N into fixed blocks of kBlock lines and spread the blocks over
+  // the pool. The blocks never depend on the thread count: the BLAS may round a row
+  // differently depending on the size of the call it sits in, so a thread-count-dependent
+  // split would make results depend on the thread count too.
+  constexpr int64_t kBlock = 128;
   bool split_m = g.m >= g.n;
   int64_t lines = split_m ? g.m : g.n;
-  int threads = kernel_pool().size();
-  int64_t per_batch = std::max<int64_t>(1, std::min<int64_t>(lines / 64, (threads + batch - 1) / batch));
-  int64_t units = batch * per_batch;
-  parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+  int64_t per_batch = (lines + kBlock - 1) / kBlock;
+  parallel_for(batch * per_batch, 1, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u) {
-      int64_t bi = u / per_batch, j = u % per_batch;
-      int64_t lo = lines * j / per_batch, hi = lines * (j + 1) / per_batch;
+      int64_t bi = u / per_batch, lo = (u % per_batch) * kBlock, hi = std::min(lines, lo + kBlock);
       gemm_block(g, a + bi * g.m * g.k, b_batched ? b + bi * g.k * g.n : b, c + bi * g.m * g.n, split_m, lo, hi);
     }
   });
