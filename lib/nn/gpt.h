@@ -21,6 +21,8 @@
 
 namespace dt::nn {
 
+struct KvCache;  // nn/kv_cache.h
+
 // Everything one micro-batch keeps between forward and backward.
 struct GPTActs {
   int64_t B = 0, T = 0;
@@ -62,6 +64,11 @@ class GPT : public Module {
   void backward_blocks(int begin, int end, GPTActs& a);  // dresid: d resid[end] -> d resid[begin]
                                                          // (a stage that ends early sets dresid)
   void backward_embed(GPTActs& a);                       // from dresid = d resid[0]
+
+  // Inference over a KV cache (gpt_cached.cc). ids: i32 [B, Tq]; row i of ids continues
+  // cache row rows[i] (distinct rows) at its position cache.len[rows[i]], which advances by
+  // Tq. logits: [B, Tq, V], written. Prefill is Tq = prompt length, decode Tq = 1.
+  void forward_cached(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& logits);
 
  private:
   GPTConfig cfg_;

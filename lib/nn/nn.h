@@ -4,6 +4,7 @@
 #include "nn/block.h"
 #include "nn/config.h"
 #include "nn/gpt.h"
+#include "nn/kv_cache.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/mlp_model.h"

@@ -1,0 +1,51 @@
+// Autoregressive generation with a KV cache: prefill each prompt, then one token per step
+// for all unfinished prompts together.
+//
+// Ragged batches need no padding: every prompt owns one row of the cache with its own
+// length, and the cached forward (GPT::forward_cached) gives each row its own positions
+// (learned or RoPE) and attends over that row's prefix only. Prefill runs prompt by prompt
+// (each into its row); decode steps batch the unfinished rows, so a prompt's tokens do not
+// depend on what else is in the batch (up to the matmul's rounding across row counts).
+//
+// Sampling: temperature 0 is greedy (argmax, lowest id on ties). Otherwise the logits are
+// divided by the temperature, cut to the top_k largest (0: all) and then to the smallest set
+// whose probability reaches top_p (1: all), renormalized, and sampled by inverse CDF with the
+// uniform number of a counter-based RNG keyed by (seed, "sample", step * B + b): the draw
+// depends only on the seed, the step and the prompt's index, never on timing or threads.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "nn/gpt.h"
+
+namespace dt::engine {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 16;
+  float temperature = 0.0f;  // 0: greedy
+  int64_t top_k = 0;         // 0: no cut
+  float top_p = 1.0f;        // 1: no cut
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_tokens;  // generation of a prompt ends after one of these
+};
+
+struct GenerateStats {
+  double time_to_first_token_s = 0.0;  // until every prompt has its first new token
+  double inter_token_latency_s = 0.0;  // mean seconds per decode step
+  double tokens_per_s = 0.0;           // new tokens over the whole call
+  int64_t new_tokens = 0;
+};
+
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens;  // per prompt: the new tokens (stop token included)
+  GenerateStats stats;
+};
+
+// prompts: B >= 1 non-empty prompts of ids in [0, vocab); each prompt's length plus
+// max_new_tokens must fit in the context.
+GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
+
+// One token from a row of V logits (exposed for tests). `u` is a uniform number in [0, 1).
+int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& opt, float u);
+
+}  // namespace dt::engine

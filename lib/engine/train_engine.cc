@@ -1,0 +1,160 @@
+#include "engine/train_engine.h"
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "nn/loss.h"
+#include "optim/clip.h"
+
+namespace dt::engine {
+
+std::string metrics_json(const StepStats& s) {
+  nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"grad_norm", s.grad_norm},
+                      {"lr", s.lr},           {"tokens", s.tokens},   {"seconds", s.seconds},
+                      {"tokens_per_s", s.tokens_per_s}};
+  return j.dump();
+}
+
+TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt,
+                         const TrainOptions& o)
+    : mesh_(std::move(mesh)), model_(model), opt_(opt), opt_cfg_(o) {
+  DT_CHECK(!mesh_ || mesh_->world_size() == 1,
+           "TrainEngine: mesh world size = " + std::to_string(mesh_ ? mesh_->world_size() : 1) +
+               "; accepted for now: 1 (data parallelism comes with the DDP engine)");
+  DT_CHECK(o.micro_batches >= 1, "micro_batches = " + std::to_string(o.micro_batches) + "; accepted: >= 1");
+  DT_CHECK(o.max_grad_norm == o.max_grad_norm, "max_grad_norm is NaN; accepted: a number (<= 0: no clipping)");
+  // Buckets for the grad-ready hook: each block's parameters, then everything else.
+  std::set<const nn::Parameter*> in_blocks;
+  for (auto& b : model_.blocks()) {
+    block_params_.push_back(b->parameters());
+    for (nn::Parameter* p : block_params_.back()) in_blocks.insert(p);
+  }
+  for (nn::Parameter* p : model_.parameters())
+    if (!in_blocks.count(p)) rest_params_.push_back(p);
+}
+
+void TrainEngine::run(const std::function<void()>& fn) {
+  // The step runs on the mesh's rank thread, where a data-parallel engine will run one
+  // replica per local rank; without a mesh, on the caller's thread.
+  if (mesh_)
+    mesh_->run([&](int, int) { fn(); });
+  else
+    fn();
+}
+
+void TrainEngine::check_batch(const Tensor& in, const Tensor& tg, const char* what) const {
+  const std::string w(what);
+  DT_CHECK(in.defined() && in.dtype() == DType::I32 && in.ndim() == 2,
+           w + ": inputs must be i32 [B, T], got " + (in.defined() ? shape_str(in.shape()) : "undefined"));
+  DT_CHECK(tg.defined() && tg.dtype() == DType::I32 && tg.shape() == in.shape(),
+           w + ": targets must be i32 of the inputs' shape " + shape_str(in.shape()));
+  const int64_t B = in.dim(0), M = opt_cfg_.micro_batches;
+  DT_CHECK(B > 0 && in.dim(1) > 0, w + ": inputs is an empty batch " + shape_str(in.shape()) + "; need B, T >= 1");
+  DT_CHECK(B % M == 0, w + ": batch B = " + std::to_string(B) + " is not divisible by micro_batches = " +
+                           std::to_string(M));
+  const int64_t V = model_.config().vocab_size;
+  const int32_t *pi = in.data<int32_t>(), *pt = tg.data<int32_t>();
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    DT_CHECK(pi[i] >= 0 && pi[i] < V, w + ": inputs holds token id " + std::to_string(pi[i]) + " at index " +
+                                          std::to_string(i) + ", outside [0, vocab_size = " + std::to_string(V) + ")");
+    DT_CHECK((pt[i] >= 0 && pt[i] < V) || pt[i] == opt_cfg_.ignore_index,
+             w + ": targets holds " + std::to_string(pt[i]) + " at index " + std::to_string(i) +
+                 ", neither in [0, vocab_size = " + std::to_string(V) + ") nor ignore_index = " +
+                 std::to_string(opt_cfg_.ignore_index));
+  }
+}
+
+int64_t TrainEngine::count_targets(const Tensor& tg) const {
+  int64_t n = 0;
+  const int32_t* p = tg.data<int32_t>();
+  for (int64_t i = 0; i < tg.numel(); ++i) n += p[i] != opt_cfg_.ignore_index;
+  return n;
+}
+
+double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last) {
+  nn::GPTActs& a = acts_;
+  double mean = model_.forward_loss(in, tg, a, opt_cfg_.ignore_index);
+  // GPT::backward, in pieces, so that finished buckets can be announced (DDP overlap).
+  nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
+  model_.backward_head(a.dlogits, a);
+  for (int i = model_.num_blocks() - 1; i >= 0; --i) {
+    model_.backward_blocks(i, i + 1, a);
+    if (last && hook_) hook_(block_params_[i]);
+  }
+  model_.backward_embed(a);
+  if (last && hook_) hook_(rest_params_);
+  return mean * static_cast<double>(a.ce.count);
+}
+
+StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
+  check_batch(inputs, targets, "train_step");
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t B = inputs.dim(0), M = opt_cfg_.micro_batches, mb = B / M;
+  StepStats st;
+  run([&] {
+    opt_.zero_grad();
+    const int64_t total = count_targets(targets);
+    double loss_sum = 0.0;
+    for (int64_t m = 0; m < M; ++m) {
+      Tensor in = inputs.slice0(m * mb, (m + 1) * mb), tg = targets.slice0(m * mb, (m + 1) * mb);
+      const int64_t n = count_targets(tg);
+      // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
+      const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
+      loss_sum += micro_step(in, tg, scale, m == M - 1);
+    }
+    st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
+    const nn::ParamList& ps = opt_.params();
+    st.grad_norm = opt_cfg_.max_grad_norm > 0 ? optim::clip_grad_norm(ps, opt_cfg_.max_grad_norm)
+                                              : optim::global_grad_norm(ps);
+    // The schedule is a function of the update count, which checkpoints restore.
+    st.lr = opt_cfg_.schedule.lr(opt_.steps());
+    opt_.set_lr(st.lr);
+    opt_.step();
+  });
+  st.step = opt_.steps();
+  st.tokens = inputs.numel();
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.tokens_per_s = st.seconds > 0 ? static_cast<double>(st.tokens) / st.seconds : 0.0;
+  return st;
+}
+
+double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
+  check_batch(inputs, targets, "evaluate");
+  const int64_t B = inputs.dim(0), M = opt_cfg_.micro_batches, mb = B / M;
+  double sum = 0.0;
+  int64_t total = 0;
+  run([&] {
+    for (int64_t m = 0; m < M; ++m) {  // in micro-batches: the same memory bound as training
+      nn::GPTActs a;
+      double mean = model_.forward_loss(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb),
+                                        a, opt_cfg_.ignore_index);
+      sum += mean * static_cast<double>(a.ce.count);
+      total += a.ce.count;
+    }
+  });
+  return total > 0 ? sum / static_cast<double>(total) : 0.0;
+}
+
+std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
+  std::vector<io::CheckpointTensor> out;
+  for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value, p->spec});
+  for (auto& [name, t] : opt_.state()) out.push_back({name, t, nn::ShardSpec{}});
+  return out;
+}
+
+void TrainEngine::save(const std::string& dir, const nlohmann::json& extra) {
+  nlohmann::json meta = {{"step", opt_.steps()}, {"model", model_.config().str()}, {"extra", extra}};
+  std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
+  std::filesystem::create_directories(dir, ec);
+  io::save_checkpoint(dir, state_tensors(), meta);
+}
+
+nlohmann::json TrainEngine::load(const std::string& dir) {
+  nlohmann::json meta = io::load_checkpoint(dir, state_tensors());
+  // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive.
+  return meta.value("extra", nlohmann::json::object());
+}
+
+}  // namespace dt::engine

@@ -1,0 +1,89 @@
+// The training engine: one optimizer step from a global batch. It splits the batch into
+// micro-batches (gradient accumulation), runs forward and backward on each, clips the global
+// gradient norm, sets the schedule's learning rate and steps the optimizer.
+//
+// Weighting: the batch loss is the mean over ALL non-ignored target tokens of the batch, so
+// micro-batch i's backward is scaled by count_i / total (its share of those tokens), not by a
+// flat 1 / num_micro: with ignored targets (AdditionDataset) the micro-batches hold different
+// counts, and only this weighting makes the accumulated gradient the full batch's gradient.
+// Without ignored targets count_i / total == 1 / num_micro.
+//
+// Data parallelism (a later issue) only has to reduce gradients: backward runs block by block
+// and, in the last micro-batch, calls the grad-ready hook with each group of parameters whose
+// gradient is final (block n-1, ..., block 0, then the embeddings, final norm and head), so a
+// DDP engine can launch one all-reduce per bucket while backward continues.
+#pragma once
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "comm/mesh.h"
+#include "io/checkpoint.h"
+#include "nn/gpt.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace dt::engine {
+
+struct TrainOptions {
+  int64_t micro_batches = 1;    // gradient accumulation steps per optimizer step
+  double max_grad_norm = 0.0;   // <= 0: no clipping (the norm is still reported)
+  optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3f);
+  int32_t ignore_index = -1;    // targets equal to it carry no loss
+};
+
+struct StepStats {
+  int64_t step = 0;          // optimizer updates taken after this step
+  double loss = 0.0;         // mean over the batch's non-ignored target tokens
+  double grad_norm = 0.0;    // global L2 norm before clipping
+  float lr = 0.0f;
+  int64_t tokens = 0;        // B * T inputs processed
+  double seconds = 0.0, tokens_per_s = 0.0;
+};
+
+// One JSON line (no newline) for a metrics log.
+std::string metrics_json(const StepStats& s);
+
+// Called with parameters whose gradients are final for this step (see above).
+using GradReadyHook = std::function<void(const nn::ParamList& ready)>;
+
+class TrainEngine {
+ public:
+  // mesh may be null (plain single-device training); otherwise its world must be 1 for now.
+  // model and opt must outlive the engine; opt must be built over model.parameters().
+  TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o);
+
+  // inputs, targets: i32 [B, T], B > 0 and divisible by micro_batches.
+  StepStats train_step(const Tensor& inputs, const Tensor& targets);
+  // The batch loss without touching parameters, gradients or the optimizer.
+  double evaluate(const Tensor& inputs, const Tensor& targets);
+
+  void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+  int64_t step() const { return opt_.steps(); }
+  const TrainOptions& options() const { return opt_cfg_; }
+
+  // Parameters and optimizer state (incl. "optimizer.step") as checkpoint entries.
+  std::vector<io::CheckpointTensor> state_tensors();
+  // `extra` lands in the metadata (e.g. the sampler's epoch and position); load returns it.
+  void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object());
+  nlohmann::json load(const std::string& dir);
+
+ private:
+  void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;
+  // Forward + backward of one micro-batch; returns its summed (not mean) loss.
+  double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
+  int64_t count_targets(const Tensor& tg) const;
+  void run(const std::function<void()>& fn);
+
+  std::shared_ptr<comm::Mesh> mesh_;
+  nn::GPT& model_;
+  optim::Optimizer& opt_;
+  TrainOptions opt_cfg_;
+  GradReadyHook hook_;
+  nn::GPTActs acts_;
+  std::vector<nn::ParamList> block_params_;
+  nn::ParamList rest_params_;  // embeddings, final norm, head
+};
+
+}  // namespace dt::engine

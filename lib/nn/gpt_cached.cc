@@ -1,0 +1,126 @@
+// GPT inference over a KV cache: the same modules and ops as training's forward, except that
+// attention reads each row's keys and values from the cache, so a decode step costs one
+// position instead of the whole sequence.
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "nn/gpt.h"
+#include "nn/kv_cache.h"
+#include "nn/rope.h"
+
+namespace dt::nn {
+
+KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len) {
+  validate(raw);
+  GPTConfig c = raw.resolved();
+  DT_CHECK(batch >= 1, "kv cache: batch = " + std::to_string(batch) + "; accepted: >= 1");
+  DT_CHECK(max_len >= 1 && max_len <= c.context, "kv cache: max_len = " + std::to_string(max_len) +
+                                                     "; accepted: [1, context = " + std::to_string(c.context) + "]");
+  KvCache kv;
+  kv.batch = batch;
+  kv.max_len = max_len;
+  kv.len.assign(batch, 0);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    Shape s = {batch, max_len, c.n_kv_head, c.head_dim()};
+    kv.k.push_back(Tensor::zeros(s, DType::F32, Device::cpu(), MemTag::KvCache));
+    kv.v.push_back(Tensor::zeros(s, DType::F32, Device::cpu(), MemTag::KvCache));
+  }
+  return kv;
+}
+
+namespace {
+
+// Row r of a [batch, max_len, H, D] cache, positions [0, n): contiguous, so a plain view.
+Tensor cache_prefix(const Tensor& cache, int64_t r, int64_t n) {
+  const int64_t L = cache.dim(1), H = cache.dim(2), D = cache.dim(3);
+  return cache.slice0(r, r + 1).reshape({L, H, D}).slice0(0, n).reshape({1, n, H, D});
+}
+
+// Attention of x [B, Tq, C] over the cache of layer l; returns y [B * Tq, C].
+const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache& c, int l,
+                               const std::vector<int64_t>& rows) {
+  const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.cfg.n_head, Hkv = at.cfg.n_kv_head;
+  KvCache::Scratch& s = c.s;
+  Tensor x2 = flat2d(x);
+  // The fused qkv weight's row ranges, as in attention.cc: q, then k, then v.
+  const int64_t b[3] = {0, Hq * D, (Hq + Hkv) * D}, e[3] = {Hq * D, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D};
+  Tensor* dst[3] = {&s.q, &s.kn, &s.vn};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t heads = i == 0 ? Hq : Hkv;
+    ensure(*dst[i], {B, Tq, heads, D});
+    Tensor y2 = dst[i]->reshape({B * Tq, heads * D});
+    Tensor bias = at.qkv.bias.value.defined() ? at.qkv.bias.value.slice0(b[i], e[i]) : Tensor();
+    linear_forward(x2, at.qkv.weight.value.slice0(b[i], e[i]), bias, y2);
+  }
+  ensure(s.out, {B, Tq, Hq, D});
+  ensure(s.lse, {1, Hq, Tq});
+  const size_t row_bytes = static_cast<size_t>(Tq * Hkv * D) * sizeof(float);
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t r = rows[i], p0 = c.len[r];
+    Tensor qi = s.q.slice0(i, i + 1), ki = s.kn.slice0(i, i + 1);
+    if (at.cfg.rope) {  // each row at its own offset: that is what makes ragged batches work
+      rope_forward(qi, at.cfg.rope_base, p0);
+      rope_forward(ki, at.cfg.rope_base, p0);
+    }
+    // Append this step's keys and values to the row, then attend over all of it.
+    std::memcpy(cache_prefix(c.k[l], r, p0 + Tq).data<float>() + p0 * Hkv * D, ki.raw(), row_bytes);
+    std::memcpy(cache_prefix(c.v[l], r, p0 + Tq).data<float>() + p0 * Hkv * D, s.vn.slice0(i, i + 1).raw(),
+                row_bytes);
+    Tensor oi = s.out.slice0(i, i + 1);
+    kernels::attention_forward(qi, cache_prefix(c.k[l], r, p0 + Tq), cache_prefix(c.v[l], r, p0 + Tq),
+                               /*scale=*/0.0f, oi, s.lse);
+  }
+  at.proj.forward(s.out.reshape({B * Tq, Hq * D}), s.y);
+  return s.y;
+}
+
+}  // namespace
+
+void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
+  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
+           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
+  const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
+  DT_CHECK(static_cast<int64_t>(c.k.size()) == cfg_.n_layer, "kv cache: built for another model (layers differ)");
+  DT_CHECK(static_cast<int64_t>(rows.size()) == B, "rows: " + std::to_string(rows.size()) +
+                                                       " entries for B = " + std::to_string(B) + " rows of ids");
+  std::set<int64_t> seen;
+  for (int64_t r : rows) {
+    DT_CHECK(r >= 0 && r < c.batch && seen.insert(r).second,
+             "rows: " + std::to_string(r) + " is repeated or outside [0, cache batch = " + std::to_string(c.batch) + ")");
+    DT_CHECK(c.len[r] + Tq <= c.max_len, "ids: row " + std::to_string(r) + " would hold " +
+                                             std::to_string(c.len[r] + Tq) + " positions; the cache's max_len is " +
+                                             std::to_string(c.max_len));
+  }
+  const int32_t* p = ids.data<int32_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) +
+                                                      " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
+  KvCache::Scratch& s = c.s;
+  Tensor& x = ensure(s.x, {B, Tq, C});
+  wte_->forward(ids, x);
+  if (wpe_) {
+    int32_t* pos = ensure(s.pos_ids, {B, Tq}, DType::I32).data<int32_t>();
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t t = 0; t < Tq; ++t) pos[i * Tq + t] = static_cast<int32_t>(c.len[rows[i]] + t);
+    wpe_->forward(s.pos_ids, s.pos);
+    kernels::add(x, s.pos, x);
+  }
+  for (int l = 0; l < num_blocks(); ++l) {  // TransformerBlock::forward with cached attention
+    TransformerBlock& blk = *blocks_[l];
+    const Tensor& h1 = blk.ln1.forward(x, s.ln);
+    const Tensor& att = attention_cached(blk.attn, h1, c, l, rows);
+    kernels::add(x, att.reshape(x.shape()), x);
+    const Tensor& h2 = blk.ln2.forward(x, s.ln);
+    const Tensor& m = blk.mlp.forward(h2, s.mlp);
+    kernels::add(x, m.reshape(x.shape()), x);
+  }
+  const Tensor& h = lnf_->forward(x, s.ln);
+  ensure(logits, {B, Tq, cfg_.vocab_size});
+  Tensor l2 = flat2d(logits);
+  linear_forward(flat2d(h), lm_head_ ? lm_head_->weight.value : wte_->weight.value, Tensor(), l2);
+  for (int64_t i = 0; i < B; ++i) c.len[rows[i]] += Tq;
+}
+
+}  // namespace dt::nn

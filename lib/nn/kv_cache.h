@@ -1,0 +1,33 @@
+// The key/value cache of autoregressive inference: per layer, k and v [batch, max_len,
+// n_kv_head, head_dim] (MemTag::KvCache), and how many positions of each row are filled.
+//
+// Rows are independent sequences: each has its own length, so prompts of different lengths
+// need no padding. A row's positions are contiguous in memory, which lets the attention
+// kernel read the first len positions of one row as a [1, len, Hkv, D] view with no copy.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/config.h"
+#include "nn/layers.h"
+
+namespace dt::nn {
+
+struct KvCache {
+  int64_t batch = 0, max_len = 0;
+  std::vector<Tensor> k, v;   // one per layer
+  std::vector<int64_t> len;   // per row: positions filled
+  // Scratch of the cached forward, kept so that decode steps of one shape reuse it.
+  struct Scratch {
+    Tensor x, pos_ids, pos, q, kn, vn, out, lse, y;
+    Norm::Acts ln;
+    MLP::Acts mlp;
+  } s;
+
+  // cfg as given to the GPT (resolved here). max_len in [1, context].
+  static KvCache create(const GPTConfig& cfg, int64_t batch, int64_t max_len);
+  void reset() { len.assign(len.size(), 0); }
+};
+
+}  // namespace dt::nn
