@@ -53,10 +53,13 @@ void Group::wait_for(const std::function<bool()>& done, const char* what,
                      const std::function<std::vector<int>()>& missing, bool ignore_failure,
                      const std::function<bool()>& leave) {
   // Spin a few microseconds (a peer on another core answers fast), then yield, then block:
-  // with more ranks than cores, spinning would steal the core the peer needs.
+  // with more ranks than cores, spinning would steal the core the peer needs. The spin
+  // yields now and then too: the scheduler often leaves two rank threads on one core while
+  // another process is busy, and then the peer can only run when this thread steps aside.
   for (int i = 0; i < 2000; ++i) {
     if (done()) return;
-    _mm_pause();
+    if (i % 64 == 63) sched_yield();
+    else _mm_pause();
   }
   for (int i = 0; i < 20; ++i) {
     if (done()) return;

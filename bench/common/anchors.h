@@ -1,0 +1,38 @@
+// Anchors measured in the same run as the figures they scale: the single-core FP32 FMA
+// peak and the memory bandwidth of a large memcpy. Ratios against them stay meaningful on
+// a shared, noisy machine where absolute figures drift from run to run.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/bench_util.h"
+
+namespace dt::bench {
+
+struct FmaPeak {
+  std::string isa;        // "avx512f", "avx2+fma" or "scalar" (what this CPU supports)
+  double median_gflops = 0, best_gflops = 0;
+  int reps = 0;
+};
+
+// A register-resident loop of independent FMA chains on one core, with the widest vector
+// FMA the CPU reports (__builtin_cpu_supports); 2 FLOPs per lane per FMA.
+FmaPeak measure_fma_peak(bool quick);
+
+struct CopyBandwidth {
+  int threads = 1;
+  size_t bytes = 0;       // size of each of the two buffers
+  double median_gbps = 0, best_gbps = 0;  // (read + write bytes) / time
+  int reps = 0;
+};
+
+// memcpy of a `bytes` buffer into another (both allocated and touched once, then reused),
+// once per entry of `thread_counts` (the copy split in contiguous parts over a blocking pool
+// of that many threads). Counts read + write bytes.
+std::vector<CopyBandwidth> measure_copy_bandwidth(size_t bytes, const std::vector<int>& thread_counts, bool quick);
+
+// Prints the anchors and records them in the report (keys fma_*, memcpy_*).
+void report_anchors(const FmaPeak& fma, int kernel_threads, const std::vector<CopyBandwidth>& copies, Report& report);
+
+}  // namespace dt::bench
