@@ -3,6 +3,7 @@
 #pragma once
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "core/tensor.h"
@@ -26,14 +27,27 @@ void require_same_dtype(const char* op, std::initializer_list<Arg> args);
 void require_same_device(const char* op, std::initializer_list<Arg> args);
 
 // The backend entry `field` of the table for `t`'s device, or UNSUPPORTED when missing.
+// Returned wrapped in a BackendCall, which times the call when op profiling is on (ops.h).
 #define DT_BACKEND(t, field) (::dt::kernels::backend_entry((t), #field, &OpTable::field))
 
-template <class F>
-F backend_entry(const Tensor& t, const char* name, F OpTable::*field) {
+template <class R, class... A>
+struct BackendCall {
+  R (*f)(A...);
+  const char* name;
+  template <class... P>
+  R operator()(P&&... p) const {
+    if (!detail::g_op_profiling) return f(std::forward<P>(p)...);  // the one branch when off
+    detail::OpTimer timer(name);
+    return f(std::forward<P>(p)...);
+  }
+};
+
+template <class R, class... A>
+BackendCall<R, A...> backend_entry(const Tensor& t, const char* name, R (*OpTable::*field)(A...)) {
   const OpTable& table = op_table(t.device());
-  F f = table.*field;
+  R (*f)(A...) = table.*field;
   if (!f) fail(DT_ERR_UNSUPPORTED, std::string("op ") + name + " has no kernel on " + table.device_name);
-  return f;
+  return {f, name};
 }
 
 }  // namespace dt::kernels

@@ -18,6 +18,8 @@
 //    storage type per call); eps must be finite and >= 0.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -157,6 +159,37 @@ struct OpTable {
   DT_OP_ENTRY(reduce)
 };
 #undef DT_OP_ENTRY
+
+// ---- opt-in op profiling (benchmarks) -------------------------------------------------------
+// When on, every op called through these functions adds its wall time and one call to a
+// per-op accumulator (by op name, e.g. "matmul", "attention_backward"). Only the outermost
+// op of a thread counts (an op that calls another through this API is charged for both).
+// Off by default, and then the cost is a single branch per op call. Toggle it only while no
+// op runs; accumulation from several threads at once is safe (a mutex per call while on).
+struct OpProfileEntry {
+  std::string name;
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+void set_op_profiling(bool on);
+void reset_op_profile();
+std::vector<OpProfileEntry> op_profile();  // sorted by name
+
+namespace detail {
+extern bool g_op_profiling;
+class OpTimer {  // adds its lifetime to `name` unless an outer OpTimer is alive on this thread
+ public:
+  explicit OpTimer(const char* name);
+  ~OpTimer();
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  const char* name_;
+  bool outer_;
+  int64_t t0_ns_ = 0;
+};
+}  // namespace detail
 
 // The table of a device; throws UNSUPPORTED for a device with no kernels in this build.
 const OpTable& op_table(Device device);

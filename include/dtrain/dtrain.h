@@ -14,8 +14,8 @@
  *    Functions that touch no handle are safe from any thread unless stated otherwise.
  *  - Status codes, dtypes and memory tags are only ever appended, never renumbered.
  *
- * Later versions add the module, optimizer and engine handles (dt_module, dt_optimizer,
- * dt_engine) beside dt_tensor and dt_mesh; their names are reserved.
+ * Handles: dt_options, dt_tensor, dt_mesh, and dt_module, dt_optimizer, dt_engine for
+ * training. A handle made from another keeps it alive, so any destroy order works.
  */
 #ifndef DTRAIN_DTRAIN_H
 #define DTRAIN_DTRAIN_H
@@ -383,6 +383,138 @@ DT_API dt_status dt_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axi
  *  truncated to `capacity`; *needed receives the full length including the NUL; buf may
  *  be NULL when capacity is 0). */
 DT_API dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Modules: models with named parameters                                                */
+/* ------------------------------------------------------------------------------------ */
+
+/** A model: a GPT or an MLP, its parameters in f32 on the CPU. Handles made from it
+ *  (optimizers, engines, parameter views) keep it alive, so any destroy order works. */
+typedef struct dt_module dt_module;
+
+/** Creates a GPT. config: NULL (the "gpt-small" shape) or keys:
+ *   "preset"     string: the starting shape, which the keys below override: "gpt-tiny"
+ *                (2 layers, d_model 64, 2 heads, context 64, byte vocab), "gpt-small"
+ *                (6 layers, d_model 384, 6 heads, context 256, byte vocab), "llama-tiny"
+ *                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings).
+ *   "vocab_size", "context", "n_layer", "n_head", "d_model"  int >= 1.
+ *   "n_kv_head"  int >= 0 (0: n_head; fewer: grouped-query; must divide n_head).
+ *   "d_ff"       int >= 0 (0: 4 * d_model).
+ *   "norm"       "layernorm" | "rmsnorm".   "pos"  "learned" | "rope".
+ *   "act"        "gelu" | "swiglu".          "tied_embeddings", "bias"  bool.
+ *   "seed"       int: parameters are a function of (seed, parameter name).
+ *  n_head must divide d_model. Caller owns *out; release with dt_module_destroy. Thread-safe. */
+DT_API dt_status dt_module_create_gpt(const dt_options* config, dt_module** out);
+
+/** Creates an MLP. config keys: "sizes" (required string of comma-separated ints >= 1,
+ *  at least two: "in,hidden...,out", e.g. "4,32,1"), "act" ("gelu" | "silu", between
+ *  layers), "seed" (int). Caller owns *out; release with dt_module_destroy. Thread-safe. */
+DT_API dt_status dt_module_create_mlp(const dt_options* config, dt_module** out);
+
+/** Releases the handle; the model lives on while an optimizer, engine or parameter view
+ *  made from it does. NULL is a no-op. */
+DT_API void dt_module_destroy(dt_module* module);
+
+/** Number of scalar parameters (elements of every parameter tensor). */
+DT_API dt_status dt_module_param_count(dt_module* module, int64_t* out);
+
+/** Number of parameter tensors; dt_module_param_name takes indexes 0 to this - 1. */
+DT_API dt_status dt_module_param_count_tensors(dt_module* module, int64_t* out);
+
+/** Name of parameter tensor `index` ("wte.weight", "blocks.0.attn.qkv.weight", ...), in a
+ *  fixed order. *out is owned by the module and valid while it lives. */
+DT_API dt_status dt_module_param_name(dt_module* module, int64_t index, const char** out);
+
+/** A new tensor handle that views parameter `name` (DT_ERR_NOT_FOUND if there is none):
+ *  reads see the current weights and dt_tensor_copy_from_host writes them. It keeps the
+ *  module alive. Write only between steps. Caller owns *out; release with dt_tensor_destroy. */
+DT_API dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out);
+
+/* ------------------------------------------------------------------------------------ */
+/* Optimizers                                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+/** Updates the parameters of one module. Keeps the module alive. */
+typedef struct dt_optimizer dt_optimizer;
+
+/** Creates an optimizer over every parameter of `module`.
+ *  kind: "adamw" (decoupled weight decay, bias correction) or "sgd" (PyTorch semantics).
+ *  options: NULL or, for "adamw": "lr" (>= 0, default 1e-3), "beta1", "beta2" ([0, 1),
+ *  defaults 0.9, 0.999), "eps" ((0, 1], default 1e-8), "weight_decay" (>= 0, default
+ *  0.01); for "sgd": "lr" (>= 0, default 1e-2), "momentum" ([0, 1], default 0),
+ *  "weight_decay" (>= 0, default 0), "nesterov" (bool, needs momentum > 0).
+ *  Caller owns *out; release with dt_optimizer_destroy. */
+DT_API dt_status dt_optimizer_create(dt_module* module, const char* kind, const dt_options* options,
+                                     dt_optimizer** out);
+
+/** Releases the handle; an engine using the optimizer keeps it alive. NULL is a no-op. */
+DT_API void dt_optimizer_destroy(dt_optimizer* optimizer);
+
+/* ------------------------------------------------------------------------------------ */
+/* Engine: training, evaluation, generation and checkpoints                             */
+/* ------------------------------------------------------------------------------------ */
+
+/** Trains a GPT module with an optimizer of it. Keeps the mesh, module and optimizer
+ *  alive. One host thread at a time, including the module and optimizer it uses. */
+typedef struct dt_engine dt_engine;
+
+/** Creates an engine.
+ *  mesh:      NULL (this process alone) or a mesh of one rank.
+ *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
+ *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
+ *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,
+ *             the default, does not clip), "schedule" ("constant", the default, or
+ *             "cosine": linear warmup then cosine decay), and for "cosine" only:
+ *             "warmup_steps" (int >= 0), "total_steps" (int > warmup_steps),
+ *             "min_lr_ratio" ([0, 1], default 0.1). The peak lr is the optimizer's "lr".
+ *  Caller owns *out; release with dt_engine_destroy. */
+DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer,
+                                  const dt_options* options, dt_engine** out);
+
+/** Releases the engine (and its references to the mesh, module, optimizer). NULL: no-op. */
+DT_API void dt_engine_destroy(dt_engine* engine);
+
+/** One optimizer step on a batch. inputs, targets: i32 [B, T] CPU tensors of the same
+ *  shape, token ids in [0, vocab_size) (targets may also hold -1: no loss there).
+ *  *loss_out (may be NULL) receives the mean loss over the batch before the update. */
+DT_API dt_status dt_engine_train_step(dt_engine* engine, const dt_tensor* inputs,
+                                      const dt_tensor* targets, double* loss_out);
+
+/** The last successful train step's metrics as one JSON line ({"step":..,"loss":..,
+ *  "grad_norm":..,"lr":..,"tokens":..,..}; "" before any step), written as
+ *  dt_memory_report_json writes (NUL-terminated, truncated to `capacity`; *needed gets
+ *  the full length including the NUL; buf may be NULL when capacity is 0). */
+DT_API dt_status dt_engine_last_stats_json(dt_engine* engine, char* buf, size_t capacity,
+                                           size_t* needed);
+
+/** The mean loss of a batch (as for dt_engine_train_step) without changing anything. */
+DT_API dt_status dt_engine_eval(dt_engine* engine, const dt_tensor* inputs,
+                                const dt_tensor* targets, double* loss_out);
+
+/** Continues `n_prompts` (>= 1) prompts. Prompt i has prompt_lengths[i] (>= 1) tokens,
+ *  stored one prompt after another in prompt_tokens. options: NULL or keys:
+ *  "max_new_tokens" (int >= 0, default 16; prompt length + it must fit the context),
+ *  "temperature" (>= 0, default 0: greedy, lowest id on ties), "top_k" (int >= 0, 0: all),
+ *  "top_p" ((0, 1], default 1), "seed" (int: sampling depends only on it, the step and the
+ *  prompt's index), "stop_token" (int, default -1: none; a prompt ends after emitting it).
+ *  out_tokens holds n_prompts rows of out_capacity_per_prompt (>= max_new_tokens) ids;
+ *  row i receives prompt i's new tokens and out_lengths[i] their count. Nothing is written
+ *  on failure. */
+DT_API dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tokens,
+                                    const int64_t* prompt_lengths, int32_t n_prompts,
+                                    const dt_options* options, int32_t* out_tokens,
+                                    int64_t out_capacity_per_prompt, int64_t* out_lengths);
+
+/** Saves parameters and optimizer state (step included) as "<path_stem>.index.json" and a
+ *  "<path_stem>.<generation>.safetensors" data file, e.g. path_stem "ckpt/run1"; the
+ *  directory is created if missing. Crash-safe: the last completed save stays loadable. */
+DT_API dt_status dt_engine_save(dt_engine* engine, const char* path_stem);
+
+/** Loads what dt_engine_save wrote at `path_stem` into the engine's parameters and
+ *  optimizer. Everything is validated before anything is written, so on failure nothing
+ *  changed: DT_ERR_IO for a missing, unreadable or corrupt file, DT_ERR_NOT_FOUND for a
+ *  tensor it lacks, DT_ERR_INVALID_ARGUMENT for one of another dtype or shape. */
+DT_API dt_status dt_engine_load(dt_engine* engine, const char* path_stem);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -12,6 +12,16 @@
 namespace dt::comm {
 class Mesh;
 }
+namespace dt::nn {
+class Module;
+class GPT;
+}
+namespace dt::optim {
+class Optimizer;
+}
+namespace dt::engine {
+class TrainEngine;
+}
 
 struct dt_options {
   dt::Options opts;
@@ -24,10 +34,23 @@ struct dt_tensor {
   // belongs to, kept alive so that the destroy order does not matter. Empty otherwise.
   std::vector<dt::Tensor> pieces;
   std::shared_ptr<dt::comm::Mesh> mesh;
+  // Whatever else the tensor views into and must keep alive (a module, for a parameter view).
+  std::shared_ptr<void> owner;
 };
 
 struct dt_mesh {
   std::shared_ptr<dt::comm::Mesh> mesh;  // shared with the mesh tensors made on it
+};
+
+// Children hold their parents by shared_ptr, so handles can be destroyed in any order.
+struct dt_module {
+  std::shared_ptr<dt::nn::Module> module;
+  dt::nn::GPT* gpt = nullptr;  // the same object when the module is a GPT; null for an MLP
+};
+
+struct dt_optimizer {
+  std::shared_ptr<dt::nn::Module> module;  // the module whose parameters it updates
+  std::shared_ptr<dt::optim::Optimizer> opt;
 };
 
 namespace dt::api {

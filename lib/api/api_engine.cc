@@ -1,0 +1,227 @@
+// dt_engine: training steps, evaluation, generation and checkpoints over a GPT module.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "comm/mesh.h"
+#include "engine/generate.h"
+#include "engine/train_engine.h"
+#include "io/checkpoint.h"
+#include "lib/api/firewall.h"
+#include "nn/gpt.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+// The engine holds its module, optimizer and mesh by shared_ptr: TrainEngine keeps plain
+// references to the first two, so they must outlive it whatever order the host destroys
+// the handles in. `engine` is declared last so that it is destroyed first.
+struct dt_engine {
+  std::shared_ptr<dt::nn::Module> module;
+  dt::nn::GPT* gpt = nullptr;
+  std::shared_ptr<dt::optim::Optimizer> opt;
+  std::shared_ptr<dt::comm::Mesh> mesh;
+  std::string last_stats;  // metrics JSON of the last successful train step ("" before any)
+  std::unique_ptr<dt::engine::TrainEngine> engine;
+};
+
+namespace {
+
+dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
+
+void write_text(const std::string& text, char* buf, size_t capacity, size_t* needed) {
+  need(needed, "needed");
+  DT_CHECK(buf || capacity == 0,
+           "buf is NULL with capacity " + std::to_string(capacity) + "; pass capacity 0 to ask for the size");
+  *needed = text.size() + 1;
+  if (capacity == 0) return;
+  size_t n = std::min(capacity - 1, text.size());
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+}
+
+dt::engine::TrainOptions train_options(const dt_options* options, float base_lr) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
+                     {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio"});
+  dt::engine::TrainOptions o;
+  o.micro_batches = r.get_int("micro_batches", 1);
+  DT_CHECK(o.micro_batches >= 1,
+           "option \"micro_batches\" = " + std::to_string(o.micro_batches) + "; accepted: >= 1");
+  o.max_grad_norm = r.get_double("max_grad_norm", 0.0);
+  DT_CHECK(std::isfinite(o.max_grad_norm), "option \"max_grad_norm\" is not finite; accepted: <= 0 (no clipping) or > 0");
+  std::string sched = r.get_string("schedule", "constant");
+  int64_t warmup = r.get_int("warmup_steps", 0), total = r.get_int("total_steps", 0);
+  double ratio = r.get_double("min_lr_ratio", 0.1);
+  if (sched == "constant") {
+    for (const char* k : {"warmup_steps", "total_steps", "min_lr_ratio"})
+      DT_CHECK(!r.has(k), std::string("option \"") + k + "\" applies only to option \"schedule\" = \"cosine\"");
+    o.schedule = dt::optim::LrSchedule::constant(base_lr);
+  } else if (sched == "cosine") {
+    DT_CHECK(warmup >= 0, "option \"warmup_steps\" = " + std::to_string(warmup) + "; accepted: >= 0");
+    DT_CHECK(total > warmup, "option \"total_steps\" = " + std::to_string(total) +
+                                 "; accepted: > warmup_steps (" + std::to_string(warmup) + ")");
+    DT_CHECK(std::isfinite(ratio) && ratio >= 0 && ratio <= 1,
+             "option \"min_lr_ratio\" = " + std::to_string(ratio) + "; accepted: [0, 1]");
+    o.schedule = dt::optim::LrSchedule::warmup_cosine(base_lr, warmup, total, static_cast<float>(ratio));
+  } else {
+    dt::invalid("option \"schedule\" = \"" + sched + "\"; accepted: \"constant\", \"cosine\"");
+  }
+  return o;
+}
+
+// Splits "dir/name" into the checkpoint directory and file stem ("name.index.json", ...).
+std::pair<std::string, std::string> split_stem(const char* path_stem) {
+  std::filesystem::path p(need(path_stem, "path_stem"));
+  std::string stem = p.filename().string();
+  DT_CHECK(!stem.empty() && stem != "." && stem != "..",
+           "path_stem = \"" + p.string() + "\"; accepted: a directory and a file name stem, e.g. \"ckpt/run1\"");
+  std::string dir = p.parent_path().string();
+  return {dir.empty() ? "." : dir, stem};
+}
+
+// The engine checks shapes and ids too; checking the dtype here names the C argument
+// and says what it holds, where the engine can only describe the tensor it was given.
+const dt::Tensor& batch_of(const dt_tensor* t, const char* name) {
+  const dt::Tensor& x = dt::api::single_piece(t, name);
+  DT_CHECK(x.dtype() == dt::DType::I32, std::string(name) + " has dtype " + dt::dtype_name(x.dtype()) +
+                                            "; accepted: i32 token ids, shape [B, T]");
+  return x;
+}
+
+dt::engine::GenerateOptions generate_options(const dt_options* options) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_engine_generate",
+                     {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop_token"});
+  dt::engine::GenerateOptions g;
+  g.max_new_tokens = r.get_int("max_new_tokens", g.max_new_tokens);
+  double temp = r.get_double("temperature", 0.0), top_p = r.get_double("top_p", 1.0);
+  DT_CHECK(std::isfinite(temp) && temp >= 0,
+           "option \"temperature\" = " + std::to_string(temp) + "; accepted: >= 0 (0: greedy)");
+  DT_CHECK(top_p > 0 && top_p <= 1, "option \"top_p\" = " + std::to_string(top_p) + "; accepted: (0, 1]");
+  g.temperature = static_cast<float>(temp);
+  g.top_p = static_cast<float>(top_p);
+  g.top_k = r.get_int("top_k", 0);
+  g.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  int64_t stop = r.get_int("stop_token", -1);
+  DT_CHECK(stop >= -1 && stop <= INT32_MAX,
+           "option \"stop_token\" = " + std::to_string(stop) + "; accepted: -1 (none) or a token id");
+  if (stop >= 0) g.stop_tokens.push_back(static_cast<int32_t>(stop));
+  return g;
+}
+
+}  // namespace
+
+extern "C" {
+
+dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer, const dt_options* options,
+                           dt_engine** out) {
+  return guard("dt_engine_create", [&] {
+    need(module, "module");
+    need(optimizer, "optimizer");
+    need(out, "out");
+    DT_CHECK(module->gpt, "module is not a GPT (an MLP?); accepted: a module from dt_module_create_gpt");
+    DT_CHECK(optimizer->module == module->module,
+             "optimizer was created over another module; accepted: an optimizer of this module");
+    std::shared_ptr<dt::comm::Mesh> m = mesh ? mesh->mesh : nullptr;  // NULL: this process alone
+    if (m)
+      DT_CHECK(m->world_size() == 1, "mesh has " + std::to_string(m->world_size()) +
+                                         " ranks; accepted: NULL or a mesh of 1 rank (data parallelism comes later)");
+    auto h = std::make_unique<dt_engine>();
+    h->module = module->module;
+    h->gpt = module->gpt;
+    h->opt = optimizer->opt;
+    h->mesh = m;
+    h->engine = std::make_unique<dt::engine::TrainEngine>(m, *h->gpt, *h->opt, train_options(options, h->opt->lr()));
+    *out = h.release();
+  });
+}
+
+void dt_engine_destroy(dt_engine* engine) { delete engine; }
+
+dt_status dt_engine_train_step(dt_engine* engine, const dt_tensor* inputs, const dt_tensor* targets,
+                               double* loss_out) {
+  return guard("dt_engine_train_step", [&] {
+    dt_engine& e = engine_of(engine);
+    const dt::Tensor& in = batch_of(inputs, "inputs");
+    const dt::Tensor& tg = batch_of(targets, "targets");
+    dt::engine::StepStats s = e.engine->train_step(in, tg);
+    e.last_stats = dt::engine::metrics_json(s);
+    if (loss_out) *loss_out = s.loss;
+  });
+}
+
+dt_status dt_engine_last_stats_json(dt_engine* engine, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_engine_last_stats_json", [&] { write_text(engine_of(engine).last_stats, buf, capacity, needed); });
+}
+
+dt_status dt_engine_eval(dt_engine* engine, const dt_tensor* inputs, const dt_tensor* targets, double* loss_out) {
+  return guard("dt_engine_eval", [&] {
+    dt_engine& e = engine_of(engine);
+    const dt::Tensor& in = batch_of(inputs, "inputs");
+    const dt::Tensor& tg = batch_of(targets, "targets");
+    need(loss_out, "loss_out");
+    *loss_out = e.engine->evaluate(in, tg);
+  });
+}
+
+dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tokens, const int64_t* prompt_lengths,
+                             int32_t n_prompts, const dt_options* options, int32_t* out_tokens,
+                             int64_t out_capacity_per_prompt, int64_t* out_lengths) {
+  return guard("dt_engine_generate", [&] {
+    dt_engine& e = engine_of(engine);
+    DT_CHECK(n_prompts >= 1, "n_prompts = " + std::to_string(n_prompts) + "; accepted: >= 1");
+    need(prompt_tokens, "prompt_tokens");
+    need(prompt_lengths, "prompt_lengths");
+    need(out_tokens, "out_tokens");
+    need(out_lengths, "out_lengths");
+    dt::engine::GenerateOptions g = generate_options(options);
+    // Checked before generating, so a too-small buffer never holds half an answer.
+    DT_CHECK(out_capacity_per_prompt >= g.max_new_tokens,
+             "out_capacity_per_prompt = " + std::to_string(out_capacity_per_prompt) +
+                 "; accepted: >= option \"max_new_tokens\" (" + std::to_string(g.max_new_tokens) + ")");
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(n_prompts));
+    int64_t at = 0;
+    for (int32_t i = 0; i < n_prompts; ++i) {
+      const int64_t L = prompt_lengths[i];
+      DT_CHECK(L >= 1 && L <= e.gpt->config().context,
+               "prompt_lengths[" + std::to_string(i) + "] = " + std::to_string(L) + "; accepted: 1 to context (" +
+                   std::to_string(e.gpt->config().context) + ")");
+      for (int64_t j = at; j < at + L; ++j)
+        DT_CHECK(prompt_tokens[j] >= 0 && prompt_tokens[j] < e.gpt->config().vocab_size,
+                 "prompt_tokens[" + std::to_string(j) + "] = " + std::to_string(prompt_tokens[j]) +
+                     " (prompt " + std::to_string(i) + "); accepted: 0 to vocab_size - 1 = " +
+                     std::to_string(e.gpt->config().vocab_size - 1));
+      prompts[static_cast<size_t>(i)].assign(prompt_tokens + at, prompt_tokens + at + L);
+      at += L;
+    }
+    dt::engine::GenerateResult res = dt::engine::generate(*e.gpt, prompts, g);
+    for (int32_t i = 0; i < n_prompts; ++i) {
+      const auto& t = res.tokens[static_cast<size_t>(i)];
+      std::copy(t.begin(), t.end(), out_tokens + static_cast<int64_t>(i) * out_capacity_per_prompt);
+      out_lengths[i] = static_cast<int64_t>(t.size());
+    }
+  });
+}
+
+dt_status dt_engine_save(dt_engine* engine, const char* path_stem) {
+  return guard("dt_engine_save", [&] {
+    dt_engine& e = engine_of(engine);
+    auto [dir, stem] = split_stem(path_stem);
+    std::error_code ec;  // a missing directory is created; the save reports what still fails
+    std::filesystem::create_directories(dir, ec);
+    nlohmann::json meta = {{"step", e.engine->step()}, {"model", e.gpt->config().str()}};
+    dt::io::save_checkpoint(dir, e.engine->state_tensors(), meta, stem);
+  });
+}
+
+dt_status dt_engine_load(dt_engine* engine, const char* path_stem) {
+  return guard("dt_engine_load", [&] {
+    dt_engine& e = engine_of(engine);
+    auto [dir, stem] = split_stem(path_stem);
+    // load_checkpoint validates every file and tensor before writing any, so a failure
+    // leaves the parameters and optimizer state as they were.
+    dt::io::load_checkpoint(dir, e.engine->state_tensors(), stem);
+  });
+}
+
+}  // extern "C"

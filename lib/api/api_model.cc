@@ -1,0 +1,240 @@
+// dt_module (GPT and MLP from options, parameter access) and dt_optimizer (AdamW, SGD).
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "lib/api/firewall.h"
+#include "nn/config.h"
+#include "nn/gpt.h"
+#include "nn/mlp_model.h"
+#include "optim/optimizer.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+namespace {
+
+// Named starting points; explicit keys override their fields. Kept small and explicit so
+// the error for an unknown name can list every one.
+const std::map<std::string, dt::nn::GPTConfig>& presets() {
+  static const std::map<std::string, dt::nn::GPTConfig> p = [] {
+    std::map<std::string, dt::nn::GPTConfig> m;
+    dt::nn::GPTConfig tiny;  // for tests and smoke runs: trains in milliseconds
+    tiny.context = 64;
+    tiny.n_layer = 2;
+    tiny.n_head = 2;
+    tiny.d_model = 64;
+    m["gpt-tiny"] = tiny;
+    m["gpt-small"] = dt::nn::GPTConfig{};  // the defaults: 6 layers, d384, 6 heads, ctx 256, bytes
+    dt::nn::GPTConfig llama = tiny;        // the Llama-style choices on the tiny shape
+    llama.norm = dt::nn::NormKind::RMSNorm;
+    llama.pos = dt::nn::PosKind::RoPE;
+    llama.act = dt::nn::Act::SwiGLU;
+    llama.bias = false;
+    llama.tied_embeddings = false;
+    m["llama-tiny"] = llama;
+    return m;
+  }();
+  return p;
+}
+
+std::string preset_list() {
+  std::string s;
+  for (const auto& [name, c] : presets()) s += std::string(s.empty() ? "" : ", ") + "\"" + name + "\"";
+  return s;
+}
+
+// Picks one of `names` (matched exactly); the error names the option and lists them all.
+template <class E>
+E pick(const std::string& key, const std::string& value, const std::vector<std::pair<const char*, E>>& names) {
+  std::string accepted;
+  for (const auto& [n, e] : names) {
+    if (value == n) return e;
+    accepted += std::string(accepted.empty() ? "" : ", ") + "\"" + n + "\"";
+  }
+  dt::invalid("option \"" + key + "\" = \"" + value + "\"; accepted: " + accepted);
+}
+
+// Reads a positive integer option; the config validators would also catch <= 0, but this
+// message names the option key the host actually passed.
+int64_t positive_int(const dt::OptionReader& r, const char* key, int64_t fallback, int64_t min = 1) {
+  int64_t v = r.get_int(key, fallback);
+  DT_CHECK(v >= min, std::string("option \"") + key + "\" = " + std::to_string(v) + "; accepted: >= " +
+                         std::to_string(min));
+  return v;
+}
+
+dt::nn::GPTConfig gpt_config(const dt_options* options) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt",
+                     {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff",
+                      "norm", "pos", "act", "tied_embeddings", "bias", "seed"});
+  dt::nn::GPTConfig c;
+  if (r.has("preset")) {
+    std::string p = r.get_string("preset", "");
+    auto it = presets().find(p);
+    if (it == presets().end()) dt::invalid("option \"preset\" = \"" + p + "\" is unknown; accepted: " + preset_list());
+    c = it->second;
+  }
+  c.vocab_size = positive_int(r, "vocab_size", c.vocab_size);
+  c.context = positive_int(r, "context", c.context);
+  c.n_layer = positive_int(r, "n_layer", c.n_layer);
+  c.n_head = positive_int(r, "n_head", c.n_head);
+  c.n_kv_head = positive_int(r, "n_kv_head", c.n_kv_head, 0);
+  c.d_model = positive_int(r, "d_model", c.d_model);
+  c.d_ff = positive_int(r, "d_ff", c.d_ff, 0);
+  using dt::nn::NormKind, dt::nn::PosKind, dt::nn::Act;
+  c.norm = pick<NormKind>("norm", r.get_string("norm", dt::nn::norm_name(c.norm)),
+                          {{"layernorm", NormKind::LayerNorm}, {"rmsnorm", NormKind::RMSNorm}});
+  c.pos = pick<PosKind>("pos", r.get_string("pos", c.pos == PosKind::RoPE ? "rope" : "learned"),
+                        {{"learned", PosKind::Learned}, {"rope", PosKind::RoPE}});
+  c.act = pick<Act>("act", r.get_string("act", c.act == Act::SwiGLU ? "swiglu" : "gelu"),
+                    {{"gelu", Act::GELU}, {"swiglu", Act::SwiGLU}});
+  c.tied_embeddings = r.get_bool("tied_embeddings", c.tied_embeddings);
+  c.bias = r.get_bool("bias", c.bias);
+  c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
+  dt::nn::validate(c);  // the cross-field rules (n_head divides d_model, ...)
+  return c;
+}
+
+dt::nn::MLPConfig mlp_config(const dt_options* options) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_mlp", {"sizes", "act", "seed"});
+  DT_CHECK(r.has("sizes"), "option \"sizes\" is required: a comma-separated list such as \"4,32,1\"");
+  dt::nn::MLPConfig c;
+  std::string s = r.get_string("sizes", "");
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    DT_CHECK(used > 0 && item.find_first_not_of(" ", used) == std::string::npos && v > 0,
+             "option \"sizes\" = \"" + s + "\"; accepted: comma-separated integers > 0, such as \"4,32,1\"");
+    c.sizes.push_back(v);
+  }
+  DT_CHECK(c.sizes.size() >= 2, "option \"sizes\" = \"" + s + "\"; accepted: at least two sizes (in, ..., out)");
+  c.act = pick<dt::nn::MLPAct>("act", r.get_string("act", "gelu"),
+                               {{"gelu", dt::nn::MLPAct::GELU}, {"silu", dt::nn::MLPAct::SiLU}});
+  c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
+  dt::nn::validate(c);
+  return c;
+}
+
+dt::nn::Module& module_of(const dt_module* m) { return *need(m, "module")->module; }
+
+float real_option(const dt::OptionReader& r, const char* key, double fallback, double lo, double hi,
+                  const char* range) {
+  double v = r.get_double(key, fallback);
+  DT_CHECK(std::isfinite(v) && v >= lo && v <= hi,
+           std::string("option \"") + key + "\" = " + std::to_string(v) + "; accepted: " + range);
+  return static_cast<float>(v);
+}
+
+}  // namespace
+
+extern "C" {
+
+dt_status dt_module_create_gpt(const dt_options* config, dt_module** out) {
+  return guard("dt_module_create_gpt", [&] {
+    need(out, "out");
+    auto gpt = std::make_shared<dt::nn::GPT>(gpt_config(config));
+    auto* h = new dt_module{gpt, gpt.get()};
+    *out = h;
+  });
+}
+
+dt_status dt_module_create_mlp(const dt_options* config, dt_module** out) {
+  return guard("dt_module_create_mlp", [&] {
+    need(out, "out");
+    *out = new dt_module{std::make_shared<dt::nn::MLPModel>(mlp_config(config)), nullptr};
+  });
+}
+
+void dt_module_destroy(dt_module* module) { delete module; }
+
+dt_status dt_module_param_count(dt_module* module, int64_t* out) {
+  return guard("dt_module_param_count", [&] {
+    dt::nn::Module& m = module_of(module);
+    need(out, "out");
+    *out = m.num_parameters();
+  });
+}
+
+dt_status dt_module_param_count_tensors(dt_module* module, int64_t* out) {
+  return guard("dt_module_param_count_tensors", [&] {
+    dt::nn::Module& m = module_of(module);
+    need(out, "out");
+    *out = static_cast<int64_t>(m.parameters().size());
+  });
+}
+
+dt_status dt_module_param_name(dt_module* module, int64_t index, const char** out) {
+  return guard("dt_module_param_name", [&] {
+    dt::nn::ParamList ps = module_of(module).parameters();
+    need(out, "out");
+    DT_CHECK(index >= 0 && index < static_cast<int64_t>(ps.size()),
+             "index = " + std::to_string(index) + "; accepted: 0 to " + std::to_string(ps.size() - 1) +
+                 " (dt_module_param_count_tensors)");
+    *out = ps[static_cast<size_t>(index)]->name.c_str();  // the Parameter lives as long as the module
+  });
+}
+
+dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out) {
+  return guard("dt_module_param", [&] {
+    dt::nn::ParamList ps = module_of(module).parameters();
+    std::string n = need(name, "name");
+    need(out, "out");
+    for (dt::nn::Parameter* p : ps) {
+      if (p->name != n) continue;
+      auto* h = new dt_tensor();
+      h->t = p->value;  // a view: same storage, so host writes reach the model
+      h->device_name = p->value.device().str();
+      h->owner = module->module;
+      *out = h;
+      return;
+    }
+    dt::fail(DT_ERR_NOT_FOUND, "name \"" + n + "\" is not a parameter of this module; see dt_module_param_name (" +
+                                   std::to_string(ps.size()) + " parameters, e.g. \"" +
+                                   (ps.empty() ? std::string() : ps[0]->name) + "\")");
+  });
+}
+
+dt_status dt_optimizer_create(dt_module* module, const char* kind, const dt_options* options, dt_optimizer** out) {
+  return guard("dt_optimizer_create", [&] {
+    dt::nn::Module& m = module_of(module);
+    std::string k = need(kind, "kind");
+    need(out, "out");
+    std::shared_ptr<dt::optim::Optimizer> opt;
+    if (k == "adamw") {
+      dt::OptionReader r(dt::api::opts_of(options), "dt_optimizer_create(\"adamw\")",
+                         {"lr", "beta1", "beta2", "eps", "weight_decay"});
+      dt::optim::AdamWOptions o;
+      o.lr = real_option(r, "lr", o.lr, 0, 1e9, ">= 0");
+      o.beta1 = real_option(r, "beta1", o.beta1, 0, 0.999999999, "[0, 1)");
+      o.beta2 = real_option(r, "beta2", o.beta2, 0, 0.999999999, "[0, 1)");
+      o.eps = real_option(r, "eps", o.eps, 1e-30, 1, "(0, 1]");
+      o.weight_decay = real_option(r, "weight_decay", o.weight_decay, 0, 1e9, ">= 0");
+      opt = std::make_shared<dt::optim::AdamW>(m.parameters(), o);
+    } else if (k == "sgd") {
+      dt::OptionReader r(dt::api::opts_of(options), "dt_optimizer_create(\"sgd\")",
+                         {"lr", "momentum", "weight_decay", "nesterov"});
+      dt::optim::SgdOptions o;
+      o.lr = real_option(r, "lr", o.lr, 0, 1e9, ">= 0");
+      o.momentum = real_option(r, "momentum", o.momentum, 0, 1, "[0, 1]");
+      o.weight_decay = real_option(r, "weight_decay", o.weight_decay, 0, 1e9, ">= 0");
+      o.nesterov = r.get_bool("nesterov", false);
+      DT_CHECK(!o.nesterov || o.momentum > 0, "option \"nesterov\" = 1 needs option \"momentum\" > 0");
+      opt = std::make_shared<dt::optim::Sgd>(m.parameters(), o);
+    } else {
+      dt::invalid("kind \"" + k + "\" is unknown; accepted: \"adamw\", \"sgd\"");
+    }
+    *out = new dt_optimizer{module->module, std::move(opt)};
+  });
+}
+
+void dt_optimizer_destroy(dt_optimizer* optimizer) { delete optimizer; }
+
+}  // extern "C"

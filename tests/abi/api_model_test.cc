@@ -1,0 +1,313 @@
+// Modules, optimizers and the engine through the C ABI, as a host would drive them: a tiny
+// GPT from options learns a fixed batch, generates deterministically, round-trips a
+// checkpoint, survives any destroy order, and every bad input is a named error.
+#include <dtrain/dtrain.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define OK(call) ASSERT_EQ((call), DT_OK) << dt_last_error_message()
+
+void expect_error(dt_status status, dt_status want, std::initializer_list<const char*> fragments) {
+  EXPECT_EQ(status, want) << dt_status_string(status) << ": " << dt_last_error_message();
+  std::string msg = dt_last_error_message();
+  if (std::getenv("DTRAIN_TEST_VERBOSE")) std::printf("%s\n", msg.c_str());
+  for (const char* f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
+}
+
+// Owns an options bag for one call.
+struct Opts {
+  dt_options* o = nullptr;
+  Opts() { EXPECT_EQ(dt_options_create(&o), DT_OK); }
+  ~Opts() { dt_options_destroy(o); }
+  Opts& i(const char* k, int64_t v) { EXPECT_EQ(dt_options_set_int(o, k, v), DT_OK); return *this; }
+  Opts& d(const char* k, double v) { EXPECT_EQ(dt_options_set_double(o, k, v), DT_OK); return *this; }
+  Opts& s(const char* k, const char* v) { EXPECT_EQ(dt_options_set_string(o, k, v), DT_OK); return *this; }
+};
+
+constexpr int64_t kB = 4, kT = 16, kVocab = 32;
+
+dt_module* tiny_gpt() {
+  Opts c;
+  c.s("preset", "gpt-tiny").i("vocab_size", kVocab).i("context", 32).i("seed", 7);
+  dt_module* m = nullptr;
+  EXPECT_EQ(dt_module_create_gpt(c.o, &m), DT_OK) << dt_last_error_message();
+  return m;
+}
+
+dt_tensor* ids(const std::vector<int32_t>& v, dt_dtype dtype = DT_I32) {
+  int64_t shape[2] = {kB, kT};
+  dt_tensor* t = nullptr;
+  EXPECT_EQ(dt_tensor_create(dtype, shape, 2, "cpu", nullptr, &t), DT_OK);
+  if (dtype == DT_I32) EXPECT_EQ(dt_tensor_copy_from_host(t, v.data(), v.size() * 4), DT_OK);
+  return t;
+}
+
+// A fixed batch: the next token of a short repeating pattern, easy to memorize.
+struct Batch {
+  dt_tensor *in = nullptr, *tg = nullptr;
+  Batch() {
+    std::vector<int32_t> a(kB * kT), b(kB * kT);
+    for (int64_t r = 0; r < kB; ++r)
+      for (int64_t t = 0; t < kT; ++t) {
+        a[r * kT + t] = static_cast<int32_t>((r + t) % 5 + 1);
+        b[r * kT + t] = static_cast<int32_t>((r + t + 1) % 5 + 1);
+      }
+    in = ids(a);
+    tg = ids(b);
+  }
+  ~Batch() {
+    dt_tensor_destroy(in);
+    dt_tensor_destroy(tg);
+  }
+};
+
+struct Rig {
+  dt_module* m = nullptr;
+  dt_optimizer* opt = nullptr;
+  dt_engine* e = nullptr;
+  Rig() {
+    m = tiny_gpt();
+    Opts oo;
+    oo.d("lr", 3e-3);
+    EXPECT_EQ(dt_optimizer_create(m, "adamw", oo.o, &opt), DT_OK) << dt_last_error_message();
+    EXPECT_EQ(dt_engine_create(nullptr, m, opt, nullptr, &e), DT_OK) << dt_last_error_message();
+  }
+  ~Rig() {
+    dt_engine_destroy(e);
+    dt_optimizer_destroy(opt);
+    dt_module_destroy(m);
+  }
+};
+
+std::vector<int32_t> greedy(dt_engine* e, int64_t n = 8) {
+  const int32_t prompt[5] = {1, 2, 3, 4, 5};
+  const int64_t lens[2] = {3, 2};
+  Opts g;
+  g.i("max_new_tokens", n);
+  std::vector<int32_t> out(2 * n, -7);
+  int64_t out_len[2] = {0, 0};
+  EXPECT_EQ(dt_engine_generate(e, prompt, lens, 2, g.o, out.data(), n, out_len), DT_OK) << dt_last_error_message();
+  EXPECT_EQ(out_len[0], n);
+  EXPECT_EQ(out_len[1], n);
+  return out;
+}
+
+TEST(Model, TrainEvalGenerateSaveLoad) {
+  Rig r;
+  Batch b;
+  double first = 0, loss = 0;
+  OK(dt_engine_train_step(r.e, b.in, b.tg, &first));
+  for (int i = 0; i < 30; ++i) OK(dt_engine_train_step(r.e, b.in, b.tg, &loss));
+  EXPECT_LT(loss, first * 0.5) << "first " << first << " last " << loss;
+  std::printf("loss %.4f -> %.4f\n", first, loss);
+  size_t needed = 0;
+  OK(dt_engine_last_stats_json(r.e, nullptr, 0, &needed));
+  std::string json(needed, '\0');
+  OK(dt_engine_last_stats_json(r.e, json.data(), json.size(), &needed));
+  EXPECT_NE(json.find("\"step\":31"), std::string::npos) << json;
+  double ev = 0;
+  OK(dt_engine_eval(r.e, b.in, b.tg, &ev));
+  EXPECT_LT(ev, first);
+
+  std::vector<int32_t> g1 = greedy(r.e), g2 = greedy(r.e);
+  EXPECT_EQ(g1, g2);
+  for (int32_t t : g1) EXPECT_TRUE(t >= 0 && t < kVocab);
+  std::printf("greedy:");
+  for (int32_t t : g1) std::printf(" %d", t);
+  std::printf("\n");
+
+  const std::string stem = ::testing::TempDir() + "dtrain_api_model_" + std::to_string(::getpid()) + "/run";
+  OK(dt_engine_save(r.e, stem.c_str()));
+  // An untrained engine generates what the trained one did once it loads the checkpoint.
+  Rig fresh;
+  OK(dt_engine_load(fresh.e, stem.c_str()));
+  EXPECT_EQ(greedy(fresh.e), g1);
+  double ev2 = 0;
+  OK(dt_engine_eval(fresh.e, b.in, b.tg, &ev2));
+  EXPECT_EQ(ev, ev2);
+
+  // Corrupt the data file the index names: the load fails with DT_ERR_IO, nothing changes.
+  const std::string dir = stem.substr(0, stem.rfind('/') + 1);
+  int corrupted = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);  // an absurd header length
+    ++corrupted;
+  }
+  ASSERT_EQ(corrupted, 1);
+  OK(dt_engine_train_step(fresh.e, b.in, b.tg, nullptr));
+  std::vector<int32_t> before = greedy(fresh.e);
+  expect_error(dt_engine_load(fresh.e, stem.c_str()), DT_ERR_IO, {});
+  EXPECT_EQ(greedy(fresh.e), before);
+  expect_error(dt_engine_load(fresh.e, (dir + "missing").c_str()), DT_ERR_IO, {});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Model, ParamsAreNamedViews) {
+  dt_module* m = tiny_gpt();
+  int64_t n = 0, count = 0;
+  OK(dt_module_param_count_tensors(m, &n));
+  OK(dt_module_param_count(m, &count));
+  ASSERT_GT(n, 2);
+  int64_t sum = 0;
+  const char* name = nullptr;
+  for (int64_t i = 0; i < n; ++i) {
+    OK(dt_module_param_name(m, i, &name));
+    dt_tensor* p = nullptr;
+    OK(dt_module_param(m, name, &p));
+    int64_t k = 0;
+    OK(dt_tensor_numel(p, &k));
+    sum += k;
+    dt_tensor_destroy(p);
+  }
+  EXPECT_EQ(sum, count);
+  dt_tensor* w = nullptr;
+  OK(dt_module_param(m, "wte.weight", &w));
+  dt_module_destroy(m);  // the view keeps the module alive
+  int64_t k = 0;
+  OK(dt_tensor_numel(w, &k));
+  std::vector<float> v(k, 0.5f), back(k);
+  OK(dt_tensor_copy_from_host(w, v.data(), k * 4));
+  OK(dt_tensor_copy_to_host(w, back.data(), k * 4));
+  EXPECT_EQ(back, v);
+  dt_tensor_destroy(w);
+
+  Opts c;
+  c.s("sizes", "4,32,1").s("act", "silu");
+  dt_module* mlp = nullptr;
+  OK(dt_module_create_mlp(c.o, &mlp));
+  OK(dt_module_param_count(mlp, &count));
+  EXPECT_EQ(count, 4 * 32 + 32 + 32 * 1 + 1);
+  dt_module_destroy(mlp);
+}
+
+TEST(Model, AnyDestroyOrder) {
+  Batch b;
+  for (int order = 0; order < 3; ++order) {
+    Rig* r = new Rig();
+    if (order == 0) { dt_module_destroy(r->m); dt_optimizer_destroy(r->opt); }
+    if (order == 1) { dt_optimizer_destroy(r->opt); dt_module_destroy(r->m); }
+    if (order == 2) { dt_engine_destroy(r->e); r->e = nullptr; }
+    if (r->e) OK(dt_engine_train_step(r->e, b.in, b.tg, nullptr));
+    if (order != 2) { r->m = nullptr; r->opt = nullptr; }
+    delete r;
+  }
+}
+
+TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
+  dt_module* m = tiny_gpt();
+  dt_optimizer* opt = nullptr;
+  {
+    Opts c;
+    c.d("lr", 0.3).d("momentum", 0.9);
+    ASSERT_EQ(dt_options_set_bool(c.o, "nesterov", 1), DT_OK);
+    OK(dt_optimizer_create(m, "sgd", c.o, &opt));
+  }
+  dt_mesh* mesh = nullptr;
+  OK(dt_mesh_create("local", 1, nullptr, &mesh));
+  dt_engine* e = nullptr;
+  Opts c;
+  c.i("micro_batches", 2).d("max_grad_norm", 1.0).s("schedule", "cosine").i("warmup_steps", 2).i("total_steps", 20);
+  OK(dt_engine_create(mesh, m, opt, c.o, &e));
+  dt_mesh_destroy(mesh);
+  dt_module_destroy(m);
+  dt_optimizer_destroy(opt);
+  Batch b;
+  double first = 0, loss = 0;
+  OK(dt_engine_train_step(e, b.in, b.tg, &first));
+  for (int i = 0; i < 20; ++i) OK(dt_engine_train_step(e, b.in, b.tg, &loss));
+  EXPECT_LT(loss, first);
+  // Sampling depends only on the seed: two calls agree.
+  const int32_t prompt[2] = {1, 2};
+  const int64_t len[1] = {2};
+  std::vector<int32_t> a(8), z(8);
+  int64_t na = 0, nz = 0;
+  Opts g;
+  g.d("temperature", 1.0).i("top_k", 5).d("top_p", 0.9).i("seed", 11).i("max_new_tokens", 8);
+  OK(dt_engine_generate(e, prompt, len, 1, g.o, a.data(), 8, &na));
+  OK(dt_engine_generate(e, prompt, len, 1, g.o, z.data(), 8, &nz));
+  EXPECT_EQ(a, z);
+  dt_engine_destroy(e);
+
+  dt_mesh* two = nullptr;
+  OK(dt_mesh_create("local", 2, nullptr, &two));
+  Rig r;
+  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"mesh", "1 rank"});
+  dt_mesh_destroy(two);
+  dt_module* mlp = nullptr;
+  Opts mc;
+  mc.s("sizes", "4,8,2");
+  OK(dt_module_create_mlp(mc.o, &mlp));
+  OK(dt_optimizer_create(mlp, "sgd", nullptr, &opt));
+  expect_error(dt_engine_create(nullptr, mlp, opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"module", "GPT"});
+  dt_optimizer_destroy(opt);
+  dt_module_destroy(mlp);
+}
+
+TEST(Model, BadInputsAreNamed) {
+  dt_module* m = nullptr;
+  { Opts c; c.i("n_layers", 2); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"n_layers", "n_layer"}); }
+  { Opts c; c.s("preset", "gpt-huge"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"gpt-huge", "gpt-tiny", "gpt-small"}); }
+  { Opts c; c.s("norm", "batchnorm"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"norm", "rmsnorm"}); }
+  { Opts c; c.i("d_model", 0); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"d_model"}); }
+  { Opts c; c.s("vocab_size", "big"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"vocab_size"}); }
+  { Opts c; c.s("sizes", "4,x,1"); expect_error(dt_module_create_mlp(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"sizes"}); }
+  expect_error(dt_module_create_mlp(nullptr, &m), DT_ERR_INVALID_ARGUMENT, {"sizes"});
+  expect_error(dt_module_create_gpt(nullptr, nullptr), DT_ERR_INVALID_ARGUMENT, {"out"});
+  EXPECT_EQ(m, nullptr);
+
+  Rig r;
+  dt_optimizer* o = nullptr;
+  expect_error(dt_optimizer_create(r.m, "lion", nullptr, &o), DT_ERR_INVALID_ARGUMENT, {"kind", "adamw", "sgd"});
+  { Opts c; c.d("momentum", 0.9); expect_error(dt_optimizer_create(r.m, "adamw", c.o, &o), DT_ERR_INVALID_ARGUMENT, {"momentum"}); }
+  { Opts c; c.d("lr", -1); expect_error(dt_optimizer_create(r.m, "sgd", c.o, &o), DT_ERR_INVALID_ARGUMENT, {"lr"}); }
+  expect_error(dt_optimizer_create(nullptr, "sgd", nullptr, &o), DT_ERR_INVALID_ARGUMENT, {"module"});
+  dt_engine* e = nullptr;
+  { Opts c; c.s("schedule", "step"); expect_error(dt_engine_create(nullptr, r.m, r.opt, c.o, &e), DT_ERR_INVALID_ARGUMENT, {"schedule", "cosine"}); }
+  { Opts c; c.s("schedule", "cosine").i("total_steps", 0); expect_error(dt_engine_create(nullptr, r.m, r.opt, c.o, &e), DT_ERR_INVALID_ARGUMENT, {"total_steps"}); }
+  expect_error(dt_engine_create(nullptr, r.m, nullptr, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"optimizer"});
+  dt_module* other = tiny_gpt();
+  expect_error(dt_engine_create(nullptr, other, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"optimizer"});
+  dt_module_destroy(other);
+  EXPECT_EQ(e, nullptr);
+
+  Batch b;
+  double loss = 0;
+  std::vector<int32_t> bad(kB * kT, 1);
+  bad[3] = static_cast<int32_t>(kVocab);
+  dt_tensor* big = ids(bad);
+  expect_error(dt_engine_train_step(r.e, big, b.tg, nullptr), DT_ERR_INVALID_ARGUMENT, {"inputs", "vocab_size"});
+  dt_tensor* f = ids({}, DT_F32);
+  expect_error(dt_engine_train_step(r.e, f, b.tg, nullptr), DT_ERR_INVALID_ARGUMENT, {"inputs", "f32", "i32"});
+  expect_error(dt_engine_eval(r.e, b.in, b.tg, nullptr), DT_ERR_INVALID_ARGUMENT, {"loss_out"});
+  expect_error(dt_engine_eval(r.e, b.in, f, &loss), DT_ERR_INVALID_ARGUMENT, {"targets", "f32"});
+  expect_error(dt_engine_train_step(r.e, b.in, nullptr, nullptr), DT_ERR_INVALID_ARGUMENT, {"targets"});
+  expect_error(dt_engine_train_step(nullptr, b.in, b.tg, nullptr), DT_ERR_INVALID_ARGUMENT, {"engine"});
+  dt_tensor_destroy(big);
+  dt_tensor_destroy(f);
+
+  const int32_t prompt[2] = {1, static_cast<int32_t>(kVocab)};
+  const int64_t len[1] = {2};
+  int32_t out[16];
+  int64_t out_len[1] = {-1};
+  expect_error(dt_engine_generate(r.e, prompt, len, 1, nullptr, out, 16, out_len), DT_ERR_INVALID_ARGUMENT, {"prompt_tokens[1]", "vocab_size"});
+  expect_error(dt_engine_generate(r.e, prompt, len, 1, nullptr, out, 2, out_len), DT_ERR_INVALID_ARGUMENT, {"out_capacity_per_prompt"});
+  { Opts c; c.d("top_p", 0); expect_error(dt_engine_generate(r.e, prompt, len, 1, c.o, out, 16, out_len), DT_ERR_INVALID_ARGUMENT, {"top_p"}); }
+  expect_error(dt_engine_generate(r.e, nullptr, len, 1, nullptr, out, 16, out_len), DT_ERR_INVALID_ARGUMENT, {"prompt_tokens"});
+  EXPECT_EQ(out_len[0], -1);
+  expect_error(dt_engine_save(r.e, nullptr), DT_ERR_INVALID_ARGUMENT, {"path_stem"});
+}
+
+}  // namespace
