@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -49,29 +50,6 @@ Tile tile_of(const Dims& s, int64_t blk) {
   return {i0, m, s.last_key(i0 + m - 1) + 1};
 }
 
-// exp for x <= ~88 that the compiler vectorizes. There is one exp per score, and as a
-// scalar libm call std::exp cost more than both forward gemms together. x = n ln2 + r with
-// |r| <= ln2 / 2, e^r by its degree-7 Taylor polynomial (truncation < 1e-8 relative), 2^n
-// written into the exponent bits: within 1.3 ulp of e^x. Below -87 it returns 0, where
-// e^x is under the smallest normal float anyway.
-inline float exp_approx(float x) {
-  float xc = std::max(x, -87.0f);
-  float n = std::nearbyint(xc * 1.44269504f);
-  float r = xc - n * 0.693359375f;  // ln2 split in two so n * hi is exact for |n| < 2^15
-  r = r + n * 2.12194440e-4f;       // ... and the small remainder restores the rest
-  float p = 1.0f / 5040;
-  p = p * r + 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  return x < -87.0f ? 0.0f : p * two_n;
-}
 
 inline float dot(const float* a, const float* b, int64_t n) {
   float s = 0.0f;
