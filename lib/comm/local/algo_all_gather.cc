@@ -7,13 +7,7 @@ namespace dt::comm::local {
 
 void run_all_gather(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype) {
   const char* what = "all_gather";
-  Slot s;
-  s.kind = CollKind::AllGather;
-  s.dtype = dtype;
-  s.count = count;
-  s.send = send;
-  s.recv = recv;
-  publish(g, me, s, what);
+  publish(g, me, slot_of(CollKind::AllGather, dtype, count, send, recv), what);
   for (int p = 0; p < g.size(); ++p) copy_elems(at(recv, p * count, dtype), g.slot(p).send, count, dtype);
   g.fence(me, what);  // peers have finished reading this member's send
 }

@@ -145,14 +145,7 @@ bool fused_f32(ReduceOp op, const std::vector<const void*>& srcs, const std::vec
 void run_all_reduce(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
   const char* what = "all_reduce";
   const int n = g.size();
-  Slot s;
-  s.kind = CollKind::AllReduce;
-  s.dtype = dtype;
-  s.count = count;
-  s.op = op;
-  s.send = send;
-  s.recv = recv;
-  publish(g, me, s, what);
+  publish(g, me, slot_of(CollKind::AllReduce, dtype, count, send, recv, op), what);
   std::vector<const void*> srcs(n);
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
   if (count * esz <= kSmallBytes) {

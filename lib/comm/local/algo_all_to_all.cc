@@ -12,11 +12,7 @@ void run_all_to_all(Group& g, int me, const void* send, const int64_t* send_coun
                     const int64_t* recv_counts, DType dtype) {
   const char* what = "all_to_all";
   const int n = g.size();
-  Slot s;
-  s.kind = CollKind::AllToAll;
-  s.dtype = dtype;
-  s.send = send;
-  s.recv = recv;
+  Slot s = slot_of(CollKind::AllToAll, dtype, 0, send, recv);
   s.send_counts = send_counts;
   s.recv_counts = recv_counts;
   publish(g, me, s, what);

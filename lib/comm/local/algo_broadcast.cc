@@ -6,14 +6,7 @@ namespace dt::comm::local {
 
 void run_broadcast(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype, int root) {
   const char* what = "broadcast";
-  Slot s;
-  s.kind = CollKind::Broadcast;
-  s.dtype = dtype;
-  s.count = count;
-  s.root = root;
-  s.send = send;
-  s.recv = recv;
-  publish(g, me, s, what);
+  publish(g, me, slot_of(CollKind::Broadcast, dtype, count, send, recv, ReduceOp::Sum, root), what);
   copy_elems(recv, g.slot(root).send, count, dtype);
   g.fence(me, what);  // the root's buffer may change only after everyone has copied
 }

@@ -10,15 +10,7 @@ namespace dt::comm::local {
 void run_reduce(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, int root) {
   const char* what = "reduce";
   const int n = g.size();
-  Slot s;
-  s.kind = CollKind::Reduce;
-  s.dtype = dtype;
-  s.count = count;
-  s.op = op;
-  s.root = root;
-  s.send = send;
-  s.recv = recv;
-  publish(g, me, s, what);
+  publish(g, me, slot_of(CollKind::Reduce, dtype, count, send, recv, op, root), what);
   int64_t lo = block_lo(count, n, me), hi = block_lo(count, n, me + 1);
   std::vector<const void*> srcs(n);
   for (int p = 0; p < n; ++p) srcs[p] = at(g.slot(p).send, lo, dtype);

@@ -11,14 +11,7 @@ namespace dt::comm::local {
 void run_reduce_scatter(Group& g, int me, const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
   const char* what = "reduce_scatter";
   const int n = g.size();
-  Slot s;
-  s.kind = CollKind::ReduceScatter;
-  s.dtype = dtype;
-  s.count = count;
-  s.op = op;
-  s.send = send;
-  s.recv = recv;
-  publish(g, me, s, what);
+  publish(g, me, slot_of(CollKind::ReduceScatter, dtype, count, send, recv, op), what);
   std::vector<const void*> srcs(n);
   for (int p = 0; p < n; ++p) srcs[p] = at(g.slot(p).send, me * count, dtype);
   reduce_into(op, dtype, srcs, recv, count);

@@ -24,6 +24,20 @@ inline void reduce_into(ReduceOp op, DType t, const std::vector<const void*>& sr
   if (count > 0) kernels::reduce(op, t, Device::cpu(), srcs.data(), static_cast<int>(srcs.size()), dst, count);
 }
 
+// The slot a collective publishes: its kind and the arguments the peers read.
+inline Slot slot_of(CollKind kind, DType dtype, int64_t count, const void* send, void* recv,
+                    ReduceOp op = ReduceOp::Sum, int root = 0) {
+  Slot s;
+  s.kind = kind;
+  s.dtype = dtype;
+  s.count = count;
+  s.op = op;
+  s.root = root;
+  s.send = send;
+  s.recv = recv;
+  return s;
+}
+
 // Publishes this member's arguments and meets the others; checks they agree. Every
 // algorithm starts with it and ends with a fence (Group::fence), after its last access
 // to a peer's memory or slot. In a failed world the slot is left alone: a peer that

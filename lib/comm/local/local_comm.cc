@@ -70,9 +70,7 @@ void LocalComm::execute(const CollRequest& r) {
       // mismatch, not that collective's first barrier (which would then read this member's
       // stale slot). The second barrier keeps slots unchanged until all have checked them.
       if (g.world().options().check_args) {
-        Slot s;
-        s.kind = CollKind::Barrier;
-        publish(g, me_, s, "barrier");
+        publish(g, me_, slot_of(CollKind::Barrier, DType::F32, 0, nullptr, nullptr), "barrier");
         g.fence(me_, "barrier");
       } else {
         g.barrier(me_, "barrier");
