@@ -26,13 +26,7 @@ const std::map<std::string, dt::nn::GPTConfig>& presets() {
     tiny.d_model = 64;
     m["gpt-tiny"] = tiny;
     m["gpt-small"] = dt::nn::GPTConfig{};  // the defaults: 6 layers, d384, 6 heads, ctx 256, bytes
-    dt::nn::GPTConfig llama = tiny;        // the Llama-style choices on the tiny shape
-    llama.norm = dt::nn::NormKind::RMSNorm;
-    llama.pos = dt::nn::PosKind::RoPE;
-    llama.act = dt::nn::Act::SwiGLU;
-    llama.bias = false;
-    llama.tied_embeddings = false;
-    m["llama-tiny"] = llama;
+    m["llama-tiny"] = tiny.llama_style();
     return m;
   }();
   return p;

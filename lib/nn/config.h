@@ -32,6 +32,17 @@ struct GPTConfig {
 
   // Values with the 0 = default fields filled in.
   GPTConfig resolved() const;
+  // The same shape with the Llama-style choices: RMSNorm, RoPE, SwiGLU, no biases, untied
+  // embeddings (the defaults are GPT-2 style).
+  GPTConfig llama_style() const {
+    GPTConfig c = *this;
+    c.norm = NormKind::RMSNorm;
+    c.pos = PosKind::RoPE;
+    c.act = Act::SwiGLU;
+    c.bias = false;
+    c.tied_embeddings = false;
+    return c;
+  }
   int64_t head_dim() const { return d_model / n_head; }
   std::string str() const;
 };

@@ -24,12 +24,8 @@ nn::GPTConfig config(bool llama) {
   c.d_ff = 64;
   c.seed = 7;
   if (llama) {  // RoPE + grouped-query attention
-    c.norm = nn::NormKind::RMSNorm;
-    c.act = nn::Act::SwiGLU;
-    c.pos = nn::PosKind::RoPE;
+    c = c.llama_style();
     c.n_kv_head = 2;
-    c.tied_embeddings = false;
-    c.bias = false;
   }
   return c;
 }

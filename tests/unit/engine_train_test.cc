@@ -28,13 +28,9 @@ nn::GPTConfig tiny(bool llama) {
   c.n_head = 2;
   c.d_ff = 32;
   if (llama) {
-    c.norm = nn::NormKind::RMSNorm;
-    c.act = nn::Act::SwiGLU;
-    c.pos = nn::PosKind::RoPE;
+    c = c.llama_style();
     c.n_head = 4;
     c.n_kv_head = 2;
-    c.tied_embeddings = false;
-    c.bias = false;
   }
   return c;
 }

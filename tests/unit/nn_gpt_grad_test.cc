@@ -24,12 +24,8 @@ GPTConfig tiny(bool llama_style) {
   c.d_ff = 16;
   c.seed = 7;
   if (llama_style) {  // rmsnorm + swiglu + rope + GQA with one kv head, untied, no biases
-    c.norm = nn::NormKind::RMSNorm;
-    c.act = nn::Act::SwiGLU;
-    c.pos = nn::PosKind::RoPE;
+    c = c.llama_style();
     c.n_kv_head = 1;
-    c.tied_embeddings = false;
-    c.bias = false;
   }
   return c;
 }

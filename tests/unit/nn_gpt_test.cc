@@ -23,12 +23,8 @@ GPTConfig tiny(bool llama_style) {
   c.n_head = 2;
   c.d_ff = 16;
   if (llama_style) {
-    c.norm = nn::NormKind::RMSNorm;
-    c.act = nn::Act::SwiGLU;
-    c.pos = nn::PosKind::RoPE;
+    c = c.llama_style();
     c.n_kv_head = 1;
-    c.tied_embeddings = false;
-    c.bias = false;
   }
   return c;
 }
