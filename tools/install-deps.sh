@@ -9,6 +9,7 @@ packages=(
   libblis-dev                                 # the BLAS it was chosen against (bench_blas_choice)
   libgtest-dev                                # unit tests
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
+  libcli11-dev                                # the dtrain command line's flags and --help
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
 )
 missing=()

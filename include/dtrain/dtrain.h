@@ -516,6 +516,107 @@ DT_API dt_status dt_engine_save(dt_engine* engine, const char* path_stem);
  *  tensor it lacks, DT_ERR_INVALID_ARGUMENT for one of another dtype or shape. */
 DT_API dt_status dt_engine_load(dt_engine* engine, const char* path_stem);
 
+/** The current optimizer step: updates taken so far (restored by dt_engine_load). */
+DT_API dt_status dt_engine_step(dt_engine* engine, int64_t* out);
+
+/** Receives each generated token as soon as it is chosen: `prompt_index` is the prompt it
+ *  continues (0 to n_prompts - 1). Called on the thread that called generate. */
+typedef void (*dt_token_callback)(void* user, int32_t prompt_index, int32_t token);
+
+/** dt_engine_generate, calling on_token (required) with every new token in the order the
+ *  tokens are made (all prompts' first tokens, then one decode step at a time), for
+ *  streaming output. The outputs are also written as dt_engine_generate writes them. */
+DT_API dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* prompt_tokens,
+                                           const int64_t* prompt_lengths, int32_t n_prompts,
+                                           const dt_options* options, dt_token_callback on_token,
+                                           void* user, int32_t* out_tokens,
+                                           int64_t out_capacity_per_prompt, int64_t* out_lengths);
+
+/** The last successful generate's statistics as JSON ({"new_tokens":..,"tokens_per_s":..,
+ *  "time_to_first_token_s":..,"inter_token_latency_s":..}; "" before any), written as
+ *  dt_memory_report_json writes. */
+DT_API dt_status dt_engine_last_generate_stats_json(dt_engine* engine, char* buf, size_t capacity,
+                                                    size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Checkpoints                                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/** Creates the GPT that the checkpoint at `path_stem` (as dt_engine_save wrote it) was saved
+ *  from: the same config, freshly initialized; load its weights with dt_engine_load.
+ *  DT_ERR_IO for a missing or corrupt index or a config it lacks. dt_engine_load refuses a
+ *  checkpoint of another config (DT_ERR_INVALID_ARGUMENT naming the field that differs).
+ *  Caller owns *out; release with dt_module_destroy. Thread-safe. */
+DT_API dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_module** out);
+
+/** The checkpoint's metadata as JSON ({"step":..,"config":{<dt_module_create_gpt keys>},
+ *  "tensors":<count>,..}), written as dt_memory_report_json writes. Thread-safe. */
+DT_API dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_t capacity,
+                                         size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Datasets and loaders                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/** Fixed-length examples: example i is `context` input tokens and the `context` targets
+ *  (the inputs shifted by one; -1 where nothing is to be learned). Immutable once made:
+ *  distinct threads may read one dataset. */
+typedef struct dt_dataset dt_dataset;
+
+/** Creates a dataset.
+ *  kind "text":     any file, one token per byte. options: "path" (string, required),
+ *                   "context" (int >= 1, required).
+ *  kind "tokens":   little-endian token ids. options: "path", "context" as for "text",
+ *                   "width" (2: u16, the default; 4: u32), "vocab_size" (int: every token
+ *                   must be below it; 0, the default: no check).
+ *  kind "addition": "a+b=c" problems such as "042+917=0959\n" (operands zero-padded, only
+ *                   the sum's digits and the newline are targets). options: "digits" (1 to
+ *                   18, default 3), "size" (examples, default 100000), "seed" (int),
+ *                   "split" ("all", the default; "train": never a held-out problem;
+ *                   "test": only held-out problems, a fixed tenth of all (a, b) pairs).
+ *  A missing, unreadable or too-short file is an error naming it (DT_ERR_IO or
+ *  DT_ERR_INVALID_ARGUMENT). Caller owns *out; release with dt_dataset_destroy. */
+DT_API dt_status dt_dataset_create(const char* kind, const dt_options* options, dt_dataset** out);
+
+/** Releases the handle; loaders made from it keep the data alive. NULL is a no-op. */
+DT_API void dt_dataset_destroy(dt_dataset* dataset);
+
+/** Number of examples. */
+DT_API dt_status dt_dataset_size(const dt_dataset* dataset, int64_t* out);
+
+/** Tokens per example (T of the [B, T] batches). */
+DT_API dt_status dt_dataset_context(const dt_dataset* dataset, int64_t* out);
+
+/** Example `index` (0 to size - 1): writes context tokens into each of inputs and targets. */
+DT_API dt_status dt_dataset_example(const dt_dataset* dataset, int64_t index, int32_t* inputs,
+                                    int32_t* targets);
+
+/** Batches of a dataset in a seeded order: every epoch is a permutation of the examples
+ *  fixed by (seed, epoch); a last partial batch is dropped. One host thread at a time. */
+typedef struct dt_loader dt_loader;
+
+/** Creates a loader. options: "batch" (int, required: 1 to the dataset's size), "seed"
+ *  (int, default 0), "shuffle" (bool, default 1; 0: examples in order). Keeps the dataset
+ *  alive. Caller owns *out; release with dt_loader_destroy. */
+DT_API dt_status dt_loader_create(dt_dataset* dataset, const dt_options* options, dt_loader** out);
+
+/** Releases the handle. NULL is a no-op. */
+DT_API void dt_loader_destroy(dt_loader* loader);
+
+/** Writes the next batch into inputs and targets: i32 CPU tensors [batch, context] that the
+ *  caller made (dt_tensor_create), ready for dt_engine_train_step; then advances. */
+DT_API dt_status dt_loader_next(dt_loader* loader, dt_tensor* inputs, dt_tensor* targets);
+
+/** Full batches per epoch. */
+DT_API dt_status dt_loader_batches_per_epoch(dt_loader* loader, int64_t* out);
+
+/** Where the next batch comes from: its epoch and its index within the epoch. A resumed run
+ *  seeks back to the position it saved (or to step / batches_per_epoch, step % it). */
+DT_API dt_status dt_loader_position(dt_loader* loader, int64_t* epoch, int64_t* batch_index);
+
+/** Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (>= 0). */
+DT_API dt_status dt_loader_seek(dt_loader* loader, int64_t epoch, int64_t batch_index);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

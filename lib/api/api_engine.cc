@@ -22,7 +22,8 @@ struct dt_engine {
   dt::nn::GPT* gpt = nullptr;
   std::shared_ptr<dt::optim::Optimizer> opt;
   std::shared_ptr<dt::comm::Mesh> mesh;
-  std::string last_stats;  // metrics JSON of the last successful train step ("" before any)
+  std::string last_stats;     // metrics JSON of the last successful train step ("" before any)
+  std::string last_generate;  // statistics JSON of the last successful generate ("" before any)
   std::unique_ptr<dt::engine::TrainEngine> engine;
 };
 
@@ -30,16 +31,6 @@ namespace {
 
 dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
 
-void write_text(const std::string& text, char* buf, size_t capacity, size_t* needed) {
-  need(needed, "needed");
-  DT_CHECK(buf || capacity == 0,
-           "buf is NULL with capacity " + std::to_string(capacity) + "; pass capacity 0 to ask for the size");
-  *needed = text.size() + 1;
-  if (capacity == 0) return;
-  size_t n = std::min(capacity - 1, text.size());
-  std::memcpy(buf, text.data(), n);
-  buf[n] = '\0';
-}
 
 dt::engine::TrainOptions train_options(const dt_options* options, float base_lr) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
@@ -70,15 +61,6 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr)
   return o;
 }
 
-// Splits "dir/name" into the checkpoint directory and file stem ("name.index.json", ...).
-std::pair<std::string, std::string> split_stem(const char* path_stem) {
-  std::filesystem::path p(need(path_stem, "path_stem"));
-  std::string stem = p.filename().string();
-  DT_CHECK(!stem.empty() && stem != "." && stem != "..",
-           "path_stem = \"" + p.string() + "\"; accepted: a directory and a file name stem, e.g. \"ckpt/run1\"");
-  std::string dir = p.parent_path().string();
-  return {dir.empty() ? "." : dir, stem};
-}
 
 // The engine checks shapes and ids too; checking the dtype here names the C argument
 // and says what it holds, where the engine can only describe the tensor it was given.
@@ -107,6 +89,53 @@ dt::engine::GenerateOptions generate_options(const dt_options* options) {
            "option \"stop_token\" = " + std::to_string(stop) + "; accepted: -1 (none) or a token id");
   if (stop >= 0) g.stop_tokens.push_back(static_cast<int32_t>(stop));
   return g;
+}
+
+std::string generate_stats_json(const dt::engine::GenerateStats& st) {
+  nlohmann::json j = {{"new_tokens", st.new_tokens},
+                      {"tokens_per_s", st.tokens_per_s},
+                      {"time_to_first_token_s", st.time_to_first_token_s},
+                      {"inter_token_latency_s", st.inter_token_latency_s}};
+  return j.dump();
+}
+
+// The body of dt_engine_generate and dt_engine_generate_stream (on_token may be NULL).
+void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* prompt_lengths, int32_t n_prompts,
+                   const dt_options* options, dt_token_callback on_token, void* user, int32_t* out_tokens,
+                   int64_t out_capacity_per_prompt, int64_t* out_lengths) {
+  DT_CHECK(n_prompts >= 1, "n_prompts = " + std::to_string(n_prompts) + "; accepted: >= 1");
+  need(prompt_tokens, "prompt_tokens");
+  need(prompt_lengths, "prompt_lengths");
+  need(out_tokens, "out_tokens");
+  need(out_lengths, "out_lengths");
+  dt::engine::GenerateOptions g = generate_options(options);
+  // Checked before generating, so a too-small buffer never holds half an answer.
+  DT_CHECK(out_capacity_per_prompt >= g.max_new_tokens,
+           "out_capacity_per_prompt = " + std::to_string(out_capacity_per_prompt) +
+               "; accepted: >= option \"max_new_tokens\" (" + std::to_string(g.max_new_tokens) + ")");
+  const dt::nn::GPTConfig& c = e.gpt->config();
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(n_prompts));
+  int64_t at = 0;
+  for (int32_t i = 0; i < n_prompts; ++i) {
+    const int64_t L = prompt_lengths[i];
+    DT_CHECK(L >= 1 && L <= c.context, "prompt_lengths[" + std::to_string(i) + "] = " + std::to_string(L) +
+                                           "; accepted: 1 to context (" + std::to_string(c.context) + ")");
+    for (int64_t j = at; j < at + L; ++j)
+      DT_CHECK(prompt_tokens[j] >= 0 && prompt_tokens[j] < c.vocab_size,
+               "prompt_tokens[" + std::to_string(j) + "] = " + std::to_string(prompt_tokens[j]) + " (prompt " +
+                   std::to_string(i) + "); accepted: 0 to vocab_size - 1 = " + std::to_string(c.vocab_size - 1));
+    prompts[static_cast<size_t>(i)].assign(prompt_tokens + at, prompt_tokens + at + L);
+    at += L;
+  }
+  if (on_token)
+    g.on_token = [&](int64_t prompt, int32_t token) { on_token(user, static_cast<int32_t>(prompt), token); };
+  dt::engine::GenerateResult res = dt::engine::generate(*e.gpt, prompts, g);
+  for (int32_t i = 0; i < n_prompts; ++i) {
+    const auto& t = res.tokens[static_cast<size_t>(i)];
+    std::copy(t.begin(), t.end(), out_tokens + static_cast<int64_t>(i) * out_capacity_per_prompt);
+    out_lengths[i] = static_cast<int64_t>(t.size());
+  }
+  e.last_generate = generate_stats_json(res.stats);
 }
 
 }  // namespace
@@ -151,7 +180,7 @@ dt_status dt_engine_train_step(dt_engine* engine, const dt_tensor* inputs, const
 }
 
 dt_status dt_engine_last_stats_json(dt_engine* engine, char* buf, size_t capacity, size_t* needed) {
-  return guard("dt_engine_last_stats_json", [&] { write_text(engine_of(engine).last_stats, buf, capacity, needed); });
+  return guard("dt_engine_last_stats_json", [&] { dt::api::write_text(engine_of(engine).last_stats, buf, capacity, needed); });
 }
 
 dt_status dt_engine_eval(dt_engine* engine, const dt_tensor* inputs, const dt_tensor* targets, double* loss_out) {
@@ -168,59 +197,50 @@ dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tokens, co
                              int32_t n_prompts, const dt_options* options, int32_t* out_tokens,
                              int64_t out_capacity_per_prompt, int64_t* out_lengths) {
   return guard("dt_engine_generate", [&] {
-    dt_engine& e = engine_of(engine);
-    DT_CHECK(n_prompts >= 1, "n_prompts = " + std::to_string(n_prompts) + "; accepted: >= 1");
-    need(prompt_tokens, "prompt_tokens");
-    need(prompt_lengths, "prompt_lengths");
-    need(out_tokens, "out_tokens");
-    need(out_lengths, "out_lengths");
-    dt::engine::GenerateOptions g = generate_options(options);
-    // Checked before generating, so a too-small buffer never holds half an answer.
-    DT_CHECK(out_capacity_per_prompt >= g.max_new_tokens,
-             "out_capacity_per_prompt = " + std::to_string(out_capacity_per_prompt) +
-                 "; accepted: >= option \"max_new_tokens\" (" + std::to_string(g.max_new_tokens) + ")");
-    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(n_prompts));
-    int64_t at = 0;
-    for (int32_t i = 0; i < n_prompts; ++i) {
-      const int64_t L = prompt_lengths[i];
-      DT_CHECK(L >= 1 && L <= e.gpt->config().context,
-               "prompt_lengths[" + std::to_string(i) + "] = " + std::to_string(L) + "; accepted: 1 to context (" +
-                   std::to_string(e.gpt->config().context) + ")");
-      for (int64_t j = at; j < at + L; ++j)
-        DT_CHECK(prompt_tokens[j] >= 0 && prompt_tokens[j] < e.gpt->config().vocab_size,
-                 "prompt_tokens[" + std::to_string(j) + "] = " + std::to_string(prompt_tokens[j]) +
-                     " (prompt " + std::to_string(i) + "); accepted: 0 to vocab_size - 1 = " +
-                     std::to_string(e.gpt->config().vocab_size - 1));
-      prompts[static_cast<size_t>(i)].assign(prompt_tokens + at, prompt_tokens + at + L);
-      at += L;
-    }
-    dt::engine::GenerateResult res = dt::engine::generate(*e.gpt, prompts, g);
-    for (int32_t i = 0; i < n_prompts; ++i) {
-      const auto& t = res.tokens[static_cast<size_t>(i)];
-      std::copy(t.begin(), t.end(), out_tokens + static_cast<int64_t>(i) * out_capacity_per_prompt);
-      out_lengths[i] = static_cast<int64_t>(t.size());
-    }
+    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, nullptr, nullptr, out_tokens,
+                  out_capacity_per_prompt, out_lengths);
   });
+}
+
+dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* prompt_tokens, const int64_t* prompt_lengths,
+                                    int32_t n_prompts, const dt_options* options, dt_token_callback on_token,
+                                    void* user, int32_t* out_tokens, int64_t out_capacity_per_prompt,
+                                    int64_t* out_lengths) {
+  return guard("dt_engine_generate_stream", [&] {
+    need(on_token, "on_token");
+    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, on_token, user, out_tokens,
+                  out_capacity_per_prompt, out_lengths);
+  });
+}
+
+dt_status dt_engine_last_generate_stats_json(dt_engine* engine, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_engine_last_generate_stats_json",
+               [&] { dt::api::write_text(engine_of(engine).last_generate, buf, capacity, needed); });
 }
 
 dt_status dt_engine_save(dt_engine* engine, const char* path_stem) {
   return guard("dt_engine_save", [&] {
     dt_engine& e = engine_of(engine);
-    auto [dir, stem] = split_stem(path_stem);
-    std::error_code ec;  // a missing directory is created; the save reports what still fails
-    std::filesystem::create_directories(dir, ec);
-    nlohmann::json meta = {{"step", e.engine->step()}, {"model", e.gpt->config().str()}};
-    dt::io::save_checkpoint(dir, e.engine->state_tensors(), meta, stem);
+    auto [dir, stem] = dt::api::split_stem(path_stem);
+    e.engine->save(dir, nlohmann::json::object(), stem);
   });
 }
 
 dt_status dt_engine_load(dt_engine* engine, const char* path_stem) {
   return guard("dt_engine_load", [&] {
     dt_engine& e = engine_of(engine);
-    auto [dir, stem] = split_stem(path_stem);
-    // load_checkpoint validates every file and tensor before writing any, so a failure
-    // leaves the parameters and optimizer state as they were.
-    dt::io::load_checkpoint(dir, e.engine->state_tensors(), stem);
+    auto [dir, stem] = dt::api::split_stem(path_stem);
+    // The engine checks the model config, then load_checkpoint validates every file and
+    // tensor before writing any, so a failure leaves parameters and optimizer as they were.
+    e.engine->load(dir, stem);
+  });
+}
+
+dt_status dt_engine_step(dt_engine* engine, int64_t* out) {
+  return guard("dt_engine_step", [&] {
+    dt_engine& e = engine_of(engine);
+    need(out, "out");
+    *out = e.engine->step();
   });
 }
 

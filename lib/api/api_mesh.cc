@@ -44,16 +44,6 @@ dt::comm::CollKind kind_of(const char* kind) {
   dt::invalid(std::string("kind \"") + kind + "\" is unknown; accepted: " + accepted);
 }
 
-void write_json(const std::string& json, char* buf, size_t capacity, size_t* needed) {
-  need(needed, "needed");
-  DT_CHECK(buf || capacity == 0,
-           "buf is NULL with capacity " + std::to_string(capacity) + "; pass capacity 0 to ask for the size");
-  *needed = json.size() + 1;
-  if (capacity == 0) return;
-  size_t n = std::min(capacity - 1, json.size());
-  std::memcpy(buf, json.data(), n);
-  buf[n] = '\0';
-}
 
 }  // namespace
 
@@ -192,7 +182,7 @@ dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, si
       json += "}}";
     }
     json += "]}";
-    write_json(json, buf, capacity, needed);
+    dt::api::write_text(json, buf, capacity, needed);
   });
 }
 

@@ -45,16 +45,8 @@ dt_status dt_memory_reset_peak(const char* device) {
 
 dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_memory_report_json", [&] {
-    need(needed, "needed");
-    DT_CHECK(buf || capacity == 0, "buf is NULL with capacity " + std::to_string(capacity) +
-                                       "; pass capacity 0 to ask for the size");
     dt::Device d = dt::parse_device(device, "device");
-    std::string json = dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d));
-    *needed = json.size() + 1;
-    if (capacity == 0) return;
-    size_t n = std::min(capacity - 1, json.size());
-    std::memcpy(buf, json.data(), n);
-    buf[n] = '\0';
+    dt::api::write_text(dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d)), buf, capacity, needed);
   });
 }
 

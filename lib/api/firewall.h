@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -62,7 +63,9 @@ template <class F> dt_status guard(const char* fn, F&& body) noexcept {
     body();
     return DT_OK;
   } catch (const Error& e) {
-    set_last_error(e.code(), std::string(fn) + ": " + e.what());
+    // Messages that already name the entry point (OptionReader's do) are not prefixed twice.
+    const std::string prefix = std::string(fn) + ": ", what = e.what();
+    set_last_error(e.code(), what.compare(0, prefix.size(), prefix) == 0 ? what : prefix + what);
     return e.code();
   } catch (const std::bad_alloc&) {
     set_last_error(DT_ERR_OUT_OF_MEMORY, std::string(fn) + ": out of host memory");
@@ -97,5 +100,13 @@ inline Tensor& single_piece(dt_tensor* t, const char* name) {
 }
 
 inline const Options* opts_of(const dt_options* o) { return o ? &o->opts : nullptr; }
+
+// The C API's one way to return text: NUL-terminated into buf, truncated to `capacity`;
+// *needed gets the full length including the NUL; buf may be NULL when capacity is 0.
+void write_text(const std::string& text, char* buf, size_t capacity, size_t* needed);
+
+// Splits a checkpoint path stem "dir/name" into the directory and the file stem
+// ("name.index.json", ...); the error names `arg`.
+std::pair<std::string, std::string> split_stem(const char* path_stem, const char* arg = "path_stem");
 
 }  // namespace dt::api

@@ -84,6 +84,7 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
   auto emit = [&](int64_t b, const float* row, int64_t step) {
     int32_t t = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + b)));
     res.tokens[b].push_back(t);
+    if (o.on_token) o.on_token(b, t);
     done[b] = static_cast<int64_t>(res.tokens[b].size()) >= o.max_new_tokens ||
               std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
   };

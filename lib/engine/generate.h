@@ -14,6 +14,7 @@
 // depends only on the seed, the step and the prompt's index, never on timing or threads.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "nn/gpt.h"
@@ -27,6 +28,8 @@ struct GenerateOptions {
   float top_p = 1.0f;        // 1: no cut
   uint64_t seed = 0;
   std::vector<int32_t> stop_tokens;  // generation of a prompt ends after one of these
+  // Called with (prompt index, token) as each token is chosen, in order: streaming output.
+  std::function<void(int64_t prompt, int32_t token)> on_token;
 };
 
 struct GenerateStats {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "io/model_config.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
 
@@ -144,15 +145,23 @@ std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   return out;
 }
 
-void TrainEngine::save(const std::string& dir, const nlohmann::json& extra) {
-  nlohmann::json meta = {{"step", opt_.steps()}, {"model", model_.config().str()}, {"extra", extra}};
+void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+  nlohmann::json meta = {{"step", opt_.steps()},
+                         {"model", model_.config().str()},
+                         {"config", io::config_to_json(model_.config())},
+                         {"extra", extra}};
   std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
   std::filesystem::create_directories(dir, ec);
-  io::save_checkpoint(dir, state_tensors(), meta);
+  io::save_checkpoint(dir, state_tensors(), meta, stem);
 }
 
-nlohmann::json TrainEngine::load(const std::string& dir) {
-  nlohmann::json meta = io::load_checkpoint(dir, state_tensors());
+nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem) {
+  // The config first: a model of another shape would mostly fail on tensor shapes, but
+  // one that differs only in norm, position scheme or activation would load silently.
+  const nlohmann::json idx = io::read_checkpoint_index(dir, stem);
+  const std::string diff = io::config_mismatch(idx["metadata"].value("config", nlohmann::json()), model_.config());
+  DT_CHECK(diff.empty(), "checkpoint " + io::checkpoint_index_path(dir, stem) + " was written by another model: " + diff);
+  nlohmann::json meta = io::load_checkpoint(dir, state_tensors(), stem);
   // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive.
   return meta.value("extra", nlohmann::json::object());
 }

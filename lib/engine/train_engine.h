@@ -65,9 +65,13 @@ class TrainEngine {
 
   // Parameters and optimizer state (incl. "optimizer.step") as checkpoint entries.
   std::vector<io::CheckpointTensor> state_tensors();
-  // `extra` lands in the metadata (e.g. the sampler's epoch and position); load returns it.
-  void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object());
-  nlohmann::json load(const std::string& dir);
+  // Writes "<dir>/<stem>.index.json" and its data file. The metadata records the step and
+  // the model config (io/model_config.h); `extra` lands there too (e.g. the sampler's epoch
+  // and position) and load returns it. load refuses a checkpoint of another model config
+  // (INVALID_ARGUMENT naming the field) before touching anything.
+  void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
+            const std::string& stem = "checkpoint");
+  nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
 
  private:
   void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;

@@ -74,8 +74,8 @@ void TokenDataset::get(int64_t i, int32_t* input, int32_t* target) const {
   for (int64_t k = 0; k < context_; ++k) input[k] = token(base + k), target[k] = token(base + k + 1);
 }
 
-AdditionDataset::AdditionDataset(int digits, int64_t size, uint64_t seed, int32_t ignore_index)
-    : digits_(digits), size_(size), seed_(seed), ignore_index_(ignore_index) {
+AdditionDataset::AdditionDataset(int digits, int64_t size, uint64_t seed, int32_t ignore_index, AdditionSplit split)
+    : digits_(digits), split_(split), size_(size), seed_(seed), ignore_index_(ignore_index) {
   // 18 digits: a + b < 2e18 still fits in int64.
   DT_CHECK(digits >= 1 && digits <= 18, "AdditionDataset: digits is " + std::to_string(digits) + "; accepted: [1, 18]");
   DT_CHECK(size >= 1, "AdditionDataset: size is " + std::to_string(size) + "; accepted: >= 1");
@@ -86,18 +86,35 @@ AdditionDataset::AdditionDataset(int digits, int64_t size, uint64_t seed, int32_
 std::string AdditionDataset::text(int64_t i) const {
   DT_CHECK(i >= 0 && i < size_, "AdditionDataset: index " + std::to_string(i) + "; accepted: [0, " +
                                     std::to_string(size_) + ")");
-  CounterRng rng(seed_, "io.addition");
   uint64_t limit = 1;
   for (int d = 0; d < digits_; ++d) limit *= 10;
-  auto draw = [&](uint64_t k) {  // 64 random bits per operand; the modulo bias is < 2^-4
-    uint64_t u = uint64_t(rng.bits(4 * uint64_t(i) + 2 * k)) << 32 | rng.bits(4 * uint64_t(i) + 2 * k + 1);
-    return static_cast<int64_t>(u % limit);
-  };
-  int64_t a = draw(0), b = draw(1);
+  int64_t a = 0, b = 0;
+  // Attempt 0 is the All draw; a split redraws (new RNG key per attempt) until the problem
+  // falls on its side: about 1.1 attempts for Train, 10 for HeldOut. With 1 digit there
+  // are only 100 problems, so the loop is bounded and then takes what it has.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    CounterRng rng(seed_, attempt == 0 ? std::string("io.addition") : "io.addition.redraw." + std::to_string(attempt));
+    auto draw = [&](uint64_t k) {  // 64 random bits per operand; the modulo bias is < 2^-4
+      uint64_t u = uint64_t(rng.bits(4 * uint64_t(i) + 2 * k)) << 32 | rng.bits(4 * uint64_t(i) + 2 * k + 1);
+      return static_cast<int64_t>(u % limit);
+    };
+    a = draw(0), b = draw(1);
+    if (split_ == AdditionSplit::All || held_out(a, b) == (split_ == AdditionSplit::HeldOut)) break;
+  }
   char buf[64];
   std::snprintf(buf, sizeof buf, "%0*" PRId64 "+%0*" PRId64 "=%0*" PRId64 "\n", digits_, a, digits_, b, digits_ + 1,
                 a + b);
   return buf;
+}
+
+bool AdditionDataset::held_out(int64_t a, int64_t b) {
+  // splitmix64's finalizer: every bit of (a, b) moves the result, so the held-out tenth is
+  // spread over all carry patterns and magnitudes rather than one residue class.
+  uint64_t z = static_cast<uint64_t>(a) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(b);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z % 10 == 0;
 }
 
 void AdditionDataset::get(int64_t i, int32_t* input, int32_t* target) const {

@@ -56,9 +56,16 @@ class TokenDataset final : public Dataset {
 // has 3 * digits + 4 bytes). Only the answer is learned: targets are ignore_index except
 // for the sum's digits and the final newline, so a prediction is exactly right when every
 // non-ignored target is.
+//
+// Held out: a problem (a, b) belongs to the held-out tenth when a hash of (a, b) says so,
+// whatever the seed. A Train dataset draws only the other nine tenths and a HeldOut one only
+// that tenth (by redrawing), so a test set of HeldOut problems is never seen in training.
+enum class AdditionSplit { All, Train, HeldOut };
+
 class AdditionDataset final : public Dataset {
  public:
-  AdditionDataset(int digits, int64_t size, uint64_t seed, int32_t ignore_index = -100);
+  AdditionDataset(int digits, int64_t size, uint64_t seed, int32_t ignore_index = -100,
+                  AdditionSplit split = AdditionSplit::All);
   int64_t size() const override { return size_; }
   int64_t context() const override { return 3 * digits_ + 3; }
   void get(int64_t i, int32_t* input, int32_t* target) const override;
@@ -66,9 +73,11 @@ class AdditionDataset final : public Dataset {
   // Position in the target row of the first answer token (the rest follow to the end).
   int64_t answer_begin() const { return 2 * digits_ + 1; }
   int32_t ignore_index() const { return ignore_index_; }
+  static bool held_out(int64_t a, int64_t b);
 
  private:
   int digits_;
+  AdditionSplit split_;
   int64_t size_;
   uint64_t seed_;
   int32_t ignore_index_;

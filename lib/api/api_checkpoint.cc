@@ -1,0 +1,63 @@
+// Checkpoints seen from outside an engine: the model a checkpoint describes, and its
+// metadata; plus the small helpers every API file shares (text out, path stems).
+#include <cstring>
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "lib/api/firewall.h"
+#include "nn/gpt.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+namespace dt::api {
+
+void write_text(const std::string& text, char* buf, size_t capacity, size_t* needed) {
+  need(needed, "needed");
+  DT_CHECK(buf || capacity == 0,
+           "buf is NULL with capacity " + std::to_string(capacity) + "; pass capacity 0 to ask for the size");
+  *needed = text.size() + 1;
+  if (capacity == 0) return;
+  size_t n = std::min(capacity - 1, text.size());
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+}
+
+std::pair<std::string, std::string> split_stem(const char* path_stem, const char* arg) {
+  std::filesystem::path p(need(path_stem, arg));
+  std::string stem = p.filename().string();
+  DT_CHECK(!stem.empty() && stem != "." && stem != "..",
+           std::string(arg) + " = \"" + p.string() + "\"; accepted: a directory and a file name stem, e.g. \"ckpt/run1\"");
+  std::string dir = p.parent_path().string();
+  return {dir.empty() ? "." : dir, stem};
+}
+
+}  // namespace dt::api
+
+extern "C" {
+
+dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_module** out) {
+  return guard("dt_module_create_from_checkpoint", [&] {
+    auto [dir, stem] = dt::api::split_stem(path_stem);
+    need(out, "out");
+    const nlohmann::json idx = dt::io::read_checkpoint_index(dir, stem);
+    const std::string where = dt::io::checkpoint_index_path(dir, stem);
+    if (!idx["metadata"].contains("config"))
+      dt::fail(DT_ERR_IO, where + ": no model config in the metadata (not written by dt_engine_save?)");
+    auto gpt = std::make_shared<dt::nn::GPT>(dt::io::config_from_json(idx["metadata"]["config"], where));
+    *out = new dt_module{gpt, gpt.get()};
+  });
+}
+
+dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_checkpoint_info_json", [&] {
+    auto [dir, stem] = dt::api::split_stem(path_stem);
+    const nlohmann::json idx = dt::io::read_checkpoint_index(dir, stem);
+    nlohmann::json info = idx["metadata"];
+    info["tensors"] = idx["tensors"].size();
+    dt::api::write_text(info.dump(), buf, capacity, needed);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,99 @@
+#include "io/model_config.h"
+
+#include "core/error.h"
+
+namespace dt::io {
+
+using json = nlohmann::json;
+
+json config_to_json(const nn::GPTConfig& raw) {
+  const nn::GPTConfig c = raw.resolved();
+  return {{"vocab_size", c.vocab_size},
+          {"context", c.context},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_kv_head", c.n_kv_head},
+          {"d_model", c.d_model},
+          {"d_ff", c.d_ff},
+          {"norm", nn::norm_name(c.norm)},
+          {"pos", nn::pos_name(c.pos)},
+          {"act", nn::act_name(c.act)},
+          {"tied_embeddings", c.tied_embeddings},
+          {"bias", c.bias},
+          /*PRECISION {"precision", dtype_name(c.dtype)},*/
+          {"seed", c.seed}};
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& key, const char* wanted) {
+  fail(DT_ERR_IO, where + ": model config key \"" + key + "\" is missing or not " + wanted);
+}
+
+int64_t int_of(const json& j, const std::string& where, const char* key) {
+  if (!j.contains(key) || !j[key].is_number_integer()) bad(where, key, "an integer");
+  return j[key].get<int64_t>();
+}
+
+std::string str_of(const json& j, const std::string& where, const char* key) {
+  if (!j.contains(key) || !j[key].is_string()) bad(where, key, "a string");
+  return j[key].get<std::string>();
+}
+
+bool bool_of(const json& j, const std::string& where, const char* key) {
+  if (!j.contains(key) || !j[key].is_boolean()) bad(where, key, "a boolean");
+  return j[key].get<bool>();
+}
+
+// One of `names`, or DT_ERR_IO listing them.
+template <class E>
+E one_of(const json& j, const std::string& where, const char* key, std::initializer_list<std::pair<const char*, E>> names) {
+  const std::string v = str_of(j, where, key);
+  std::string accepted;
+  for (const auto& [n, e] : names) {
+    if (v == n) return e;
+    accepted += std::string(accepted.empty() ? "" : ", ") + "\"" + n + "\"";
+  }
+  fail(DT_ERR_IO, where + ": model config \"" + key + "\" = \"" + v + "\"; accepted: " + accepted);
+}
+
+}  // namespace
+
+nn::GPTConfig config_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) fail(DT_ERR_IO, where + ": the model config is not a JSON object");
+  nn::GPTConfig c;
+  c.vocab_size = int_of(j, where, "vocab_size");
+  c.context = int_of(j, where, "context");
+  c.n_layer = int_of(j, where, "n_layer");
+  c.n_head = int_of(j, where, "n_head");
+  c.n_kv_head = int_of(j, where, "n_kv_head");
+  c.d_model = int_of(j, where, "d_model");
+  c.d_ff = int_of(j, where, "d_ff");
+  c.norm = one_of<nn::NormKind>(j, where, "norm", {{"layernorm", nn::NormKind::LayerNorm}, {"rmsnorm", nn::NormKind::RMSNorm}});
+  c.pos = one_of<nn::PosKind>(j, where, "pos", {{"learned", nn::PosKind::Learned}, {"rope", nn::PosKind::RoPE}});
+  c.act = one_of<nn::Act>(j, where, "act", {{"gelu", nn::Act::GELU}, {"swiglu", nn::Act::SwiGLU}});
+  c.tied_embeddings = bool_of(j, where, "tied_embeddings");
+  c.bias = bool_of(j, where, "bias");
+  /*PRECISION*/ if (false) (void)one_of<DType>(j, where, "precision", {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
+  c.seed = static_cast<uint64_t>(int_of(j, where, "seed"));
+  try {
+    nn::validate(c);
+  } catch (const Error& e) {
+    fail(DT_ERR_IO, where + ": the saved model config is invalid: " + e.what());
+  }
+  return c;
+}
+
+std::string config_mismatch(const json& saved, const nn::GPTConfig& model) {
+  const json mine = config_to_json(model);
+  for (const auto& [key, value] : mine.items()) {
+    if (key == "seed") continue;
+    if (!saved.is_object() || !saved.contains(key))
+      return "the checkpoint's model config has no \"" + key + "\" (this model: " + value.dump() + ")";
+    if (saved[key] != value)
+      return "model config \"" + key + "\": checkpoint " + saved[key].dump() + ", this model " + value.dump();
+  }
+  return "";
+}
+
+}  // namespace dt::io

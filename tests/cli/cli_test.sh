@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
+# Cases: help, pipeline, resume, bad_input, demo. Prints "cli CASE passed" on success.
+set -uo pipefail
+D=$1; W=$2; CASE=$3
+rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+# A small, fast model and run for the cases that only check plumbing.
+TINY=(--data addition --digits 2 --layers 1 --d-model 32 --heads 2 --batch 16 --no-progress --threads 1)
+
+# Runs a command that must fail cleanly: exit status 2 (not a crash: >= 128 is a signal)
+# and an error line on stderr that contains every given word.
+expect_error() {
+  local words=$1; shift
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ $rc -eq 2 ] || { cat out.txt err.txt; fail "expected exit 2, got $rc: $*"; }
+  for w in $words; do grep -q -- "$w" err.txt || { cat err.txt; fail "error lacks \"$w\": $*"; }; done
+}
+
+case $CASE in
+help)
+  $D --help | grep -q "train" || fail "top-level help lists no train command"
+  $D train --help | grep -q -- "--resume" || fail "train --help lacks --resume"
+  $D generate --help | grep -q -- "--top-p" || fail "generate --help lacks --top-p"
+  $D eval --help | grep -q -- "--checkpoint" || fail "eval --help lacks --checkpoint"
+  $D --version | grep -q "0\." || fail "--version"
+  ;;
+pipeline)
+  $D train "${TINY[@]}" --steps 30 --eval-problems 10 --json s.json --out run >log.txt 2>&1 || { cat log.txt; fail train; }
+  for f in run/metrics.jsonl run/loss.svg run/ckpt.index.json s.json; do [ -s $f ] || fail "missing $f"; done
+  [ "$(wc -l <run/metrics.jsonl)" -eq 30 ] || fail "metrics.jsonl should have 30 lines"
+  grep -q '"loss"' run/metrics.jsonl || fail "metrics lack loss"
+  grep -q "<svg" run/loss.svg && grep -q "<polyline" run/loss.svg || fail "loss.svg has no curve"
+  grep -q "exact match" log.txt || fail "train printed no exact match"
+  $D generate --checkpoint run/ckpt --prompt "12+34=" --max-new-tokens 4 --json g.json >gen.txt 2>/dev/null || fail generate
+  head -c 6 gen.txt | grep -q "12+34=" || fail "generate did not echo the prompt"
+  grep -q '"tokens_per_s"' g.json || fail "generate JSON lacks tokens_per_s"
+  # Sampling with a seed is repeatable.
+  a=$($D generate --checkpoint run/ckpt --prompt "1" --max-new-tokens 6 --temperature 1 --top-k 8 --seed 5 2>/dev/null)
+  b=$($D generate --checkpoint run/ckpt --prompt "1" --max-new-tokens 6 --temperature 1 --top-k 8 --seed 5 2>/dev/null)
+  [ "$a" == "$b" ] || fail "seeded sampling differs: '$a' vs '$b'"
+  $D eval --checkpoint run/ckpt --digits 2 --problems 20 --json e.json >/dev/null 2>&1 || fail eval
+  grep -q '"accuracy"' e.json || fail "eval JSON lacks accuracy"
+  printf 'hello world, this is a small text file for the text dataset. %.0s' {1..20} >t.txt
+  $D train --data text:t.txt --context 16 --layers 1 --d-model 32 --heads 2 --batch 4 --steps 5 --no-progress \
+    --out trun >/dev/null 2>&1 || fail "train on text"
+  $D eval --checkpoint trun/ckpt --data text:t.txt --batches 2 --batch 4 >ev.txt 2>&1 || { cat ev.txt; fail "eval on text"; }
+  grep -q perplexity ev.txt || fail "text eval prints no perplexity"
+  ;;
+resume)
+  # 20 steps straight == 10 steps, stop, resume to 20: every metrics line and the weights.
+  $D train "${TINY[@]}" --steps 20 --eval-problems 0 --out a --json a.json >/dev/null 2>&1 || fail "straight run"
+  $D train "${TINY[@]}" --steps 20 --eval-problems 0 --out b --stop-at 10 >/dev/null 2>&1 || fail "first half"
+  $D train "${TINY[@]}" --steps 20 --eval-problems 0 --out b --resume --json b.json >/dev/null 2>&1 || fail "resumed half"
+  diff <(cut -d, -f1,2 a/metrics.jsonl) <(cut -d, -f1,2 b/metrics.jsonl) || fail "grad norms or losses differ after resume"
+  [ "$(grep final_loss a.json)" == "$(grep final_loss b.json)" ] || fail "final loss differs after resume"
+  cmp a/ckpt.*.safetensors b/ckpt.*.safetensors || fail "checkpoints differ after resume"
+  ;;
+bad_input)
+  expect_error "vocab_size" $D train "${TINY[@]}" --steps 1 --vocab 40 --out v   # '=' is byte 61
+  expect_error "no-such-file.txt" $D train --data text:no-such-file.txt --steps 1 --no-progress --out m
+  : >empty.txt
+  expect_error "empty.txt context" $D train --data text:empty.txt --context 8 --steps 1 --no-progress --out e
+  expect_error "micro_batches" $D train "${TINY[@]}" --steps 1 --batch 10 --micro-batches 3 --out mb
+  expect_error "batch" $D train "${TINY[@]}" --steps 1 --batch 0 --out b0
+  expect_error "n_head" $D train "${TINY[@]}" --steps 1 --heads 3 --out h3
+  expect_error "precision" $D train "${TINY[@]}" --steps 1 --precision f8 --out p
+  expect_error "schedule" $D train "${TINY[@]}" --steps 1 --schedule linear --out s
+  expect_error "data" $D train --data csv:x --steps 1 --out d
+  expect_error "index.json" $D generate --checkpoint nowhere/ckpt --prompt hi
+  # A checkpoint cut short, or with a header that lies, is refused, and nothing is half-loaded.
+  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out ok >/dev/null 2>&1 || fail "train for the corruption cases"
+  cp -r ok cut && f=$(ls cut/ckpt.*.safetensors) && truncate -s 100 "$f"
+  expect_error "DT_ERR_IO" $D generate --checkpoint cut/ckpt --prompt "1+"
+  cp -r ok hdr && f=$(ls hdr/ckpt.*.safetensors) && printf '\xff\xff\xff\xff\xff\xff\xff\x7f' | dd of="$f" conv=notrunc 2>/dev/null
+  expect_error "DT_ERR_IO" $D generate --checkpoint hdr/ckpt --prompt "1+"
+  expect_error "prompt" $D generate --checkpoint ok/ckpt --prompt ""
+  expect_error "context" $D generate --checkpoint ok/ckpt --prompt "12+34=12+34=12+34=12+34=12+34="
+  expect_error "max_new_tokens" $D generate --checkpoint ok/ckpt --prompt "12+34=" --max-new-tokens 50
+  ;;
+demo)
+  # The README's main job, at its full size: at least 90% exact match on held-out 3-digit sums.
+  $D train --data addition --digits 3 --layers 2 --d-model 128 --heads 4 --steps 2000 --batch 64 --lr 3e-3 \
+    --no-progress --json demo.json >log.txt 2>&1 || { cat log.txt; fail demo; }
+  cat log.txt
+  python3 - <<'PY' || fail "accuracy below 90%"
+import json, sys
+acc = json.load(open("demo.json"))["exact_match"]["accuracy"]
+print("demo accuracy", acc)
+sys.exit(0 if acc >= 0.90 else 1)
+PY
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "cli $CASE passed"

@@ -1,0 +1,182 @@
+// dtrain generate: loads a checkpoint and continues a prompt, streaming the new text as it
+// is made; dtrain eval: loss and perplexity of a checkpoint on a dataset, or exact-match
+// accuracy on held-out problems for the addition task.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+
+namespace dtcli {
+namespace {
+
+// A model and an engine from a checkpoint stem (e.g. runs/latest/ckpt).
+struct Loaded {
+  Module model;
+  Optimizer opt;
+  Engine engine;
+  nlohmann::json info;
+};
+
+Loaded load_checkpoint(const std::string& stem) {
+  Loaded l;
+  dt_module* m = nullptr;
+  check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
+  l.model.reset(m);
+  // Inference needs no optimizer state, but an engine needs an optimizer: plain SGD holds
+  // none (only its step counter, which the checkpoint has).
+  dt_optimizer* o = nullptr;
+  check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
+  l.opt.reset(o);
+  dt_engine* e = nullptr;
+  check(dt_engine_create(nullptr, m, o, nullptr, &e), "dt_engine_create");
+  l.engine.reset(e);
+  check(dt_engine_load(e, stem.c_str()), "loading the checkpoint");
+  l.info = nlohmann::json::parse(
+      read_text([&](char* b, size_t c, size_t* n) { return dt_checkpoint_info_json(stem.c_str(), b, c, n); },
+                "dt_checkpoint_info_json"));
+  return l;
+}
+
+// "\n" in a flag's value means a newline (shells make a real one awkward to type).
+std::string unescape(const std::string& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && (s[i + 1] == 'n' || s[i + 1] == 't' || s[i + 1] == '\\')) {
+      r += s[i + 1] == 'n' ? '\n' : s[i + 1] == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      r += s[i];
+    }
+  }
+  return r;
+}
+
+struct GenerateArgs {
+  std::string checkpoint = "runs/latest/ckpt", prompt, stop, json;
+  int64_t max_new_tokens = 64, top_k = 0, seed = 0;
+  double temperature = 0.0, top_p = 1.0;
+};
+
+// Streams to stdout: the prompt with the first token (so a refused request prints
+// nothing), then each token as it comes.
+struct Stream {
+  const std::string* prompt;
+  bool started = false;
+};
+
+void print_token(void* user, int32_t, int32_t token) {
+  Stream& s = *static_cast<Stream*>(user);
+  if (!s.started) std::fputs(s.prompt->c_str(), stdout), s.started = true;
+  std::fputc(static_cast<unsigned char>(token), stdout);
+  std::fflush(stdout);
+}
+
+int run_generate(const GenerateArgs& a) {
+  Loaded l = load_checkpoint(a.checkpoint);
+  const std::string prompt = unescape(a.prompt);
+  if (prompt.empty()) throw CliError("--prompt is empty; accepted: at least one byte of text");
+  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  for (int32_t& t : ids) t = static_cast<unsigned char>(t);
+  const int64_t length = static_cast<int64_t>(ids.size());
+  Options g = make_options();
+  set(g.get(), "max_new_tokens", a.max_new_tokens);
+  set(g.get(), "temperature", a.temperature);
+  set(g.get(), "top_k", a.top_k);
+  set(g.get(), "top_p", a.top_p);
+  set(g.get(), "seed", a.seed);
+  const std::string stop = unescape(a.stop);
+  if (stop.size() > 1) throw CliError("--stop \"" + a.stop + "\"; accepted: one byte, such as \"\\n\"");
+  if (!stop.empty()) set(g.get(), "stop_token", static_cast<int64_t>(static_cast<unsigned char>(stop[0])));
+  std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(a.max_new_tokens, 1)));
+  int64_t out_len = 0;
+  Stream stream{&prompt};
+  check(dt_engine_generate_stream(l.engine.get(), ids.data(), &length, 1, g.get(), print_token, &stream, out.data(),
+                                  static_cast<int64_t>(out.size()), &out_len),
+        "generating");
+  if (!stream.started) std::fputs(prompt.c_str(), stdout);  // max_new_tokens 0
+  std::fputc('\n', stdout);
+  const std::string stats = read_text(
+      [&](char* b, size_t c, size_t* n) { return dt_engine_last_generate_stats_json(l.engine.get(), b, c, n); },
+      "dt_engine_last_generate_stats_json");
+  nlohmann::json st = nlohmann::json::parse(stats);
+  std::fprintf(stderr, "%lld new tokens, %.0f tokens/s, time to first token %.1f ms, inter-token latency %.2f ms\n",
+               static_cast<long long>(st["new_tokens"].get<int64_t>()), st["tokens_per_s"].get<double>(),
+               1e3 * st["time_to_first_token_s"].get<double>(), 1e3 * st["inter_token_latency_s"].get<double>());
+  if (!a.json.empty()) {
+    st["text"] = std::string(out.begin(), out.begin() + out_len);
+    write_file(a.json, st.dump(2) + "\n");
+  }
+  return 0;
+}
+
+struct EvalArgs {
+  std::string checkpoint = "runs/latest/ckpt", data = "addition", json;
+  int64_t digits = 3, problems = 500, show = 8, context = 0, batch = 32, batches = 50, seed = 2;
+};
+
+int run_eval(const EvalArgs& a) {
+  Loaded l = load_checkpoint(a.checkpoint);
+  const DataSpec spec = parse_data_spec(a.data);
+  const int64_t context = a.context > 0 ? a.context : l.info["config"].value("context", int64_t(0));
+  nlohmann::json summary = {{"checkpoint", a.checkpoint}, {"step", l.info.value("step", int64_t(0))}};
+  if (spec.kind == "addition") {
+    Dataset test = open_dataset(spec, context, a.digits, a.problems, a.seed, "test");
+    std::printf("held-out %lld-digit problems, answered by greedy generation:\n", static_cast<long long>(a.digits));
+    ExactMatch em = exact_match(l.engine.get(), test.get(), a.problems, a.show, true);
+    const double acc = em.total ? static_cast<double>(em.right) / static_cast<double>(em.total) : 0.0;
+    std::printf("exact match: %lld / %lld = %.1f%%\n", static_cast<long long>(em.right),
+                static_cast<long long>(em.total), 100.0 * acc);
+    const double loss = eval_loss(l.engine.get(), test.get(), a.batch, a.batches);
+    std::printf("loss on the answers: %.4f\n", loss);
+    summary["exact_match"] = {{"right", em.right}, {"total", em.total}, {"accuracy", acc}};
+    summary["loss"] = loss;
+  } else {
+    Dataset data = open_dataset(spec, context, 0, 0, 0, "all");
+    const double loss = eval_loss(l.engine.get(), data.get(), a.batch, a.batches);
+    std::printf("loss %.4f, perplexity %.3f (%lld batches of %lld)\n", loss, std::exp(loss),
+                static_cast<long long>(a.batches), static_cast<long long>(a.batch));
+    summary["loss"] = loss;
+    summary["perplexity"] = std::exp(loss);
+  }
+  if (!a.json.empty()) write_file(a.json, summary.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* c = app.add_subcommand("generate", "Continue a prompt with a trained model, streaming the text");
+  c->footer("Example:\n  dtrain generate --checkpoint runs/latest/ckpt --prompt \"123+456=\" --max-new-tokens 5");
+  c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem (what dtrain train wrote: RUN_DIR/ckpt)")->capture_default_str();
+  c->add_option("--prompt", a->prompt, "Text to continue (\\n is a newline)")->required();
+  c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to add (prompt + these must fit the context)")->capture_default_str();
+  c->add_option("--temperature", a->temperature, "0: greedy; higher: more random")->capture_default_str();
+  c->add_option("--top-k", a->top_k, "Sample among the k likeliest tokens (0: all)")->capture_default_str();
+  c->add_option("--top-p", a->top_p, "Sample among the likeliest tokens whose probability reaches p")->capture_default_str();
+  c->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\")");
+  c->add_option("--json", a->json, "Also write the text and statistics as JSON to this file");
+  c->callback([a] { throw Exit{run_generate(*a)}; });
+}
+
+void add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* c = app.add_subcommand("eval", "Loss and perplexity of a checkpoint, or exact-match accuracy on addition");
+  c->footer("Examples:\n  dtrain eval --checkpoint runs/latest/ckpt --data addition --digits 3\n"
+            "  dtrain eval --checkpoint runs/book/ckpt --data text:book.txt");
+  c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem")->capture_default_str();
+  c->add_option("--data", a->data, "addition | text:PATH | tokens:PATH[:2|:4]")->capture_default_str();
+  c->add_option("--digits", a->digits, "Operand digits for addition")->capture_default_str();
+  c->add_option("--problems", a->problems, "Held-out problems for addition")->capture_default_str();
+  c->add_option("--show", a->show, "Problems to print")->capture_default_str();
+  c->add_option("--context", a->context, "Tokens per example for text and token files (default: the model's)");
+  c->add_option("--batch", a->batch, "Examples per loss batch")->capture_default_str();
+  c->add_option("--batches", a->batches, "Most batches for the loss")->capture_default_str();
+  c->add_option("--seed", a->seed, "Seed of the held-out problems")->capture_default_str();
+  c->add_option("--json", a->json, "Also write the figures as JSON to this file");
+  c->callback([a] { throw Exit{run_eval(*a)}; });
+}
+
+}  // namespace dtcli

@@ -1,0 +1,209 @@
+// dtrain train: trains a GPT on a dataset with a progress bar, writes metrics as JSON lines,
+// a loss curve (SVG) and checkpoints into the run directory, resumes from it, and for a
+// task with exact answers (addition) reports held-out accuracy at the end.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_args.h"
+
+namespace dtcli {
+namespace {
+
+struct TrainArgs {
+  ModelArgs model;
+  std::string data = "addition";
+  int64_t digits = 3, train_size = 1000000, context = 256;
+  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0;
+  double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
+  std::string schedule = "cosine";
+  std::string out = "runs/latest", json;
+  int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
+  bool resume = false, no_progress = false;
+};
+
+// The (step, loss) pairs already in a run's metrics file, up to `last_step`; the file is
+// rewritten without later lines (a crash after the last checkpoint leaves some).
+std::vector<std::pair<int64_t, double>> resume_metrics(const std::string& path, int64_t last_step) {
+  std::vector<std::pair<int64_t, double>> pts;
+  std::ifstream f(path);
+  std::string line, kept;
+  while (std::getline(f, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("step") || j["step"].get<int64_t>() > last_step) continue;
+    pts.emplace_back(j["step"].get<int64_t>(), j.value("loss", 0.0));
+    kept += line + "\n";
+  }
+  f.close();
+  write_file(path, kept);
+  return pts;
+}
+
+int run_train(const TrainArgs& a) {
+  if (a.threads > 0) {
+    Options c = make_options();
+    set(c.get(), "threads", a.threads);
+    check(dt_configure(c.get()), "setting --threads");
+  }
+  const DataSpec spec = parse_data_spec(a.data);
+  const bool addition = spec.kind == "addition";
+  Dataset data = open_dataset(spec, a.context, a.digits, a.train_size, a.seed, "train");
+  const int64_t T = dataset_context(data.get());
+  // Addition: one more position than an example, so the answer's last token can be generated.
+  Module model = a.model.create(addition ? T + 1 : T, a.seed);
+  int64_t params = 0;
+  check(dt_module_param_count(model.get(), &params), "dt_module_param_count");
+
+  Options oo = make_options();
+  set(oo.get(), "lr", a.lr);
+  set(oo.get(), "weight_decay", a.weight_decay);
+  set(oo.get(), "beta1", a.beta1);
+  set(oo.get(), "beta2", a.beta2);
+  dt_optimizer* opt_raw = nullptr;
+  check(dt_optimizer_create(model.get(), "adamw", oo.get(), &opt_raw), "creating the optimizer");
+  Optimizer opt(opt_raw);
+
+  Options eo = make_options();
+  set(eo.get(), "micro_batches", a.micro_batches);
+  set(eo.get(), "max_grad_norm", a.clip);
+  set(eo.get(), "schedule", a.schedule);
+  if (a.schedule == "cosine") {
+    set(eo.get(), "warmup_steps", a.warmup >= 0 ? a.warmup : std::min<int64_t>(100, a.steps / 10));
+    set(eo.get(), "total_steps", a.steps);
+    set(eo.get(), "min_lr_ratio", a.min_lr_ratio);
+  }
+  dt_engine* eng_raw = nullptr;
+  check(dt_engine_create(nullptr, model.get(), opt.get(), eo.get(), &eng_raw), "creating the engine");
+  Engine engine(eng_raw);
+
+  Options lo = make_options();
+  set(lo.get(), "batch", a.batch);
+  set(lo.get(), "seed", a.seed);
+  dt_loader* loader_raw = nullptr;
+  check(dt_loader_create(data.get(), lo.get(), &loader_raw), "creating the data loader (--batch)");
+  Loader loader(loader_raw);
+
+  std::filesystem::create_directories(a.out);
+  const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
+  std::vector<std::pair<int64_t, double>> curve;
+  int64_t step = 0;
+  if (a.resume && std::filesystem::exists(ckpt + ".index.json")) {
+    check(dt_engine_load(engine.get(), ckpt.c_str()), "resuming from the run's checkpoint");
+    check(dt_engine_step(engine.get(), &step), "dt_engine_step");
+    // One batch per step, so the data position is a function of the step.
+    int64_t per_epoch = 0;
+    check(dt_loader_batches_per_epoch(loader.get(), &per_epoch), "dt_loader_batches_per_epoch");
+    check(dt_loader_seek(loader.get(), step / per_epoch, step % per_epoch), "dt_loader_seek");
+    curve = resume_metrics(metrics_path, step);
+    std::fprintf(stderr, "resumed %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
+  } else {
+    write_file(metrics_path, "");
+  }
+  std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld\n",
+              static_cast<long long>(params), a.data.c_str(), static_cast<long long>(dataset_size(data.get())),
+              static_cast<long long>(T), static_cast<long long>(a.steps), static_cast<long long>(a.batch));
+  std::fflush(stdout);
+
+  std::ofstream metrics(metrics_path, std::ios::app);
+  Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
+  Progress bar(a.steps, step, !a.no_progress);
+  double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
+  const double t0 = now_seconds();
+  const int64_t first = step;
+  // --stop-at ends this run early (saved, resumable) without changing the schedule, which
+  // --steps sets for the whole run.
+  const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
+  while (step < last) {
+    check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
+    check(dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss), "training step " + std::to_string(step + 1));
+    ++step;
+    const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
+                                       "dt_engine_last_stats_json");
+    metrics << line << "\n";
+    curve.emplace_back(step, loss);
+    smooth = std::isnan(smooth) ? loss : 0.95 * smooth + 0.05 * loss;
+    tokens_per_s = static_cast<double>((step - first) * a.batch * T) / (now_seconds() - t0);
+    char status[96];
+    std::snprintf(status, sizeof status, "loss %.4f | %.0f tok/s", smooth, tokens_per_s);
+    bar.update(step, status);
+    if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
+      metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
+      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+      write_loss_svg(svg, curve, "dtrain train: " + a.data);
+    }
+  }
+  if (first < last) {
+    char status[96];
+    std::snprintf(status, sizeof status, "loss %.4f | %.0f tok/s", smooth, tokens_per_s);
+    bar.finish(status);
+  }
+  const double train_s = now_seconds() - t0;
+  std::printf("trained %lld steps in %.1f s (%.0f tokens/s); final loss %.4f\n", static_cast<long long>(step - first),
+              train_s, tokens_per_s, loss);
+  std::printf("wrote %s (JSON lines), %s (loss curve), %s.index.json (checkpoint)\n", metrics_path.c_str(), svg.c_str(),
+              ckpt.c_str());
+
+  nlohmann::json summary = {{"steps", step},       {"steps_this_run", step - first}, {"final_loss", loss},
+                            {"train_seconds", train_s}, {"tokens_per_s", tokens_per_s}, {"params", params},
+                            {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg}};
+  if (addition && a.eval_problems > 0 && step == a.steps) {
+    Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");
+    std::printf("held-out problems (never in training), answered by greedy generation:\n");
+    ExactMatch em = exact_match(engine.get(), test.get(), a.eval_problems, a.show, true);
+    const double acc = em.total ? static_cast<double>(em.right) / static_cast<double>(em.total) : 0.0;
+    std::printf("exact match: %lld / %lld = %.1f%% of held-out %lld-digit additions (%.1f s)\n",
+                static_cast<long long>(em.right), static_cast<long long>(em.total), 100.0 * acc,
+                static_cast<long long>(a.digits), em.seconds);
+    summary["exact_match"] = {{"right", em.right}, {"total", em.total}, {"accuracy", acc}, {"seconds", em.seconds}};
+  }
+  if (!a.json.empty()) write_file(a.json, summary.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* c = app.add_subcommand("train", "Train a GPT; writes metrics, a loss curve and checkpoints");
+  c->footer(
+      "Examples:\n"
+      "  dtrain train --data addition --digits 3 --layers 2 --d-model 128 --heads 4 --steps 2000 --batch 64 --lr 3e-3\n"
+      "  dtrain train --data text:book.txt --context 128 --model gpt-small --steps 500 --out runs/book\n"
+      "  dtrain train ... --resume          (continue the run in --out from its checkpoint)");
+  a->model.add_to(*c);
+  c->add_option("--data", a->data, "addition | text:PATH (bytes) | tokens:PATH[:2|:4] (u16/u32 ids)")
+      ->capture_default_str()->group("Data");
+  c->add_option("--digits", a->digits, "Operand digits for --data addition")->capture_default_str()->group("Data");
+  c->add_option("--train-size", a->train_size, "Training problems for --data addition")->capture_default_str()->group("Data");
+  c->add_option("--context", a->context, "Tokens per example for text and token files")->capture_default_str()->group("Data");
+  c->add_option("--steps", a->steps, "Optimizer steps in all (a resumed run continues to it)")->capture_default_str();
+  c->add_option("--batch", a->batch, "Examples per step")->capture_default_str();
+  c->add_option("--micro-batches", a->micro_batches, "Gradient accumulation: micro-batches per step (divides --batch)")
+      ->capture_default_str();
+  c->add_option("--lr", a->lr, "Peak learning rate (AdamW)")->capture_default_str()->group("Optimizer");
+  c->add_option("--schedule", a->schedule, "cosine (linear warmup, cosine decay) or constant")->capture_default_str()->group("Optimizer");
+  c->add_option("--warmup", a->warmup, "Warmup steps (default: min(100, steps / 10))")->group("Optimizer");
+  c->add_option("--min-lr-ratio", a->min_lr_ratio, "Final lr as a fraction of --lr")->capture_default_str()->group("Optimizer");
+  c->add_option("--weight-decay", a->weight_decay, "Decoupled weight decay")->capture_default_str()->group("Optimizer");
+  c->add_option("--beta1", a->beta1, "AdamW beta1")->capture_default_str()->group("Optimizer");
+  c->add_option("--beta2", a->beta2, "AdamW beta2")->capture_default_str()->group("Optimizer");
+  c->add_option("--clip", a->clip, "Clip the global gradient norm to this (<= 0: no clipping)")->capture_default_str()->group("Optimizer");
+  c->add_option("--seed", a->seed, "Seed for weights, data order and the problems")->capture_default_str();
+  c->add_option("--threads", a->threads, "CPU threads for the kernels (default: all cores)");
+  c->add_option("--out", a->out, "Run directory: metrics.jsonl, loss.svg, ckpt.*")->capture_default_str()->group("Output");
+  c->add_option("--save-every", a->save_every, "Also checkpoint every N steps (0: only at the end)")->group("Output");
+  c->add_option("--stop-at", a->stop_at, "End this run at this step, saved (resume later with --resume)")
+      ->group("Output");
+  c->add_flag("--resume", a->resume, "Continue from the checkpoint in --out (bitwise the same as not stopping)")->group("Output");
+  c->add_option("--eval-problems", a->eval_problems, "Held-out problems to answer at the end (addition)")
+      ->capture_default_str()->group("Output");
+  c->add_option("--show", a->show, "Held-out problems to print")->capture_default_str()->group("Output");
+  c->add_option("--json", a->json, "Also write the summary as JSON to this file")->group("Output");
+  c->add_flag("--no-progress", a->no_progress, "No progress bar")->group("Output");
+  c->callback([a] { throw Exit{run_train(*a)}; });
+}
+
+}  // namespace dtcli
