@@ -68,6 +68,8 @@ bad_input)
   expect_error "precision" $D train "${TINY[@]}" --steps 1 --precision f8 --out p
   expect_error "schedule" $D train "${TINY[@]}" --steps 1 --schedule linear --out s
   expect_error "data" $D train --data csv:x --steps 1 --out d
+  expect_error "--steps" $D train --steps abc
+  expect_error "--bogus" $D train --bogus
   expect_error "index.json" $D generate --checkpoint nowhere/ckpt --prompt hi
   # A checkpoint cut short, or with a header that lies, is refused, and nothing is half-loaded.
   $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out ok >/dev/null 2>&1 || fail "train for the corruption cases"

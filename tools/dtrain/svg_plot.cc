@@ -50,13 +50,21 @@ void write_loss_svg(const std::string& path, const std::vector<std::pair<int64_t
           << "<text x=\"" << L - 6 << "\" y=\"" << num(Y(v) + 4) << "\" text-anchor=\"end\">" << label(v) << "</text>\n";
       }
     }
-    for (int k = 0; k <= 5; ++k) {
-      const double x = x0 + (x1 - x0) * k / 5.0;
+    // Step ticks at a round spacing (1, 2 or 5 times a power of ten), about five of them.
+    const double raw = (x1 - x0) / 5.0, mag = std::pow(10.0, std::floor(std::log10(raw)));
+    const double tick = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+    for (double x = std::ceil(x0 / tick) * tick; x <= x1 + 1e-9; x += tick)
       s << "<text x=\"" << num(X(x)) << "\" y=\"" << H - B + 18 << "\" text-anchor=\"middle\">"
         << static_cast<int64_t>(std::llround(x)) << "</text>\n";
-    }
-    s << "<polyline fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"1.5\" points=\"";
+    // Every step, faint; over it a running mean (exponential, 0.95), which shows the trend.
+    s << "<polyline fill=\"none\" stroke=\"#9ec5fe\" stroke-width=\"1\" points=\"";
     for (const auto& p : pts) s << num(X(static_cast<double>(p.first))) << "," << num(Y(p.second)) << " ";
+    s << "\"/>\n<polyline fill=\"none\" stroke=\"#0b3d91\" stroke-width=\"2\" points=\"";
+    double ema = pts[0].second;
+    for (const auto& p : pts) {
+      ema = 0.95 * ema + 0.05 * p.second;
+      s << num(X(static_cast<double>(p.first))) << "," << num(Y(ema)) << " ";
+    }
     s << "\"/>\n";
   }
   s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W - L - R << "\" height=\"" << H - T - B
