@@ -5,7 +5,7 @@
 // generation with the KV cache at batch 1 and 16. Exits 0 whatever the figures (PASS/MISS
 // is printed, never asserted: DESIGN.md section 7).
 //   bench_model [--layers N] [--d-model N] [--heads N] [--context N] [--batch N] [--steps N]
-//               [--threads N] [--quick] [--json PATH]
+//               [--precision f32|bf16|f16] [--threads N] [--quick] [--json PATH]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -92,11 +92,11 @@ int main(int argc, char** argv) {
   using namespace dt::bench;
   const std::string usage =
       "usage: bench_model [--layers N] [--d-model N] [--heads N] [--context N] [--batch N]\n"
-      "                   [--steps N] [--threads N] [--quick] [--json PATH]\n"
+      "                   [--steps N] [--precision f32|bf16|f16] [--threads N] [--quick] [--json PATH]\n"
       "  default: gpt-small (6 layers, d_model 384, 6 heads, context 256, byte vocab, GELU,\n"
       "  LayerNorm, learned positions), batch 8, 10 timed steps after 2 warm-up steps\n"
       "  --quick   tiny config (2 layers, d_model 64, 2 heads, context 64, batch 4; < 20 s)\n";
-  Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps"});
+  Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps", "precision"});
   if (opt.threads > 0) set_kernel_threads(opt.threads);
   const int threads = kernel_threads();
   auto flag = [&](const char* k, int64_t def) {
@@ -118,6 +118,15 @@ int main(int argc, char** argv) {
   cfg.d_model = flag("d-model", opt.quick ? 64 : 384);
   cfg.n_head = flag("heads", opt.quick ? 2 : 6);
   cfg.context = flag("context", opt.quick ? 64 : 256);
+  // Storage of weights, grads and activations (math is f32 in every kernel): bf16 halves
+  // the bytes each op moves; the sgemm anchor below stays f32, so MFU is against it.
+  const std::string precision = option_value(opt, "precision", "f32");
+  if (precision == "bf16" || precision == "f16") {
+    cfg.dtype = precision == "bf16" ? DType::BF16 : DType::F16;
+  } else if (precision != "f32") {
+    std::fprintf(stderr, "bench_model: --precision %s; accepted: f32, bf16, f16\n%s", precision.c_str(), usage.c_str());
+    return 2;
+  }
   const int64_t B = flag("batch", opt.quick ? 4 : 8), T = cfg.context;
   const int steps = static_cast<int>(flag("steps", opt.quick ? 3 : 10)), warmup = opt.quick ? 1 : 2;
   if (cfg.context <= 16) {

@@ -34,7 +34,8 @@ dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
 
 dt::engine::TrainOptions train_options(const dt_options* options, float base_lr) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
-                     {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio"});
+                     {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio",
+                      "loss_scale_init", "loss_scale_growth_interval"});
   dt::engine::TrainOptions o;
   o.micro_batches = r.get_int("micro_batches", 1);
   DT_CHECK(o.micro_batches >= 1,
@@ -58,6 +59,17 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr)
   } else {
     dt::invalid("option \"schedule\" = \"" + sched + "\"; accepted: \"constant\", \"cosine\"");
   }
+  // Dynamic loss scaling: accepted for every model, used by f16 ones only.
+  const double init = r.get_double("loss_scale_init", o.loss_scaler.init_scale);
+  const float init_f = static_cast<float>(init);
+  DT_CHECK(init > 0 && std::isfinite(init_f) && init_f > 0,
+           "option \"loss_scale_init\" = " + std::to_string(init) + "; accepted: > 0, within f32 range");
+  o.loss_scaler.init_scale = init_f;
+  // The scaler refuses to back off below min_scale (1 by default); a smaller start lowers it.
+  o.loss_scaler.min_scale = std::min(o.loss_scaler.min_scale, o.loss_scaler.init_scale);
+  o.loss_scaler.growth_interval = r.get_int("loss_scale_growth_interval", o.loss_scaler.growth_interval);
+  DT_CHECK(o.loss_scaler.growth_interval >= 1, "option \"loss_scale_growth_interval\" = " +
+                                                   std::to_string(o.loss_scaler.growth_interval) + "; accepted: >= 1");
   return o;
 }
 

@@ -61,7 +61,7 @@ int64_t positive_int(const dt::OptionReader& r, const char* key, int64_t fallbac
 dt::nn::GPTConfig gpt_config(const dt_options* options) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt",
                      {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff",
-                      "norm", "pos", "act", "tied_embeddings", "bias", "seed"});
+                      "norm", "pos", "act", "tied_embeddings", "bias", "seed", "precision"});
   dt::nn::GPTConfig c;
   if (r.has("preset")) {
     std::string p = r.get_string("preset", "");
@@ -86,6 +86,9 @@ dt::nn::GPTConfig gpt_config(const dt_options* options) {
   c.tied_embeddings = r.get_bool("tied_embeddings", c.tied_embeddings);
   c.bias = r.get_bool("bias", c.bias);
   c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
+  using dt::DType;
+  c.dtype = pick<DType>("precision", r.get_string("precision", dt::dtype_name(c.dtype)),
+                        {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
   dt::nn::validate(c);  // the cross-field rules (n_head divides d_model, ...)
   return c;
 }

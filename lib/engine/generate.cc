@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "kernels/ops.h"
 #include "nn/kv_cache.h"
 
 namespace dt::engine {
@@ -89,13 +90,19 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
               std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
   };
   const auto t0 = Clock::now();
-  Tensor logits;
+  Tensor logits, logits32;
+  // Sampling reads f32: a bf16/f16 model's logits are widened first (exact, one cast).
+  auto f32_logits = [&]() -> const float* {
+    if (logits.dtype() == DType::F32) return logits.data<float>();
+    kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
+    return logits32.data<float>();
+  };
   for (int64_t b = 0; b < B; ++b) {  // prefill, one prompt per cache row
     const int64_t L = static_cast<int64_t>(prompts[b].size());
     Tensor ids = Tensor::zeros({1, L}, DType::I32);
     std::copy(prompts[b].begin(), prompts[b].end(), ids.data<int32_t>());
     model.forward_cached(ids, cache, {b}, logits);
-    emit(b, logits.data<float>() + (L - 1) * V, 0);
+    emit(b, f32_logits() + (L - 1) * V, 0);
   }
   res.stats.time_to_first_token_s = since(t0);
   const auto t1 = Clock::now();
@@ -109,7 +116,8 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
     Tensor ids = Tensor::zeros({A, 1}, DType::I32);
     for (int64_t j = 0; j < A; ++j) ids.data<int32_t>()[j] = res.tokens[rows[j]].back();
     model.forward_cached(ids, cache, rows, logits);
-    for (int64_t j = 0; j < A; ++j) emit(rows[j], logits.data<float>() + j * V, step);
+    const float* l32 = f32_logits();
+    for (int64_t j = 0; j < A; ++j) emit(rows[j], l32 + j * V, step);
     ++decode_steps;
   }
   const double decode_s = since(t1), total_s = since(t0);

@@ -1,6 +1,7 @@
 #include "engine/train_engine.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -14,7 +15,7 @@ namespace dt::engine {
 std::string metrics_json(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"grad_norm", s.grad_norm},
                       {"lr", s.lr},           {"tokens", s.tokens},   {"seconds", s.seconds},
-                      {"tokens_per_s", s.tokens_per_s}};
+                      {"tokens_per_s", s.tokens_per_s}, {"loss_scale", s.loss_scale}, {"skipped", s.skipped}};
   return j.dump();
 }
 
@@ -26,6 +27,14 @@ TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim
                "; accepted for now: 1 (data parallelism comes with the DDP engine)");
   DT_CHECK(o.micro_batches >= 1, "micro_batches = " + std::to_string(o.micro_batches) + "; accepted: >= 1");
   DT_CHECK(o.max_grad_norm == o.max_grad_norm, "max_grad_norm is NaN; accepted: a number (<= 0: no clipping)");
+  // Loss-scaler options are checked for every model, so a bad one never waits for f16.
+  optim::DynamicLossScaler checked(o.loss_scaler);
+  if (model_.config().dtype == DType::F16) {
+    scaler_ = std::make_unique<optim::DynamicLossScaler>(checked);
+    scaler_scale_ = Tensor::zeros({1}, DType::F32, Device::cpu(), MemTag::Optimizer);
+    scaler_good_ = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Optimizer);
+    save_scaler_state();
+  }
   // Buckets for the grad-ready hook: each block's parameters, then everything else.
   std::set<const nn::Parameter*> in_blocks;
   for (auto& b : model_.blocks()) {
@@ -96,6 +105,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   StepStats st;
   run([&] {
     opt_.zero_grad();
+    const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
     const int64_t total = count_targets(targets);
     double loss_sum = 0.0;
     for (int64_t m = 0; m < M; ++m) {
@@ -103,22 +113,60 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       const int64_t n = count_targets(tg);
       // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
       const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
-      loss_sum += micro_step(in, tg, scale, m == M - 1);
+      loss_sum += micro_step(in, tg, scale * loss_scale, m == M - 1);
     }
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
-    const nn::ParamList& ps = opt_.params();
-    st.grad_norm = opt_cfg_.max_grad_norm > 0 ? optim::clip_grad_norm(ps, opt_cfg_.max_grad_norm)
-                                              : optim::global_grad_norm(ps);
-    // The schedule is a function of the update count, which checkpoints restore.
-    st.lr = opt_cfg_.schedule.lr(opt_.steps());
-    opt_.set_lr(st.lr);
-    opt_.step();
+    finish_step(st, loss_scale);
   });
   st.step = opt_.steps();
   st.tokens = inputs.numel();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.tokens_per_s = st.seconds > 0 ? static_cast<double>(st.tokens) / st.seconds : 0.0;
   return st;
+}
+
+void TrainEngine::finish_step(StepStats& st, float loss_scale) {
+  const nn::ParamList& ps = opt_.params();
+  // The schedule is a function of the update count, which checkpoints restore.
+  st.lr = opt_cfg_.schedule.lr(opt_.steps());
+  st.loss_scale = loss_scale;
+  if (!scaler_) {
+    st.grad_norm = opt_cfg_.max_grad_norm > 0 ? optim::clip_grad_norm(ps, opt_cfg_.max_grad_norm)
+                                              : optim::global_grad_norm(ps);
+    opt_.set_lr(st.lr);
+    opt_.step();
+    return;
+  }
+  // One pass: the scaled norm is non-finite exactly when some gradient overflowed.
+  const double scaled = optim::global_grad_norm(ps);
+  optim::DynamicLossScaler::Decision d{};
+  try {
+    d = scaler_->update(!std::isfinite(scaled));
+  } catch (...) {
+    // Overflow at min_scale: nothing was updated; put back the scaler's counters too, so
+    // the engine is exactly as it was before this step.
+    scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
+    opt_.zero_grad();
+    throw;
+  }
+  save_scaler_state();
+  st.skipped = d.skip;
+  if (d.skip) {
+    st.grad_norm = scaled;  // Inf or NaN
+    opt_.zero_grad();
+    return;
+  }
+  st.grad_norm = scaled * static_cast<double>(d.unscale);  // the true norm, as f32/bf16 report it
+  // Clipping folds into the step's grad_scale: no second pass over the grads.
+  const double max_norm = opt_cfg_.max_grad_norm;
+  const float clip = max_norm > 0 ? optim::clip_coefficient(st.grad_norm, max_norm) : 1.0f;
+  opt_.set_lr(st.lr);
+  opt_.step(d.unscale * clip);
+}
+
+void TrainEngine::save_scaler_state() {
+  scaler_scale_.data<float>()[0] = scaler_->scale();
+  scaler_good_.data<int64_t>()[0] = scaler_->good_steps();
 }
 
 double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
@@ -142,6 +190,10 @@ std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   std::vector<io::CheckpointTensor> out;
   for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value, p->spec});
   for (auto& [name, t] : opt_.state()) out.push_back({name, t, nn::ShardSpec{}});
+  if (scaler_) {  // kept current by every step, so a save needs no sync
+    out.push_back({"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}});
+    out.push_back({"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}});
+  }
   return out;
 }
 
@@ -161,8 +213,18 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
   const nlohmann::json idx = io::read_checkpoint_index(dir, stem);
   const std::string diff = io::config_mismatch(idx["metadata"].value("config", nlohmann::json()), model_.config());
   DT_CHECK(diff.empty(), "checkpoint " + io::checkpoint_index_path(dir, stem) + " was written by another model: " + diff);
+  if (scaler_) {
+    // The scaler's state is checked against this engine's options (good_steps must be below
+    // its growth_interval) before anything is written: read it alone first, into a probe.
+    Tensor scale = Tensor::zeros({1}, DType::F32), good = Tensor::zeros({1}, DType::I64);
+    io::load_checkpoint(dir, {{"loss_scaler.scale", scale, {}}, {"loss_scaler.good_steps", good, {}}}, stem);
+    optim::DynamicLossScaler probe = *scaler_;
+    probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
+  }
   nlohmann::json meta = io::load_checkpoint(dir, state_tensors(), stem);
-  // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive.
+  // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive;
+  // the loss scaler reads its state back from its tensors, as the optimizer's step counter is.
+  if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
   return meta.value("extra", nlohmann::json::object());
 }
 

@@ -8,6 +8,15 @@
 // counts, and only this weighting makes the accumulated gradient the full batch's gradient.
 // Without ignored targets count_i / total == 1 / num_micro.
 //
+// Mixed precision (DESIGN §4): a bf16 or f16 model keeps its params, grads and activations in
+// that dtype and the optimizer keeps f32 masters. f16 also needs dynamic loss scaling (its
+// range is too narrow for small gradients): backward runs with grad_scale times the scale,
+// one pass over the grads gives the global norm of the scaled grads, a non-finite norm skips
+// the step (parameters, optimizer state and step count unchanged; the scale backs off),
+// and otherwise 1 / scale and the clipping coefficient fold into the optimizer's grad_scale.
+// bf16 has f32's range and needs none of this. The scaler's state is part of
+// state_tensors(), so checkpoints resume it.
+//
 // Data parallelism (a later issue) only has to reduce gradients: backward runs block by block
 // and, in the last micro-batch, calls the grad-ready hook with each group of parameters whose
 // gradient is final (block n-1, ..., block 0, then the embeddings, final norm and head), so a
@@ -21,6 +30,7 @@
 #include "comm/mesh.h"
 #include "io/checkpoint.h"
 #include "nn/gpt.h"
+#include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
@@ -31,6 +41,7 @@ struct TrainOptions {
   double max_grad_norm = 0.0;   // <= 0: no clipping (the norm is still reported)
   optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3f);
   int32_t ignore_index = -1;    // targets equal to it carry no loss
+  optim::LossScalerOptions loss_scaler;  // validated always, used only for f16 models
 };
 
 struct StepStats {
@@ -40,6 +51,8 @@ struct StepStats {
   float lr = 0.0f;
   int64_t tokens = 0;        // B * T inputs processed
   double seconds = 0.0, tokens_per_s = 0.0;
+  double loss_scale = 1.0;   // the scale this step's backward used (1 unless f16)
+  bool skipped = false;      // f16 overflow: no update was taken (grad_norm is then Inf/NaN)
 };
 
 // One JSON line (no newline) for a metrics log.
@@ -61,9 +74,12 @@ class TrainEngine {
 
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
   int64_t step() const { return opt_.steps(); }
+  // The f16 loss scaler; null for f32 and bf16 models.
+  const optim::DynamicLossScaler* loss_scaler() const { return scaler_.get(); }
   const TrainOptions& options() const { return opt_cfg_; }
 
-  // Parameters and optimizer state (incl. "optimizer.step") as checkpoint entries.
+  // Parameters and optimizer state (incl. "optimizer.step") as checkpoint entries; for f16
+  // models also "loss_scaler.scale" (f32 [1]) and "loss_scaler.good_steps" (i64 [1]).
   std::vector<io::CheckpointTensor> state_tensors();
   // Writes "<dir>/<stem>.index.json" and its data file. The metadata records the step and
   // the model config (io/model_config.h); `extra` lands there too (e.g. the sampler's epoch
@@ -79,6 +95,10 @@ class TrainEngine {
   double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
   int64_t count_targets(const Tensor& tg) const;
   void run(const std::function<void()>& fn);
+  // The optimizer step after the grads are complete; fills st's grad_norm, lr, loss_scale
+  // and skipped. loss_scale: the scale backward ran with.
+  void finish_step(StepStats& st, float loss_scale);
+  void save_scaler_state();  // scaler -> its two state tensors
 
   std::shared_ptr<comm::Mesh> mesh_;
   nn::GPT& model_;
@@ -88,6 +108,8 @@ class TrainEngine {
   nn::GPTActs acts_;
   std::vector<nn::ParamList> block_params_;
   nn::ParamList rest_params_;  // embeddings, final norm, head
+  std::unique_ptr<optim::DynamicLossScaler> scaler_;  // f16 only
+  Tensor scaler_scale_, scaler_good_;                 // its checkpointed state, kept current
 };
 
 }  // namespace dt::engine

@@ -20,7 +20,7 @@ json config_to_json(const nn::GPTConfig& raw) {
           {"act", nn::act_name(c.act)},
           {"tied_embeddings", c.tied_embeddings},
           {"bias", c.bias},
-          /*PRECISION {"precision", dtype_name(c.dtype)},*/
+          {"precision", dtype_name(c.dtype)},
           {"seed", c.seed}};
 }
 
@@ -74,7 +74,7 @@ nn::GPTConfig config_from_json(const json& j, const std::string& where) {
   c.act = one_of<nn::Act>(j, where, "act", {{"gelu", nn::Act::GELU}, {"swiglu", nn::Act::SwiGLU}});
   c.tied_embeddings = bool_of(j, where, "tied_embeddings");
   c.bias = bool_of(j, where, "bias");
-  /*PRECISION*/ if (false) (void)one_of<DType>(j, where, "precision", {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
+  c.dtype = one_of<DType>(j, where, "precision", {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
   c.seed = static_cast<uint64_t>(int_of(j, where, "seed"));
   try {
     nn::validate(c);

@@ -9,8 +9,9 @@ CausalSelfAttention::CausalSelfAttention(const std::string& name, const Attentio
                                          float proj_std)
     : cfg(c),
       head_dim(c.d_model / c.n_head),
-      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * (c.d_model / c.n_head), c.bias, seed),
-      proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std) {}
+      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * (c.d_model / c.n_head), c.bias, seed, 0.02f,
+          c.dtype),
+      proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std, c.dtype) {}
 
 void CausalSelfAttention::collect(ParamList& list) {
   qkv.collect(list);
@@ -37,7 +38,7 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
   Tensor* dst[3] = {&a.q, &a.k, &a.v};
   for (int i = 0; i < 3; ++i) {
     int64_t heads = i == 0 ? cfg.n_head : cfg.n_kv_head;
-    ensure(*dst[i], {B, T, heads, D});
+    ensure(*dst[i], {B, T, heads, D}, x.dtype());
     Tensor y2 = dst[i]->reshape({B * T, heads * D});
     linear_forward(x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), rows_of(qkv.bias.value, s.begin[i], s.end[i]),
                    y2);
@@ -46,7 +47,7 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
     rope_forward(a.q, cfg.rope_base);
     rope_forward(a.k, cfg.rope_base);
   }
-  ensure(a.out, {B, T, cfg.n_head, D});
+  ensure(a.out, {B, T, cfg.n_head, D}, x.dtype());
   ensure(a.lse, {B, cfg.n_head, T});
   kernels::attention_forward(a.q, a.k, a.v, /*scale=*/0.0f, a.out, a.lse);
   proj.forward(a.out.reshape({B * T, cfg.n_head * D}), a.y);
@@ -55,18 +56,18 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
 
 void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   const int64_t B = a.x.dim(0), T = a.x.dim(1), D = head_dim;
-  ensure(a.dout, a.out.shape());
+  ensure(a.dout, a.out.shape(), a.out.dtype());
   Tensor dout2 = a.dout.reshape({B * T, cfg.n_head * D});
   proj.backward(a.out.reshape({B * T, cfg.n_head * D}), flat2d(dy), dout2);
-  ensure(a.dq, a.q.shape());
-  ensure(a.dk, a.k.shape());
-  ensure(a.dv, a.v.shape());
+  ensure(a.dq, a.q.shape(), a.q.dtype());
+  ensure(a.dk, a.k.shape(), a.k.dtype());
+  ensure(a.dv, a.v.shape(), a.v.dtype());
   kernels::attention_backward(a.q, a.k, a.v, a.out, a.lse, a.dout, 0.0f, a.dq, a.dk, a.dv);
   if (cfg.rope) {  // back to the gradients of the un-rotated projections
     rope_backward(a.dq, cfg.rope_base);
     rope_backward(a.dk, cfg.rope_base);
   }
-  ensure(dx, a.x.shape());
+  ensure(dx, a.x.shape(), a.x.dtype());
   Tensor x2 = flat2d(a.x), dx2 = flat2d(dx);
   Split s = split_of(cfg.n_head, cfg.n_kv_head, D);
   const Tensor* src[3] = {&a.dq, &a.dk, &a.dv};

@@ -14,6 +14,7 @@ struct AttentionConfig {
   bool rope = false;
   float rope_base = 10000.0f;
   bool bias = true;
+  DType dtype = DType::F32;  // of the parameters (and so of the activations)
 };
 
 class CausalSelfAttention : public Module {

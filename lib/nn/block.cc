@@ -15,6 +15,7 @@ AttentionConfig attention_config(const GPTConfig& c) {
   a.rope = c.pos == PosKind::RoPE;
   a.rope_base = c.rope_base;
   a.bias = c.bias;
+  a.dtype = c.dtype;
   return a;
 }
 // GPT-2: the projections that write into the residual stream start smaller, so the stream's
@@ -23,10 +24,10 @@ float residual_std(const GPTConfig& c) { return 0.02f / std::sqrt(2.0f * static_
 }  // namespace
 
 TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c)
-    : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps),
+    : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
       attn(name + ".attn", attention_config(c), c.seed, residual_std(c)),
-      ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps),
-      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c)) {}
+      ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
+      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype) {}
 
 void TransformerBlock::collect(ParamList& list) {
   ln1.collect(list);
@@ -38,25 +39,26 @@ void TransformerBlock::collect(ParamList& list) {
 void TransformerBlock::forward(const Tensor& x, Acts& a, Tensor& y) {
   const Tensor& h1 = ln1.forward(x, a.ln1);
   const Tensor& att = attn.forward(h1, a.attn);
-  ensure(a.r, x.shape());
+  ensure(a.r, x.shape(), x.dtype());
   kernels::add(x, att.reshape(x.shape()), a.r);
   const Tensor& h2 = ln2.forward(a.r, a.ln2);
   const Tensor& m = mlp.forward(h2, a.mlp);
-  ensure(y, x.shape());
+  ensure(y, x.shape(), x.dtype());
   kernels::add(a.r, m.reshape(x.shape()), y);
 }
 
 void TransformerBlock::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   const Shape& s = a.r.shape();
-  ensure(a.dh, s);
-  ensure(a.dr, s);
+  const DType dt = a.r.dtype();
+  ensure(a.dh, s, dt);
+  ensure(a.dr, s, dt);
   // y = r + mlp(ln2(r)): dr = dy + ln2'(mlp'(dy)).
   mlp.backward(dy, a.mlp, a.dh);
   ln2.backward(a.dh, a.ln2, a.dr);
   kernels::add(a.dr, dy, a.dr);
   // r = x + attn(ln1(x)): dx = dr + ln1'(attn'(dr)). dh is free again (ln2 has read it).
   attn.backward(a.dr, a.attn, a.dh);
-  ensure(dx, s);
+  ensure(dx, s, dt);
   ln1.backward(a.dh, a.ln1, dx);
   kernels::add(dx, a.dr, dx);
 }

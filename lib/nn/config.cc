@@ -19,7 +19,9 @@ std::string GPTConfig::str() const {
          ", n_layer=" + std::to_string(c.n_layer) + ", n_head=" + std::to_string(c.n_head) +
          ", n_kv_head=" + std::to_string(c.n_kv_head) + ", d_model=" + std::to_string(c.d_model) +
          ", d_ff=" + std::to_string(c.d_ff) + ", norm=" + norm_name(c.norm) + ", pos=" + pos_name(c.pos) +
-         ", act=" + act_name(c.act) + ", tied_embeddings=" + (c.tied_embeddings ? "true" : "false") + ")";
+         ", act=" + act_name(c.act) + ", tied_embeddings=" + (c.tied_embeddings ? "true" : "false") +
+         // Only when not f32, so the strings of existing f32 models (and checkpoints) stay as they were.
+         (c.dtype == DType::F32 ? std::string() : std::string(", dtype=") + dtype_name(c.dtype)) + ")";
 }
 
 static void positive(const char* field, int64_t v) {
@@ -33,6 +35,8 @@ void validate(const GPTConfig& raw) {
   positive("n_head", raw.n_head);
   positive("d_model", raw.d_model);
   DT_CHECK(raw.n_kv_head >= 0, "GPTConfig.n_kv_head = " + std::to_string(raw.n_kv_head) + "; accepted: >= 0");
+  DT_CHECK(raw.dtype == DType::F32 || raw.dtype == DType::BF16 || raw.dtype == DType::F16,
+           std::string("GPTConfig.dtype = ") + dtype_name(raw.dtype) + "; accepted: f32, bf16, f16");
   DT_CHECK(raw.d_ff >= 0, "GPTConfig.d_ff = " + std::to_string(raw.d_ff) + "; accepted: >= 0");
   const GPTConfig c = raw.resolved();
   DT_CHECK(c.d_model % c.n_head == 0, "GPTConfig.n_head = " + std::to_string(c.n_head) + " does not divide d_model = " +

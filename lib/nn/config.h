@@ -29,6 +29,10 @@ struct GPTConfig {
   float rope_base = 10000.0f;
   uint64_t seed = 1337;
   bool checkpoint = false;  // activation checkpointing per block
+  // Storage of parameters, gradients, activations and the KV cache: f32, bf16 or f16 (math
+  // is f32 in every kernel). bf16/f16 parameters are the f32 init rounded; the optimizer
+  // keeps f32 masters, and the training engine loss-scales f16 (DESIGN §4).
+  DType dtype = DType::F32;
 
   // Values with the 0 = default fields filled in.
   GPTConfig resolved() const;

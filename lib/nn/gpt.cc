@@ -14,12 +14,14 @@ static GPTConfig checked(const GPTConfig& c) {
 
 GPT::GPT(const GPTConfig& cfg) : cfg_(checked(cfg)) {
   const GPTConfig& c = cfg_;
-  wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed);
-  if (c.pos == PosKind::Learned) wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed);
+  wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
+  if (c.pos == PosKind::Learned)
+    wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
   for (int64_t i = 0; i < c.n_layer; ++i)
     blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c));
-  lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps);
-  if (!c.tied_embeddings) lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed);
+  lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
+  if (!c.tied_embeddings)
+    lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
 }
 
 void GPT::collect(ParamList& list) {
@@ -58,8 +60,9 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
 void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
   DT_CHECK(0 <= i && i <= num_blocks(), "set_stream: block " + std::to_string(i) + " outside [0, " +
                                              std::to_string(num_blocks()) + "]");
-  DT_CHECK(x.dtype() == DType::F32 && x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dim(1) <= cfg_.context,
-           "set_stream: x must be f32 [B, T <= context, d_model = " + std::to_string(cfg_.d_model) + "], got " +
+  DT_CHECK(x.dtype() == cfg_.dtype && x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dim(1) <= cfg_.context,
+           std::string("set_stream: x must be ") + dtype_name(cfg_.dtype) + " (the model's dtype) [B, T <= context, " +
+               "d_model = " + std::to_string(cfg_.d_model) + "], got " + dtype_name(x.dtype()) + " " +
                shape_str(x.shape()));
   a.B = x.dim(0);
   a.T = x.dim(1);
@@ -73,14 +76,14 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
                std::to_string(num_blocks()) + "]");
   for (int i = begin; i < end; ++i) {
-    Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape());
+    Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape(), a.resid[i].dtype());
     blocks_[i]->forward(a.resid[i], cfg_.checkpoint ? scratch_ : a.blocks[i], y);
   }
 }
 
 const Tensor& GPT::head(GPTActs& a) {
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
-  ensure(a.logits, {a.B, a.T, cfg_.vocab_size});
+  ensure(a.logits, {a.B, a.T, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(a.logits);
   if (lm_head_)
     linear_forward(flat2d(h), lm_head_->weight.value, Tensor(), l2);
@@ -117,11 +120,11 @@ void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
 }
 
 void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
-  Tensor& dh = ensure(a.dh, a.lnf.y.shape());
+  Tensor& dh = ensure(a.dh, a.lnf.y.shape(), a.lnf.y.dtype());
   Tensor dh2 = flat2d(dh), none;
   Parameter& w = lm_head_ ? lm_head_->weight : wte_->weight;
   linear_backward(flat2d(dlogits), flat2d(a.lnf.y), w.value, dh2, false, w.grad, none);
-  lnf_->backward(dh, a.lnf, ensure(a.dresid, dh.shape()));
+  lnf_->backward(dh, a.lnf, ensure(a.dresid, dh.shape(), dh.dtype()));
 }
 
 void GPT::backward_blocks(int begin, int end, GPTActs& a) {
@@ -129,9 +132,10 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
                std::to_string(num_blocks()) + "]");
   for (int i = end - 1; i >= begin; --i) {
-    ensure(a.dtmp, a.dresid.shape());
+    ensure(a.dtmp, a.dresid.shape(), a.dresid.dtype());
     if (cfg_.checkpoint) {
-      blocks_[i]->forward(a.resid[i], scratch_, ensure(scratch_y_, a.resid[i].shape()));  // recompute
+      Tensor& y = ensure(scratch_y_, a.resid[i].shape(), a.resid[i].dtype());
+      blocks_[i]->forward(a.resid[i], scratch_, y);  // recompute
       blocks_[i]->backward(a.dresid, scratch_, a.dtmp);
     } else {
       blocks_[i]->backward(a.dresid, a.blocks[i], a.dtmp);

@@ -24,8 +24,8 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len) {
   kv.len.assign(batch, 0);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     Shape s = {batch, max_len, c.n_kv_head, c.head_dim()};
-    kv.k.push_back(Tensor::zeros(s, DType::F32, Device::cpu(), MemTag::KvCache));
-    kv.v.push_back(Tensor::zeros(s, DType::F32, Device::cpu(), MemTag::KvCache));
+    kv.k.push_back(Tensor::zeros(s, c.dtype, Device::cpu(), MemTag::KvCache));  // the model's dtype
+    kv.v.push_back(Tensor::zeros(s, c.dtype, Device::cpu(), MemTag::KvCache));
   }
   return kv;
 }
@@ -49,14 +49,16 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
   Tensor* dst[3] = {&s.q, &s.kn, &s.vn};
   for (int i = 0; i < 3; ++i) {
     const int64_t heads = i == 0 ? Hq : Hkv;
-    ensure(*dst[i], {B, Tq, heads, D});
+    ensure(*dst[i], {B, Tq, heads, D}, x.dtype());
     Tensor y2 = dst[i]->reshape({B * Tq, heads * D});
     Tensor bias = at.qkv.bias.value.defined() ? at.qkv.bias.value.slice0(b[i], e[i]) : Tensor();
     linear_forward(x2, at.qkv.weight.value.slice0(b[i], e[i]), bias, y2);
   }
-  ensure(s.out, {B, Tq, Hq, D});
+  ensure(s.out, {B, Tq, Hq, D}, x.dtype());
   ensure(s.lse, {1, Hq, Tq});
-  const size_t row_bytes = static_cast<size_t>(Tq * Hkv * D) * sizeof(float);
+  const size_t elem = dtype_size(x.dtype());
+  const size_t row_bytes = static_cast<size_t>(Tq * Hkv * D) * elem;
+  const size_t pos_bytes = static_cast<size_t>(Hkv * D) * elem;  // one position of one row
   for (int64_t i = 0; i < B; ++i) {
     const int64_t r = rows[i], p0 = c.len[r];
     Tensor qi = s.q.slice0(i, i + 1), ki = s.kn.slice0(i, i + 1);
@@ -65,9 +67,10 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
       rope_forward(ki, at.cfg.rope_base, p0);
     }
     // Append this step's keys and values to the row, then attend over all of it.
-    std::memcpy(cache_prefix(c.k[l], r, p0 + Tq).data<float>() + p0 * Hkv * D, ki.raw(), row_bytes);
-    std::memcpy(cache_prefix(c.v[l], r, p0 + Tq).data<float>() + p0 * Hkv * D, s.vn.slice0(i, i + 1).raw(),
-                row_bytes);
+    auto* kdst = static_cast<char*>(cache_prefix(c.k[l], r, p0 + Tq).raw()) + static_cast<size_t>(p0) * pos_bytes;
+    auto* vdst = static_cast<char*>(cache_prefix(c.v[l], r, p0 + Tq).raw()) + static_cast<size_t>(p0) * pos_bytes;
+    std::memcpy(kdst, ki.raw(), row_bytes);
+    std::memcpy(vdst, s.vn.slice0(i, i + 1).raw(), row_bytes);
     Tensor oi = s.out.slice0(i, i + 1);
     kernels::attention_forward(qi, cache_prefix(c.k[l], r, p0 + Tq), cache_prefix(c.v[l], r, p0 + Tq),
                                /*scale=*/0.0f, oi, s.lse);
@@ -83,6 +86,9 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
   DT_CHECK(static_cast<int64_t>(c.k.size()) == cfg_.n_layer, "kv cache: built for another model (layers differ)");
+  DT_CHECK(c.k.empty() || c.k[0].dtype() == cfg_.dtype,
+           std::string("kv cache: holds ") + dtype_name(c.k[0].dtype()) + ", the model computes in " +
+               dtype_name(cfg_.dtype) + "; accepted: a cache made from this model's config");
   DT_CHECK(static_cast<int64_t>(rows.size()) == B, "rows: " + std::to_string(rows.size()) +
                                                        " entries for B = " + std::to_string(B) + " rows of ids");
   std::set<int64_t> seen;
@@ -98,7 +104,7 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) +
                                                       " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
   KvCache::Scratch& s = c.s;
-  Tensor& x = ensure(s.x, {B, Tq, C});
+  Tensor& x = ensure(s.x, {B, Tq, C}, cfg_.dtype);
   wte_->forward(ids, x);
   if (wpe_) {
     int32_t* pos = ensure(s.pos_ids, {B, Tq}, DType::I32).data<int32_t>();
@@ -117,7 +123,7 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
     kernels::add(x, m.reshape(x.shape()), x);
   }
   const Tensor& h = lnf_->forward(x, s.ln);
-  ensure(logits, {B, Tq, cfg_.vocab_size});
+  ensure(logits, {B, Tq, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(logits);
   linear_forward(flat2d(h), lm_head_ ? lm_head_->weight.value : wte_->weight.value, Tensor(), l2);
   for (int64_t i = 0; i < B; ++i) c.len[rows[i]] += Tq;

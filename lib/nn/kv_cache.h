@@ -1,5 +1,6 @@
 // The key/value cache of autoregressive inference: per layer, k and v [batch, max_len,
-// n_kv_head, head_dim] (MemTag::KvCache), and how many positions of each row are filled.
+// n_kv_head, head_dim] in the model's dtype (MemTag::KvCache), and how many positions of
+// each row are filled.
 //
 // Rows are independent sequences: each has its own length, so prompts of different lengths
 // need no padding. A row's positions are contiguous in memory, which lets the attention

@@ -5,10 +5,11 @@
 namespace dt::nn {
 
 // ---- Linear ------------------------------------------------------------------------------
-Linear::Linear(const std::string& name, int64_t in_, int64_t out_, bool has_bias, uint64_t seed, float std)
+Linear::Linear(const std::string& name, int64_t in_, int64_t out_, bool has_bias, uint64_t seed, float std,
+               DType dtype)
     : in(in_), out(out_) {
-  weight = make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed);
-  if (has_bias) bias = make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed);
+  weight = make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype);
+  if (has_bias) bias = make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed, dtype);
 }
 
 void Linear::collect(ParamList& list) {
@@ -17,7 +18,7 @@ void Linear::collect(ParamList& list) {
 }
 
 void Linear::forward(const Tensor& x, Tensor& y) {
-  ensure(y, {x.rows(), out});
+  ensure(y, {x.rows(), out}, x.dtype());
   linear_forward(flat2d(x), weight.value, bias.value, y);
 }
 
@@ -27,8 +28,8 @@ void Linear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 // ---- Embedding ---------------------------------------------------------------------------
-Embedding::Embedding(const std::string& name, int64_t num, int64_t dim, uint64_t seed, float std) {
-  weight = make_param(name + ".weight", {num, dim}, Parameter::Init::Normal, std, seed);
+Embedding::Embedding(const std::string& name, int64_t num, int64_t dim, uint64_t seed, float std, DType dtype) {
+  weight = make_param(name + ".weight", {num, dim}, Parameter::Init::Normal, std, seed, dtype);
 }
 
 void Embedding::collect(ParamList& list) { list.push_back(&weight); }
@@ -36,7 +37,7 @@ void Embedding::collect(ParamList& list) { list.push_back(&weight); }
 void Embedding::forward(const Tensor& ids, Tensor& out) {
   Shape s = ids.shape();
   s.push_back(weight.value.dim(1));
-  ensure(out, s);
+  ensure(out, s, weight.value.dtype());
   kernels::embedding_forward(ids, weight.value, out);
 }
 
@@ -45,9 +46,11 @@ void Embedding::backward(const Tensor& ids, const Tensor& dout) { kernels::embed
 // ---- Norm --------------------------------------------------------------------------------
 const char* norm_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
 
-Norm::Norm(const std::string& name, int64_t dim, NormKind k, bool has_bias, float eps_) : kind(k), eps(eps_) {
-  weight = make_param(name + ".weight", {dim}, Parameter::Init::Ones, 0.0f, 0);
-  if (k == NormKind::LayerNorm && has_bias) bias = make_param(name + ".bias", {dim}, Parameter::Init::Zeros, 0.0f, 0);
+Norm::Norm(const std::string& name, int64_t dim, NormKind k, bool has_bias, float eps_, DType dtype)
+    : kind(k), eps(eps_) {
+  weight = make_param(name + ".weight", {dim}, Parameter::Init::Ones, 0.0f, 0, dtype);
+  if (k == NormKind::LayerNorm && has_bias)
+    bias = make_param(name + ".bias", {dim}, Parameter::Init::Zeros, 0.0f, 0, dtype);
 }
 
 void Norm::collect(ParamList& list) {
@@ -57,7 +60,7 @@ void Norm::collect(ParamList& list) {
 
 const Tensor& Norm::forward(const Tensor& x, Acts& a) {
   a.x = x;
-  ensure(a.y, x.shape());
+  ensure(a.y, x.shape(), x.dtype());
   ensure(a.rstd, {x.rows()});
   if (kind == NormKind::LayerNorm) {
     ensure(a.mean, {x.rows()});
@@ -69,7 +72,7 @@ const Tensor& Norm::forward(const Tensor& x, Acts& a) {
 }
 
 void Norm::backward(const Tensor& dy, Acts& a, Tensor& dx) {
-  ensure(dx, a.x.shape());
+  ensure(dx, a.x.shape(), a.x.dtype());
   if (kind == NormKind::LayerNorm)
     kernels::layernorm_backward(dy, a.x, weight.value, a.mean, a.rstd, dx, weight.grad, bias.grad);
   else
@@ -79,11 +82,12 @@ void Norm::backward(const Tensor& dy, Acts& a, Tensor& dx) {
 // ---- MLP ---------------------------------------------------------------------------------
 const char* act_name(Act a) { return a == Act::GELU ? "gelu" : "swiglu"; }
 
-MLP::MLP(const std::string& name, int64_t d_model, int64_t d_ff_, Act act_, bool bias, uint64_t seed, float proj_std)
+MLP::MLP(const std::string& name, int64_t d_model, int64_t d_ff_, Act act_, bool bias, uint64_t seed, float proj_std,
+         DType dtype)
     : act(act_),
       d_ff(d_ff_),
-      fc(name + ".fc", d_model, act_ == Act::SwiGLU ? 2 * d_ff_ : d_ff_, bias, seed),
-      proj(name + ".proj", d_ff_, d_model, bias, seed, proj_std) {}
+      fc(name + ".fc", d_model, act_ == Act::SwiGLU ? 2 * d_ff_ : d_ff_, bias, seed, 0.02f, dtype),
+      proj(name + ".proj", d_ff_, d_model, bias, seed, proj_std, dtype) {}
 
 void MLP::collect(ParamList& list) {
   fc.collect(list);
@@ -97,17 +101,18 @@ const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
   a.x = x_in;
   const Tensor x = flat2d(x_in);
   const int64_t R = x.rows();
+  const DType dt = x.dtype();
   if (act == Act::GELU) {
     fc.forward(x, a.h);
-    ensure(a.a, {R, d_ff});
+    ensure(a.a, {R, d_ff}, dt);
     kernels::gelu_forward(a.h, a.a);
   } else {
     // Two matmuls on row slices of the fused weight: gate and up come out contiguous.
     const Tensor& w = fc.weight.value;
     const Tensor& b = fc.bias.value;
-    linear_forward(x, w.slice0(0, d_ff), rows_of(b, 0, d_ff), ensure(a.gate, {R, d_ff}));
-    linear_forward(x, w.slice0(d_ff, 2 * d_ff), rows_of(b, d_ff, 2 * d_ff), ensure(a.up, {R, d_ff}));
-    ensure(a.a, {R, d_ff});
+    linear_forward(x, w.slice0(0, d_ff), rows_of(b, 0, d_ff), ensure(a.gate, {R, d_ff}, dt));
+    linear_forward(x, w.slice0(d_ff, 2 * d_ff), rows_of(b, d_ff, 2 * d_ff), ensure(a.up, {R, d_ff}, dt));
+    ensure(a.a, {R, d_ff}, dt);
     kernels::swiglu_forward(a.gate, a.up, a.a);
   }
   proj.forward(a.a, a.y);
@@ -116,17 +121,18 @@ const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
 
 void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   const int64_t R = a.x.rows();
-  ensure(a.da, {R, d_ff});
+  const DType dt = a.x.dtype();
+  ensure(a.da, {R, d_ff}, dt);
   proj.backward(a.a, flat2d(dy), a.da);
-  ensure(dx, a.x.shape());
+  ensure(dx, a.x.shape(), dt);
   if (act == Act::GELU) {
-    kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}));
+    kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}, dt));
     fc.backward(a.x, a.dh, dx);
     return;
   }
   const Tensor x = flat2d(a.x);
   Tensor dx2 = flat2d(dx);
-  kernels::swiglu_backward(a.gate, a.up, a.da, ensure(a.dgate, {R, d_ff}), ensure(a.dup, {R, d_ff}));
+  kernels::swiglu_backward(a.gate, a.up, a.da, ensure(a.dgate, {R, d_ff}, dt), ensure(a.dup, {R, d_ff}, dt));
   Tensor& w = fc.weight.value;
   Tensor& g = fc.weight.grad;
   Tensor gb = rows_of(fc.bias.grad, 0, d_ff), ub = rows_of(fc.bias.grad, d_ff, 2 * d_ff);

@@ -10,7 +10,8 @@ namespace dt::nn {
 // its input, which the caller keeps.
 class Linear : public Module {
  public:
-  Linear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std = 0.02f);
+  Linear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std = 0.02f,
+         DType dtype = DType::F32);
   void collect(ParamList& out) override;
   // x: [..., in] -> y: [..., out], allocated (or reused) by ensure().
   void forward(const Tensor& x, Tensor& y);
@@ -23,7 +24,9 @@ class Linear : public Module {
 // A [num, dim] table indexed by i32 ids: token embeddings, and learned positions.
 class Embedding : public Module {
  public:
-  Embedding(const std::string& name, int64_t num, int64_t dim, uint64_t seed, float std = 0.02f);
+  Embedding(const std::string& name, int64_t num, int64_t dim, uint64_t seed, float std = 0.02f,
+            DType dtype = DType::F32);
+  // out takes the table's dtype.
   void collect(ParamList& out) override;
   void forward(const Tensor& ids, Tensor& out);  // out: ids.shape + [dim]
   void backward(const Tensor& ids, const Tensor& dout);
@@ -39,7 +42,7 @@ class Norm : public Module {
   struct Acts {
     Tensor x, y, mean, rstd;  // x is the caller's input, kept by reference (shared storage)
   };
-  Norm(const std::string& name, int64_t dim, NormKind kind, bool bias, float eps);
+  Norm(const std::string& name, int64_t dim, NormKind kind, bool bias, float eps, DType dtype = DType::F32);
   void collect(ParamList& out) override;
   const Tensor& forward(const Tensor& x, Acts& a);
   void backward(const Tensor& dy, Acts& a, Tensor& dx);  // dx overwritten
@@ -60,7 +63,8 @@ class MLP : public Module {
     Tensor x, h, gate, up, a, y;  // x: the input as given; y: [R, C]; h: fc output (GELU); gate, up (SwiGLU)
     Tensor da, dh, dgate, dup;    // backward scratch
   };
-  MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std);
+  MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std,
+      DType dtype = DType::F32);
   void collect(ParamList& out) override;
   const Tensor& forward(const Tensor& x, Acts& a);  // x: [..., C] -> y [R, C]
   void backward(const Tensor& dy, Acts& a, Tensor& dx);

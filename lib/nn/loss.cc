@@ -32,7 +32,7 @@ void cross_entropy_loss_backward(const Tensor& logits, const Tensor& targets, in
   ensure(s.dlosses, {R});
   // d mean / d loss_r = 1 / count for every counted row; the kernel zeroes ignored rows.
   kernels::fill(s.dlosses, s.count ? grad_scale / static_cast<float>(s.count) : 0.0f);
-  ensure(dlogits, logits.shape());
+  ensure(dlogits, logits.shape(), logits.dtype());
   Tensor d2 = flat2d(dlogits);
   kernels::cross_entropy_backward(flat2d(logits), targets.reshape({R}), s.dlosses, ignore_index, d2);
 }

@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include "core/error.h"
 #include "core/random_fill.h"
 #include "kernels/ops.h"
 
@@ -21,15 +22,19 @@ void Module::zero_grad() {
   for (Parameter* p : parameters()) kernels::fill(p->grad, 0.0f);
 }
 
-Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed) {
+Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed,
+                     DType dtype) {
+  DT_CHECK(is_floating(dtype), "make_param(\"" + name + "\"): dtype " + dtype_name(dtype) +
+                                   "; accepted: f32, bf16, f16");
   Parameter p;
   p.name = name;
   p.init = init;
   p.init_std = std;
-  p.value = Tensor::zeros(shape, DType::F32, Device::cpu(), MemTag::Param);
-  p.grad = Tensor::zeros(shape, DType::F32, Device::cpu(), MemTag::Grad);
+  p.value = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Param);
+  p.grad = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Grad);
   if (init == Parameter::Init::Ones) kernels::fill(p.value, 1.0f);
   // Offset 0: the whole tensor. A shard re-creates its slice with its own global offset.
+  // fill_random draws in f32 and rounds each value into the tensor's dtype.
   if (init == Parameter::Init::Normal) fill_random(p.value, Distribution::Normal, seed, name, 0, 0.0f, std);
   return p;
 }

@@ -8,7 +8,10 @@
 //  - Linear weights are [out, in] (y = x W^T + b), as in PyTorch: a tied LM head is then
 //    the token table itself, and tensor parallelism splits dim 0 (column parallel) or dim 1
 //    (row parallel) of the same layout.
-//  - Inputs and outputs are f32 on the CPU for now; math goes through kernels/ops.h.
+//  - Tensors live on the CPU for now; math goes through kernels/ops.h. A module's parameters
+//    have one storage dtype (f32, bf16 or f16, chosen at construction) and its activations
+//    and gradients take the dtype of its input, which must match (the kernels need one
+//    storage type per call); statistics saved for backward (mean, rstd, lse) stay f32.
 //  - backward overwrites its dx output and ACCUMULATES (+=) into every Parameter's grad, so
 //    gradient accumulation over micro-batches needs nothing extra; call zero_grad() between
 //    optimizer steps.
@@ -36,9 +39,11 @@ class Module {
   void zero_grad();
 };
 
-// A parameter `name` of `shape`: value (MemTag::Param) initialized from the counter-based
-// RNG keyed by (seed, name, global index), grad (MemTag::Grad) zeroed.
-Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed);
+// A parameter `name` of `shape` and floating `dtype`: value (MemTag::Param) initialized from
+// the counter-based RNG keyed by (seed, name, global index), grad (MemTag::Grad, same dtype)
+// zeroed. Values are drawn in f32 and rounded once, so a bf16 parameter is the f32 one rounded.
+Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed,
+                     DType dtype = DType::F32);
 
 // Makes t an activation buffer of `shape`, keeping the old one when the shape matches.
 Tensor& ensure(Tensor& t, const Shape& shape, DType dtype = DType::F32);

@@ -9,7 +9,8 @@ namespace dt::nn {
 
 // sign = +1 rotates forward, -1 backward.
 static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
-  DT_CHECK(x.dtype() == DType::F32 && x.ndim() == 4, "rope: x must be f32 [B, T, H, D], got " + shape_str(x.shape()));
+  DT_CHECK(is_floating(x.dtype()) && x.ndim() == 4, std::string("rope: x must be f32, bf16 or f16 [B, T, H, D], got ") +
+                                                       dtype_name(x.dtype()) + " " + shape_str(x.shape()));
   DT_CHECK(x.device().type == DeviceType::CPU, "rope: x must be on the CPU (no device kernel yet)");
   const int64_t B = x.dim(0), T = x.dim(1), H = x.dim(2), D = x.dim(3), half = D / 2;
   DT_CHECK(D % 2 == 0, "rope: head dim " + std::to_string(D) + " must be even");
@@ -21,17 +22,22 @@ static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
       cs[t * half + i] = static_cast<float>(std::cos(angle));
       sn[t * half + i] = static_cast<float>(sign * std::sin(angle));
     }
-  float* p = x.data<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t h = 0; h < H; ++h) {
-        float* v = p + ((b * T + t) * H + h) * D;
-        for (int64_t i = 0; i < half; ++i) {
-          float c = cs[t * half + i], s = sn[t * half + i], x0 = v[i], x1 = v[i + half];
-          v[i] = x0 * c - x1 * s;
-          v[i + half] = x0 * s + x1 * c;
+  // Loaded to f32, rotated, rounded once on the store (for f32 the loads and stores are
+  // identities, so the f32 path is the plain loop).
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using Elem = decltype(tag);
+    Elem* p = x.data<Elem>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          Elem* v = p + ((b * T + t) * H + h) * D;
+          for (int64_t i = 0; i < half; ++i) {
+            float c = cs[t * half + i], s = sn[t * half + i], x0 = to_f32(v[i]), x1 = to_f32(v[i + half]);
+            v[i] = from_f32<Elem>(x0 * c - x1 * s);
+            v[i + half] = from_f32<Elem>(x0 * s + x1 * c);
+          }
         }
-      }
+  });
 }
 
 void rope_forward(Tensor& x, float base, int64_t pos0) { rotate(x, base, pos0, 1.0); }

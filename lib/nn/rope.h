@@ -1,5 +1,5 @@
 // Rotary position embeddings (RoPE) as small CPU loops: no kernel in the op table has them.
-// x: f32 [B, T, H, D], D even, rotated in place. Within each head, the pair (i, i + D/2)
+// x: f32, bf16 or f16 [B, T, H, D] (math in f32), D even, rotated in place. Within each head, the pair (i, i + D/2)
 // (the "half-split" layout of GPT-NeoX and Llama) turns by the angle
 // (pos0 + t) * base^(-2i / D), t the position in the sequence.
 #pragma once

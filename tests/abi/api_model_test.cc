@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -254,6 +255,47 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
   expect_error(dt_engine_create(nullptr, mlp, opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"module", "GPT"});
   dt_optimizer_destroy(opt);
   dt_module_destroy(mlp);
+}
+
+// "precision" picks the storage dtype of a GPT; f16 engines loss-scale (the stats say at
+// which scale), and bad values name the key and list what is accepted.
+TEST(Model, PrecisionKey) {
+  dt_module* m = nullptr;
+  { Opts c; c.s("precision", "fp8"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"precision", "fp8", "\"f32\"", "\"bf16\"", "\"f16\""}); }
+  EXPECT_EQ(m, nullptr);
+  for (const char* p : {"bf16", "f16"}) {
+    Opts c;
+    c.s("preset", "gpt-tiny").i("vocab_size", kVocab).i("context", 32).s("precision", p);
+    OK(dt_module_create_gpt(c.o, &m));
+    dt_tensor* w = nullptr;
+    OK(dt_module_param(m, "wte.weight", &w));
+    dt_dtype dt = DT_F32;
+    OK(dt_tensor_dtype(w, &dt));
+    EXPECT_EQ(dt, std::string(p) == "bf16" ? DT_BF16 : DT_F16);
+    dt_tensor_destroy(w);
+    dt_optimizer* opt = nullptr;
+    OK(dt_optimizer_create(m, "adamw", nullptr, &opt));
+    dt_engine* e = nullptr;
+    { Opts eo; eo.d("loss_scale_init", 0); expect_error(dt_engine_create(nullptr, m, opt, eo.o, &e), DT_ERR_INVALID_ARGUMENT, {"loss_scale_init", "> 0"}); }
+    { Opts eo; eo.i("loss_scale_growth_interval", 0); expect_error(dt_engine_create(nullptr, m, opt, eo.o, &e), DT_ERR_INVALID_ARGUMENT, {"loss_scale_growth_interval", ">= 1"}); }
+    Opts eo;
+    eo.d("loss_scale_init", 512).i("loss_scale_growth_interval", 100);
+    OK(dt_engine_create(nullptr, m, opt, eo.o, &e));
+    Batch b;
+    double loss = 0;
+    OK(dt_engine_train_step(e, b.in, b.tg, &loss));
+    EXPECT_TRUE(std::isfinite(loss)) << p;
+    char json[512];
+    size_t needed = 0;
+    OK(dt_engine_last_stats_json(e, json, sizeof json, &needed));
+    const std::string want = std::string(p) == "f16" ? "\"loss_scale\":512.0" : "\"loss_scale\":1.0";
+    EXPECT_NE(std::string(json).find(want), std::string::npos) << json;
+    EXPECT_NE(std::string(json).find("\"skipped\":false"), std::string::npos) << json;
+    dt_engine_destroy(e);
+    dt_optimizer_destroy(opt);
+    dt_module_destroy(m);
+    m = nullptr;
+  }
 }
 
 TEST(Model, BadInputsAreNamed) {

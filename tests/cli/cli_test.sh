@@ -42,6 +42,12 @@ pipeline)
   [ "$a" == "$b" ] || fail "seeded sampling differs: '$a' vs '$b'"
   $D eval --checkpoint run/ckpt --digits 2 --problems 20 --json e.json >/dev/null 2>&1 || fail eval
   grep -q '"accuracy"' e.json || fail "eval JSON lacks accuracy"
+  # Mixed precision: a bf16 run, and its checkpoint records the precision for generate.
+  $D train "${TINY[@]}" --steps 5 --eval-problems 4 --precision bf16 --out bf >/dev/null 2>&1 || fail "bf16 train"
+  grep -q '"precision": *"bf16"' bf/ckpt.index.json || fail "checkpoint lacks precision bf16"
+  $D generate --checkpoint bf/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "bf16 generate"
+  $D train "${TINY[@]}" --steps 5 --eval-problems 0 --precision f16 --out f16 --json f16.json >/dev/null 2>&1 || fail "f16 train"
+  grep -q '"loss_scale"' f16/metrics.jsonl || fail "f16 metrics lack loss_scale"
   printf 'hello world, this is a small text file for the text dataset. %.0s' {1..20} >t.txt
   $D train --data text:t.txt --context 16 --layers 1 --d-model 32 --heads 2 --batch 4 --steps 5 --no-progress \
     --out trun >/dev/null 2>&1 || fail "train on text"
