@@ -388,7 +388,8 @@ DT_API dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capac
 /* Modules: models with named parameters                                                */
 /* ------------------------------------------------------------------------------------ */
 
-/** A model: a GPT or an MLP, its parameters in f32 on the CPU. Handles made from it
+/** A model: a GPT, an MLP or a sequential container, its parameters on the CPU (f32, or a GPT's
+ *  "precision"). Handles made from it
  *  (optimizers, engines, parameter views) keep it alive, so any destroy order works. */
 typedef struct dt_module dt_module;
 
@@ -403,6 +404,9 @@ typedef struct dt_module dt_module;
  *   "norm"       "layernorm" | "rmsnorm".   "pos"  "learned" | "rope".
  *   "act"        "gelu" | "swiglu".          "tied_embeddings", "bias"  bool.
  *   "seed"       int: parameters are a function of (seed, parameter name).
+ *   "precision"  "f32" (default) | "bf16" | "f16": the dtype of parameters, gradients,
+ *                activations and the KV cache (math is f32; bf16/f16 parameters are the f32
+ *                init rounded; optimizers keep f32 masters; engines loss-scale f16).
  *  n_head must divide d_model. Caller owns *out; release with dt_module_destroy. Thread-safe. */
 DT_API dt_status dt_module_create_gpt(const dt_options* config, dt_module** out);
 
@@ -467,6 +471,10 @@ typedef struct dt_engine dt_engine;
  *             "cosine": linear warmup then cosine decay), and for "cosine" only:
  *             "warmup_steps" (int >= 0), "total_steps" (int > warmup_steps),
  *             "min_lr_ratio" ([0, 1], default 0.1). The peak lr is the optimizer's "lr".
+ *             Dynamic loss scaling, accepted for any model and used only for "f16" ones:
+ *             "loss_scale_init" (double > 0, default 65536), "loss_scale_growth_interval"
+ *             (int >= 1, default 2000: good steps before the scale doubles; an overflow
+ *             skips the step and halves it).
  *  Caller owns *out; release with dt_engine_destroy. */
 DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer,
                                   const dt_options* options, dt_engine** out);
@@ -616,6 +624,48 @@ DT_API dt_status dt_loader_position(dt_loader* loader, int64_t* epoch, int64_t* 
 
 /** Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (>= 0). */
 DT_API dt_status dt_loader_seek(dt_loader* loader, int64_t epoch, int64_t batch_index);
+
+/* ------------------------------------------------------------------------------------ */
+/* Host-driven modules: a network of your own, and your own training loop              */
+/* ------------------------------------------------------------------------------------ */
+
+/** Creates a sequential container: layers run in order, as in PyTorch's nn.Sequential.
+ *  config keys: "layers" (required string, comma-separated: "linear:IN:OUT" (with bias),
+ *  "linear:IN:OUT:nobias", "gelu", "silu", "layernorm:DIM", "rmsnorm:DIM"; the widths must
+ *  chain, e.g. "linear:4:32,gelu,layernorm:32,linear:32:1"), "seed" (int: weights are a
+ *  function of (seed, parameter name)), "init_std" (double >= 0, default 0.02: the normal
+ *  init of linear weights). Parameters are named by position: "0.weight", "0.bias", ...
+ *  Drive it with dt_module_forward/_backward, dt_loss and dt_optimizer_step.
+ *  Caller owns *out; release with dt_module_destroy. Thread-safe. */
+DT_API dt_status dt_module_create_sequential(const dt_options* config, dt_module** out);
+
+/** Forward of a sequential or MLP module (a GPT trains through the engine:
+ *  DT_ERR_INVALID_ARGUMENT). x: f32 [N, in] on the CPU. *y receives a new tensor [N, out]
+ *  (caller owns; release with dt_tensor_destroy). The module keeps what backward needs for
+ *  this one batch; the next forward replaces it. One host thread per module. */
+DT_API dt_status dt_module_forward(dt_module* module, const dt_tensor* x, dt_tensor** y);
+
+/** Backward of the last dt_module_forward, from dy (f32, the shape of its output):
+ *  every parameter's gradient ACCUMULATES its gradient (+=; see dt_module_zero_grad).
+ *  dx: NULL (not computed), or *dx receives a new tensor [N, in], the input's gradient. */
+DT_API dt_status dt_module_backward(dt_module* module, const dt_tensor* dy, dt_tensor** dx);
+
+/** Sets every parameter's gradient to zero (do it between optimizer steps). */
+DT_API dt_status dt_module_zero_grad(dt_module* module);
+
+/** A loss and its gradient. kind "mse": mean of (pred - target)^2, pred and target f32 of
+ *  one shape. kind "cross_entropy": pred f32 logits [N, V], target i32 [N] (class ids, or
+ *  -1: no loss there), the mean over the rows that count. *loss receives the mean; dpred:
+ *  NULL, or *dpred receives a new tensor d loss / d pred (caller owns). */
+DT_API dt_status dt_loss(const char* kind, const dt_tensor* pred, const dt_tensor* target,
+                         double* loss, dt_tensor** dpred);
+
+/** One update of every parameter of the optimizer's module from its accumulated gradients
+ *  (the engine does this itself; this is for host-driven loops). */
+DT_API dt_status dt_optimizer_step(dt_optimizer* optimizer);
+
+/** Sets the learning rate of the following steps (lr >= 0). */
+DT_API dt_status dt_optimizer_set_lr(dt_optimizer* optimizer, double lr);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,6 +1,7 @@
 // The exception firewall: every extern "C" entry point runs its body through guard(),
 // which turns any exception into a dt_status and the thread's last-error message.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,8 +46,14 @@ struct dt_mesh {
 
 // Children hold their parents by shared_ptr, so handles can be destroyed in any order.
 struct dt_module {
+  dt_module() = default;
+  dt_module(std::shared_ptr<dt::nn::Module> m, dt::nn::GPT* g) : module(std::move(m)), gpt(g) {}
   std::shared_ptr<dt::nn::Module> module;
   dt::nn::GPT* gpt = nullptr;  // the same object when the module is a GPT; null for an MLP
+  // MLP and sequential modules, driven by the host (dt_module_forward / _backward): set up
+  // on first use, holding the saved activations of the one batch in flight.
+  std::function<const dt::Tensor&(const dt::Tensor&)> forward;
+  std::function<void(const dt::Tensor&, dt::Tensor*)> backward;
 };
 
 struct dt_optimizer {
