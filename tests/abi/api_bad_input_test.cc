@@ -1,19 +1,11 @@
 // Bad input through the C ABI: every case returns a status and a message that names the
 // argument and what is accepted; nothing crashes, and the library keeps working after.
-#include <dtrain/dtrain.h>
-#include <gtest/gtest.h>
+#include "abi_util.h"
 
 #include <string>
 #include <thread>
 
 namespace {
-
-// EXPECT that `status` is `want` and the last message contains every fragment.
-void expect_error(dt_status status, dt_status want, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(status, want) << dt_status_string(status) << ": " << dt_last_error_message();
-  std::string msg = dt_last_error_message();
-  for (const char* f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
-}
 
 dt_tensor* tensor(dt_dtype dtype, std::initializer_list<int64_t> shape) {
   dt_tensor* t = nullptr;

@@ -1,7 +1,6 @@
 // The mesh through the C ABI, as a host would drive it: creation errors, queries, every
 // collective on 4 local ranks, piece lifetimes, abort and the comm ledger.
-#include <dtrain/dtrain.h>
-#include <gtest/gtest.h>
+#include "abi_util.h"
 
 #include <atomic>
 #include <chrono>
@@ -10,14 +9,6 @@
 #include <vector>
 
 namespace {
-
-#define OK(call) ASSERT_EQ((call), DT_OK) << dt_last_error_message()
-
-void expect_error(dt_status status, dt_status want, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(status, want) << dt_status_string(status) << ": " << dt_last_error_message();
-  std::string msg = dt_last_error_message();
-  for (const char* f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
-}
 
 // A local mesh of `world` ranks with integer options {key, value}.
 dt_mesh* make_mesh(int32_t world, std::initializer_list<std::pair<const char*, int64_t>> opts = {}) {

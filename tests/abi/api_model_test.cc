@@ -1,8 +1,7 @@
 // Modules, optimizers and the engine through the C ABI, as a host would drive them: a tiny
 // GPT from options learns a fixed batch, generates deterministically, round-trips a
 // checkpoint, survives any destroy order, and every bad input is a named error.
-#include <dtrain/dtrain.h>
-#include <gtest/gtest.h>
+#include "abi_util.h"
 
 #include <unistd.h>
 
@@ -15,25 +14,6 @@
 #include <vector>
 
 namespace {
-
-#define OK(call) ASSERT_EQ((call), DT_OK) << dt_last_error_message()
-
-void expect_error(dt_status status, dt_status want, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(status, want) << dt_status_string(status) << ": " << dt_last_error_message();
-  std::string msg = dt_last_error_message();
-  if (std::getenv("DTRAIN_TEST_VERBOSE")) std::printf("%s\n", msg.c_str());
-  for (const char* f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "message: " << msg << "\nmissing: " << f;
-}
-
-// Owns an options bag for one call.
-struct Opts {
-  dt_options* o = nullptr;
-  Opts() { EXPECT_EQ(dt_options_create(&o), DT_OK); }
-  ~Opts() { dt_options_destroy(o); }
-  Opts& i(const char* k, int64_t v) { EXPECT_EQ(dt_options_set_int(o, k, v), DT_OK); return *this; }
-  Opts& d(const char* k, double v) { EXPECT_EQ(dt_options_set_double(o, k, v), DT_OK); return *this; }
-  Opts& s(const char* k, const char* v) { EXPECT_EQ(dt_options_set_string(o, k, v), DT_OK); return *this; }
-};
 
 constexpr int64_t kB = 4, kT = 16, kVocab = 32;
 

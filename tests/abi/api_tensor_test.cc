@@ -1,14 +1,11 @@
 // Tensors, fills, ops and the ledger through the C ABI, as a host would use them.
-#include <dtrain/dtrain.h>
-#include <gtest/gtest.h>
+#include "abi_util.h"
 
 #include <cmath>
 #include <string>
 #include <vector>
 
 namespace {
-
-#define OK(call) ASSERT_EQ((call), DT_OK) << dt_last_error_message()
 
 TEST(Tensor, CreateCopyQueryAndConvert) {
   dt_tensor* t = nullptr;

@@ -65,19 +65,6 @@ std::vector<int64_t> sample(int64_t numel, int64_t n = 20) {
   return out;
 }
 
-// Central difference of f at *v, using the step that f32 actually stores.
-double central(float* v, float eps, const std::function<double()>& f) {
-  const float keep = *v;
-  *v = keep + eps;
-  const float hi = *v;
-  double lp = f();
-  *v = keep - eps;
-  const float lo = *v;
-  double lm = f();
-  *v = keep;
-  return (lp - lm) / (static_cast<double>(hi) - lo);
-}
-
 void check_gradients(const GPTConfig& c) {
   GPT m(c);
   perturb_init(m);
@@ -102,7 +89,7 @@ void check_gradients(const GPTConfig& c) {
     std::vector<double> got, want;
     for (int64_t i : sample(p->value.numel())) {
       got.push_back(p->grad.data<float>()[i]);
-      want.push_back(central(p->value.data<float>() + i, eps, loss_fn));
+      want.push_back(test::central_diff(p->value.data<float>() + i, eps, loss_fn));
       biggest = std::max(biggest, std::fabs(got.back()));
     }
     test::expect_close(got, want, atol, rtol, p->name);
@@ -114,7 +101,7 @@ void check_gradients(const GPTConfig& c) {
     m.embed(b.ids, fa);
     float* v = fa.resid[0].data<float>() + i;
     got.push_back(dx0.data<float>()[i]);
-    want.push_back(central(v, eps, [&] {
+    want.push_back(test::central_diff(v, eps, [&] {
       m.forward_blocks(0, m.num_blocks(), fa);
       m.head(fa);
       return nn::cross_entropy_loss(fa.logits, b.targets, -1, fa.ce);

@@ -49,17 +49,8 @@ TEST(NNMLP, GradientsMatchFiniteDifferences) {
     auto check = [&](Tensor value, const Tensor& grad, const std::string& what) {
       std::vector<double> got, want;
       for (int64_t i = 0; i < value.numel(); ++i) {
-        float* v = value.data<float>() + i;
-        const float keep = *v;
-        *v = keep + 1e-2f;
-        const float hi = *v;
-        double lp = loss();
-        *v = keep - 1e-2f;
-        const float lo = *v;
-        double lm = loss();
-        *v = keep;
         got.push_back(grad.data<float>()[i]);
-        want.push_back((lp - lm) / (static_cast<double>(hi) - lo));
+        want.push_back(test::central_diff(value.data<float>() + i, 1e-2f, loss));
       }
       test::expect_close(got, want, 1e-4, 1e-2, what);
     };

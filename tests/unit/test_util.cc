@@ -57,6 +57,18 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
                     << rtol << ")";
 }
 
+double central_diff(float* v, float eps, const std::function<double()>& f) {
+  const float keep = *v;
+  *v = keep + eps;
+  const float hi = *v;
+  const double lp = f();
+  *v = keep - eps;
+  const float lo = *v;
+  const double lm = f();
+  *v = keep;
+  return (lp - lm) / (static_cast<double>(hi) - lo);
+}
+
 std::vector<double> finite_diff(const std::function<double(const std::vector<double>&)>& f,
                                 std::vector<double> x, double eps) {
   std::vector<double> g(x.size());

@@ -32,6 +32,11 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 std::vector<double> finite_diff(const std::function<double(const std::vector<double>&)>& f,
                                 std::vector<double> x, double eps = 1e-6);
 
+// d f / d (*v) by a central difference in double, perturbing the f32 value in place by
+// +-eps and dividing by the step f32 actually stored (then restoring *v): for checking a
+// model's parameter gradients, where f re-runs the forward.
+double central_diff(float* v, float eps, const std::function<double()>& f);
+
 // sum_i a[i] * b[i], the scalar loss used to turn a vector output into a gradient check.
 double dot(const std::vector<double>& a, const std::vector<double>& b);
 
