@@ -463,7 +463,12 @@ DT_API void dt_optimizer_destroy(dt_optimizer* optimizer);
 typedef struct dt_engine dt_engine;
 
 /** Creates an engine.
- *  mesh:      NULL (this process alone) or a mesh of one rank.
+ *  mesh:      NULL (this process alone), or a mesh whose only axis above 1 is "dp": data
+ *             parallel training (DDP). Every process passes the same GLOBAL batch to
+ *             dt_engine_train_step; dp rank r trains on rows [r B/dp, (r+1) B/dp), and the
+ *             gradients are all-reduced in buckets while backward runs. A process driving
+ *             several ranks (local backend) trains one replica per rank; `module` is local
+ *             rank 0's, which evaluation, generation and saving read (replicas stay equal).
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,
@@ -474,7 +479,8 @@ typedef struct dt_engine dt_engine;
  *             Dynamic loss scaling, accepted for any model and used only for "f16" ones:
  *             "loss_scale_init" (double > 0, default 65536), "loss_scale_growth_interval"
  *             (int >= 1, default 2000: good steps before the scale doubles; an overflow
- *             skips the step and halves it).
+ *             skips the step and halves it). Data parallel: "bucket_bytes" (int >= 1,
+ *             default 25 MiB: gradients per all-reduce).
  *  Caller owns *out; release with dt_engine_destroy. */
 DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer,
                                   const dt_options* options, dt_engine** out);
@@ -483,7 +489,8 @@ DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer
 DT_API void dt_engine_destroy(dt_engine* engine);
 
 /** One optimizer step on a batch. inputs, targets: i32 [B, T] CPU tensors of the same
- *  shape, token ids in [0, vocab_size) (targets may also hold -1: no loss there).
+ *  shape, token ids in [0, vocab_size) (targets may also hold -1: no loss there); B must
+ *  be divisible by dp x micro_batches.
  *  *loss_out (may be NULL) receives the mean loss over the batch before the update. */
 DT_API dt_status dt_engine_train_step(dt_engine* engine, const dt_tensor* inputs,
                                       const dt_tensor* targets, double* loss_out);

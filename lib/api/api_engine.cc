@@ -6,7 +6,7 @@
 
 #include "comm/mesh.h"
 #include "engine/generate.h"
-#include "engine/train_engine.h"
+#include "engine/trainer.h"
 #include "io/checkpoint.h"
 #include "lib/api/firewall.h"
 #include "nn/gpt.h"
@@ -24,7 +24,7 @@ struct dt_engine {
   std::shared_ptr<dt::comm::Mesh> mesh;
   std::string last_stats;     // metrics JSON of the last successful train step ("" before any)
   std::string last_generate;  // statistics JSON of the last successful generate ("" before any)
-  std::unique_ptr<dt::engine::TrainEngine> engine;
+  std::unique_ptr<dt::engine::Trainer> engine;
 };
 
 namespace {
@@ -32,10 +32,13 @@ namespace {
 dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
 
 
-dt::engine::TrainOptions train_options(const dt_options* options, float base_lr) {
+dt::engine::TrainOptions train_options(const dt_options* options, float base_lr, dt::engine::ParallelOptions& par) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
                      {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio",
-                      "loss_scale_init", "loss_scale_growth_interval"});
+                      "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes"});
+  par.bucket_bytes = r.get_int("bucket_bytes", par.bucket_bytes);
+  DT_CHECK(par.bucket_bytes >= 1,
+           "option \"bucket_bytes\" = " + std::to_string(par.bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");
   dt::engine::TrainOptions o;
   o.micro_batches = r.get_int("micro_batches", 1);
   DT_CHECK(o.micro_batches >= 1,
@@ -164,15 +167,14 @@ dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optim
     DT_CHECK(optimizer->module == module->module,
              "optimizer was created over another module; accepted: an optimizer of this module");
     std::shared_ptr<dt::comm::Mesh> m = mesh ? mesh->mesh : nullptr;  // NULL: this process alone
-    if (m)
-      DT_CHECK(m->world_size() == 1, "mesh has " + std::to_string(m->world_size()) +
-                                         " ranks; accepted: NULL or a mesh of 1 rank (data parallelism comes later)");
     auto h = std::make_unique<dt_engine>();
     h->module = module->module;
     h->gpt = module->gpt;
     h->opt = optimizer->opt;
     h->mesh = m;
-    h->engine = std::make_unique<dt::engine::TrainEngine>(m, *h->gpt, *h->opt, train_options(options, h->opt->lr()));
+    dt::engine::ParallelOptions par;
+    const dt::engine::TrainOptions o = train_options(options, h->opt->lr(), par);
+    h->engine = std::make_unique<dt::engine::Trainer>(m, *h->gpt, *h->opt, o, par);
     *out = h.release();
   });
 }

@@ -45,6 +45,27 @@ TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim
     if (!in_blocks.count(p)) rest_params_.push_back(p);
 }
 
+void TrainEngine::enable_data_parallel(comm::Communicator& dp, int64_t bucket_bytes) {
+  std::vector<nn::ParamList> order(block_params_.rbegin(), block_params_.rend());  // backward's order
+  order.push_back(rest_params_);
+  buckets_ = std::make_unique<parallel::GradBuckets>(order, dp, bucket_bytes);
+  dp_ = &dp;
+}
+
+void TrainEngine::announce(const nn::ParamList& ready) {
+  if (hook_) hook_(ready);  // first: a test's hook may plant values that must be reduced
+  if (buckets_) buckets_->mark_ready(ready);
+}
+
+// A double summed over the dp group exactly enough for a loss: as a float pair (hi, lo),
+// hi + lo == x to about 2^-48, each summed in f32 over a handful of ranks.
+static double sum_over(comm::Communicator& c, double x) {
+  float v[2] = {static_cast<float>(x), 0.0f};
+  v[1] = static_cast<float>(x - static_cast<double>(v[0]));
+  c.all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
+  return static_cast<double>(v[0]) + static_cast<double>(v[1]);
+}
+
 void TrainEngine::run(const std::function<void()>& fn) {
   // The step runs on the mesh's rank thread, where a data-parallel engine will run one
   // replica per local rank; without a mesh, on the caller's thread.
@@ -91,29 +112,38 @@ double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_sc
   model_.backward_head(a.dlogits, a);
   for (int i = model_.num_blocks() - 1; i >= 0; --i) {
     model_.backward_blocks(i, i + 1, a);
-    if (last && hook_) hook_(block_params_[i]);
+    if (last) announce(block_params_[i]);
   }
   model_.backward_embed(a);
-  if (last && hook_) hook_(rest_params_);
+  if (last) announce(rest_params_);
   return mean * static_cast<double>(a.ce.count);
 }
 
 StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   check_batch(inputs, targets, "train_step");
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t B = inputs.dim(0), M = opt_cfg_.micro_batches, mb = B / M;
+  const int64_t dp = dp_ ? dp_->size() : 1, M = opt_cfg_.micro_batches;
+  DT_CHECK(inputs.dim(0) % (dp * M) == 0, "train_step: global batch B = " + std::to_string(inputs.dim(0)) +
+                                              " is not divisible by dp (" + std::to_string(dp) + ") x micro_batches (" +
+                                              std::to_string(M) + ")");
+  const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = dp_ ? dp_->rank() * local : 0;
   StepStats st;
   run([&] {
     opt_.zero_grad();
     const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
+    // The global batch's target count (every rank sees the whole batch, so no collective).
     const int64_t total = count_targets(targets);
     double loss_sum = 0.0;
     for (int64_t m = 0; m < M; ++m) {
-      Tensor in = inputs.slice0(m * mb, (m + 1) * mb), tg = targets.slice0(m * mb, (m + 1) * mb);
+      Tensor in = inputs.slice0(r0 + m * mb, r0 + (m + 1) * mb), tg = targets.slice0(r0 + m * mb, r0 + (m + 1) * mb);
       const int64_t n = count_targets(tg);
       // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
       const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
       loss_sum += micro_step(in, tg, scale * loss_scale, m == M - 1);
+    }
+    if (buckets_) {
+      buckets_->finish();  // the summed gradients, identical on every replica
+      loss_sum = sum_over(*dp_, loss_sum);
     }
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
     finish_step(st, loss_scale);

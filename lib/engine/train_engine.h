@@ -33,6 +33,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "parallel/grad_buckets.h"
 
 namespace dt::engine {
 
@@ -63,7 +64,8 @@ using GradReadyHook = std::function<void(const nn::ParamList& ready)>;
 
 class TrainEngine {
  public:
-  // mesh may be null (plain single-device training); otherwise its world must be 1 for now.
+  // mesh may be null (plain single-device training, or a replica that a Trainer drives on
+  // its rank thread); otherwise its world must be 1 (engine/trainer.h runs several).
   // model and opt must outlive the engine; opt must be built over model.parameters().
   TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o);
 
@@ -73,6 +75,16 @@ class TrainEngine {
   double evaluate(const Tensor& inputs, const Tensor& targets);
 
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+  // Makes this engine one data-parallel replica (DDP) on `dp`, the communicator of its rank
+  // over the dp axis. train_step then takes the GLOBAL batch (the same on every rank, B
+  // divisible by dp size x micro_batches), trains on this rank's B / dp rows, and
+  // all-reduces the gradients in buckets of about `bucket_bytes` during the last
+  // micro-batch's backward (parallel/grad_buckets.h). Each rank's backward is scaled by its
+  // share of the global batch's target tokens, so the summed gradient is the global batch's
+  // gradient and every replica takes the same step. The reported loss is the global mean.
+  // Call it on the rank thread that will train, before the first step.
+  void enable_data_parallel(comm::Communicator& dp, int64_t bucket_bytes);
+  const parallel::GradBuckets* grad_buckets() const { return buckets_.get(); }
   int64_t step() const { return opt_.steps(); }
   // The f16 loss scaler; null for f32 and bf16 models.
   const optim::DynamicLossScaler* loss_scaler() const { return scaler_.get(); }
@@ -94,6 +106,7 @@ class TrainEngine {
   // Forward + backward of one micro-batch; returns its summed (not mean) loss.
   double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
   int64_t count_targets(const Tensor& tg) const;
+  void announce(const nn::ParamList& ready);  // the user hook, then the DDP buckets
   void run(const std::function<void()>& fn);
   // The optimizer step after the grads are complete; fills st's grad_norm, lr, loss_scale
   // and skipped. loss_scale: the scale backward ran with.
@@ -106,6 +119,8 @@ class TrainEngine {
   TrainOptions opt_cfg_;
   GradReadyHook hook_;
   nn::GPTActs acts_;
+  comm::Communicator* dp_ = nullptr;
+  std::unique_ptr<parallel::GradBuckets> buckets_;
   std::vector<nn::ParamList> block_params_;
   nn::ParamList rest_params_;  // embeddings, final norm, head
   std::unique_ptr<optim::DynamicLossScaler> scaler_;  // f16 only

@@ -79,6 +79,12 @@ Sgd::Sgd(nn::ParamList params, const SgdOptions& opt) : Optimizer(std::move(para
     bufs_.push_back(opt.momentum != 0 ? add_state(i, "momentum_buffer") : Tensor());
 }
 
+std::unique_ptr<Optimizer> Sgd::clone_over(nn::ParamList params) const {
+  SgdOptions o = opt_;
+  o.lr = lr();
+  return std::make_unique<Sgd>(std::move(params), o);
+}
+
 void Sgd::update(size_t i, float grad_scale, int64_t step) {
   kernels::SgdParams p;
   p.lr = lr(), p.momentum = opt_.momentum, p.weight_decay = opt_.weight_decay, p.nesterov = opt_.nesterov;
@@ -96,6 +102,12 @@ AdamW::AdamW(nn::ParamList params, const AdamWOptions& opt)
     m_.push_back(add_state(i, "exp_avg"));
     v_.push_back(add_state(i, "exp_avg_sq"));
   }
+}
+
+std::unique_ptr<Optimizer> AdamW::clone_over(nn::ParamList params) const {
+  AdamWOptions o = opt_;
+  o.lr = lr();
+  return std::make_unique<AdamW>(std::move(params), o);
 }
 
 void AdamW::update(size_t i, float grad_scale, int64_t step) {

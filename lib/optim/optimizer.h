@@ -16,6 +16,7 @@
 // storage): write new values into them (or call sync_masters_from_params), never assign a
 // new Tensor to Parameter::value after construction.
 #pragma once
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,10 @@ class Optimizer {
   const nn::ParamList& params() const { return params_; }
 
   NamedTensors state() const;
+  // A fresh optimizer of the same kind and hyper-parameters (lr included) over `params`
+  // (another replica's parameters, in the same order), with zeroed state: what a
+  // data-parallel engine gives every replica.
+  virtual std::unique_ptr<Optimizer> clone_over(nn::ParamList params) const = 0;
   // Re-reads the masters from the parameter values, for when values were loaded (or
   // initialized) after the optimizer was built and no master was saved.
   void sync_masters_from_params();
@@ -76,6 +81,7 @@ struct SgdOptions {
 class Sgd final : public Optimizer {
  public:
   Sgd(nn::ParamList params, const SgdOptions& opt);
+  std::unique_ptr<Optimizer> clone_over(nn::ParamList params) const override;
 
  private:
   void update(size_t i, float grad_scale, int64_t step) override;
@@ -90,6 +96,7 @@ struct AdamWOptions {
 class AdamW final : public Optimizer {
  public:
   AdamW(nn::ParamList params, const AdamWOptions& opt);
+  std::unique_ptr<Optimizer> clone_over(nn::ParamList params) const override;
 
  private:
   void update(size_t i, float grad_scale, int64_t step) override;

@@ -99,6 +99,30 @@ print("demo accuracy", acc)
 sys.exit(0 if acc >= 0.90 else 1)
 PY
   ;;
+plan)
+  # The ZeRO paper's Table 1 (7.5B parameters, N = 64, mixed-precision Adam, K = 12).
+  $D plan --params 7.5e9 --dp 64 --json plan.json >plan.txt || fail "plan"
+  cat plan.txt
+  for want in "120.0 GB" "31.4 GB" "16.6 GB" "1.9 GB"; do grep -q "$want" plan.txt || fail "plan lacks $want"; done
+  $D plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8 | grep -q "2 x 4 x 8 = 64" || fail "effective batch"
+  grep -q '"total_bytes": 120000000000' plan.json || fail "plan JSON lacks the baseline total"
+  $D plan --model gpt-tiny --dp 2 --zero 3 | grep -q "ZeRO-3" || fail "plan of a model"
+  expect_error "--zero" $D plan --params 1e9 --zero 4
+  ;;
+dp)
+  # DDP over 2 and 4 ranks of one process: the same losses as one rank, to rounding.
+  $D train "${TINY[@]}" --steps 10 --eval-problems 0 --out d1 --json d1.json >/dev/null 2>&1 || fail "dp 1"
+  $D train "${TINY[@]}" --steps 10 --eval-problems 0 --out d2 --json d2.json --dp 2 >/dev/null 2>&1 || fail "dp 2"
+  $D train "${TINY[@]}" --steps 10 --eval-problems 0 --out d4 --json d4.json --dp 4 --micro-batches 2 >/dev/null 2>&1 || fail "dp 4"
+  python3 - <<'PY' || fail "dp losses differ from one rank"
+import json
+a, b, c = (json.load(open(f))["final_loss"] for f in ("d1.json", "d2.json", "d4.json"))
+print("final loss dp1 %.9f dp2 %.9f dp4 %.9f" % (a, b, c))
+assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) <= 1e-5 * abs(a)
+PY
+  expect_error "dp (3)" $D train "${TINY[@]}" --steps 1 --dp 3 --out d3
+  $D generate --checkpoint d2/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a dp run"
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo "cli $CASE passed"

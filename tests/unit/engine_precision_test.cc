@@ -12,7 +12,6 @@
 #include <limits>
 
 #include "core/allocator.h"
-#include "core/rng.h"
 #include "engine/generate.h"
 #include "engine/train_engine.h"
 #include "nn/kv_cache.h"
@@ -46,18 +45,8 @@ const char* name_of(bool llama) { return llama ? "llama" : "gpt"; }
 
 // Batch k of a stream that cycles through 3 random batches (B sequences of T + 1 tokens;
 // targets are the inputs shifted), so a few steps memorize them and the loss moves a lot.
-struct Batch {
-  Tensor in, tg;
-};
-Batch batch(int64_t k, int64_t B = 4, int64_t T = 16, int64_t V = 32) {
-  Batch b{Tensor::zeros({B, T}, DType::I32), Tensor::zeros({B, T}, DType::I32)};
-  CounterRng rng(static_cast<uint64_t>(100 + k % 3), "tokens");
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < T; ++t) {
-      b.in.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t) % V);
-      b.tg.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t + 1) % V);
-    }
-  return b;
+test::TokenBatch batch(int64_t k, int64_t B = 4, int64_t T = 16, int64_t V = 32) {
+  return test::random_token_batch(B, T, V, static_cast<uint64_t>(100 + k % 3));
 }
 
 // A model, its AdamW and an engine; f16 uses `scaler`.
@@ -84,7 +73,7 @@ struct Trainer {
   // Steps over batches [from, from + n).
   void train(int64_t n, int64_t from = 0) {
     for (int64_t k = from; k < from + n; ++k) {
-      Batch b = batch(k);
+      test::TokenBatch b = batch(k);
       stats.push_back(eng.train_step(b.in, b.tg));
     }
   }
@@ -207,7 +196,7 @@ TEST(EnginePrecision, F16OverflowSkipsTheStepAndLeavesEverythingUnchanged) {
   r.train(2);  // non-zero moments, so "unchanged" means something
   const std::vector<Tensor> before = snapshot(r.eng);
   plant_inf(r.eng);
-  Batch b = batch(2);
+  test::TokenBatch b = batch(2);
   StepStats s = r.eng.train_step(b.in, b.tg);
   EXPECT_TRUE(s.skipped);
   EXPECT_FALSE(std::isfinite(s.grad_norm));
@@ -244,7 +233,7 @@ TEST(EnginePrecision, F16OverflowAtMinScaleThrowsAndChangesNothing) {
   r.train(1);
   const std::vector<Tensor> before = snapshot(r.eng);
   plant_inf(r.eng);
-  Batch b = batch(1);
+  test::TokenBatch b = batch(1);
   test::expect_invalid([&] { r.eng.train_step(b.in, b.tg); }, "diverging");
   EXPECT_EQ(r.eng.step(), 1);
   EXPECT_EQ(r.eng.loss_scaler()->scale(), 1.0f);

@@ -35,20 +35,6 @@ nn::GPTConfig tiny(bool llama) {
   return c;
 }
 
-// B random sequences of T + 1 tokens: inputs are the first T, targets the last T.
-struct Batch {
-  Tensor in, tg;
-};
-Batch random_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Batch b{Tensor::zeros({B, T}, DType::I32), Tensor::zeros({B, T}, DType::I32)};
-  CounterRng rng(seed, "tokens");
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < T; ++t) {
-      b.in.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t) % V);
-      b.tg.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t + 1) % V);
-    }
-  return b;
-}
 
 TEST(EngineTrain, MemorizesAFewSequences) {
   nn::GPT m(tiny(false));
@@ -61,7 +47,7 @@ TEST(EngineTrain, MemorizesAFewSequences) {
   o.max_grad_norm = 1.0;
   o.schedule = optim::LrSchedule::warmup_cosine(1e-2f, 10, 300, 0.1f);
   TrainEngine eng(nullptr, m, opt, o);
-  Batch b = random_batch(4, 8, 11, 3);
+  test::TokenBatch b = test::random_token_batch(4, 8, 11, 3);
   engine::StepStats first = eng.train_step(b.in, b.tg), s;
   for (int i = 1; i < 300; ++i) s = eng.train_step(b.in, b.tg);
   std::printf("loss %.4f -> %.4f; last step: %s\n", first.loss, s.loss, engine::metrics_json(s).c_str());
@@ -81,7 +67,7 @@ TEST(EngineTrain, MemorizesAFewSequences) {
 // groupings (one matmul over 4 rows vs 4 accumulated ones), so this holds to f32 rounding,
 // not bitwise: measured max |dp| ~1e-8 after a step of lr 0.5; asserted <= 1e-7.
 TEST(EngineTrain, MicroBatchesGiveTheFullBatchGradient) {
-  Batch b = random_batch(4, 8, 11, 5);
+  test::TokenBatch b = test::random_token_batch(4, 8, 11, 5);
   for (int i = 0; i < 32; i += 3)
     if (i < 8 || i % 2) b.tg.data<int32_t>()[i] = -1;  // row 0 mostly ignored
   for (bool llama : {false, true}) {
@@ -196,7 +182,7 @@ TEST(EngineTrain, GradReadyHookSeesEveryParameterOnceAfterItsGradientIsFinal) {
   eng.set_grad_ready_hook([&](const nn::ParamList& ps) {
     for (nn::Parameter* p : ps) seen.push_back(p->name);
   });
-  Batch b = random_batch(4, 8, 11, 1);
+  test::TokenBatch b = test::random_token_batch(4, 8, 11, 1);
   eng.train_step(b.in, b.tg);
   std::set<std::string> unique(seen.begin(), seen.end());
   EXPECT_EQ(seen.size(), m.parameters().size());
@@ -208,7 +194,7 @@ TEST(EngineTrain, EvaluateChangesNothing) {
   nn::GPT m(tiny(false));
   optim::AdamW opt(m.parameters(), optim::AdamWOptions{});
   TrainEngine eng(nullptr, m, opt, TrainOptions{});
-  Batch b = random_batch(2, 8, 11, 2);
+  test::TokenBatch b = test::random_token_batch(2, 8, 11, 2);
   std::vector<double> before = test::to_f64(m.parameters()[0]->value);
   double l1 = eng.evaluate(b.in, b.tg), l2 = eng.evaluate(b.in, b.tg);
   EXPECT_EQ(l1, l2);
@@ -239,9 +225,9 @@ TEST(EngineTrain, BadInputsNameTheField) {
   TrainOptions o;
   o.micro_batches = 4;
   TrainEngine eng(nullptr, m, opt, o);
-  Batch b = random_batch(6, 8, 11, 1);
+  test::TokenBatch b = test::random_token_batch(6, 8, 11, 1);
   test::expect_invalid([&] { eng.train_step(b.in, b.tg); }, "batch B = 6 is not divisible by micro_batches = 4");
-  Batch c = random_batch(4, 8, 11, 1);
+  test::TokenBatch c = test::random_token_batch(4, 8, 11, 1);
   c.in.data<int32_t>()[5] = 11;
   test::expect_invalid([&] { eng.train_step(c.in, c.tg); }, "inputs holds token id 11");
   c.in.data<int32_t>()[5] = 0;

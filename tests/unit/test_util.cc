@@ -1,5 +1,7 @@
 #include "unit/test_util.h"
 
+#include "core/rng.h"
+
 #include <cmath>
 
 #include "core/random_fill.h"
@@ -55,6 +57,17 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements off; worst at " << worst
                     << ": got " << got[worst] << ", want " << want[worst] << " (atol " << atol << ", rtol "
                     << rtol << ")";
+}
+
+TokenBatch random_token_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  TokenBatch b{Tensor::zeros({B, T}, DType::I32), Tensor::zeros({B, T}, DType::I32)};
+  CounterRng rng(seed, "tokens");
+  for (int64_t r = 0; r < B; ++r)
+    for (int64_t t = 0; t < T; ++t) {
+      b.in.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t) % V);
+      b.tg.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t + 1) % V);
+    }
+  return b;
 }
 
 double central_diff(float* v, float eps, const std::function<double()>& f) {

@@ -16,6 +16,13 @@
 
 namespace dt::test {
 
+// B random sequences of T + 1 token ids below V keyed by seed: inputs i32 [B, T] are the
+// first T of each, targets the last T (next-token prediction).
+struct TokenBatch {
+  Tensor in, tg;
+};
+TokenBatch random_token_batch(int64_t B, int64_t T, int64_t V, uint64_t seed);
+
 // A tensor of normal(0, std) values keyed by (seed, name).
 Tensor randn(const Shape& shape, DType dtype = DType::F32, uint64_t seed = 1, const std::string& name = "x",
              float std = 1.0f);

@@ -31,6 +31,7 @@ using Engine = std::unique_ptr<dt_engine, Deleter<dt_engine, dt_engine_destroy>>
 using Dataset = std::unique_ptr<dt_dataset, Deleter<dt_dataset, dt_dataset_destroy>>;
 using Loader = std::unique_ptr<dt_loader, Deleter<dt_loader, dt_loader_destroy>>;
 using Tensor = std::unique_ptr<dt_tensor, Deleter<dt_tensor, dt_tensor_destroy>>;
+using Mesh = std::unique_ptr<dt_mesh, Deleter<dt_mesh, dt_mesh_destroy>>;
 
 Options make_options();
 void set(dt_options* o, const char* key, int64_t v);

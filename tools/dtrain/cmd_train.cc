@@ -17,7 +17,7 @@ struct TrainArgs {
   ModelArgs model;
   std::string data = "addition";
   int64_t digits = 3, train_size = 1000000, context = 256;
-  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0;
+  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
   std::string out = "runs/latest", json;
@@ -75,8 +75,17 @@ int run_train(const TrainArgs& a) {
     set(eo.get(), "total_steps", a.steps);
     set(eo.get(), "min_lr_ratio", a.min_lr_ratio);
   }
+  // --dp N: N ranks of this process (the local backend), data parallel.
+  Mesh mesh;
+  if (a.dp > 1) {
+    Options mo = make_options();
+    set(mo.get(), "dp", a.dp);
+    dt_mesh* m = nullptr;
+    check(dt_mesh_create("local", static_cast<int32_t>(a.dp), mo.get(), &m), "creating the mesh (--dp)");
+    mesh.reset(m);
+  }
   dt_engine* eng_raw = nullptr;
-  check(dt_engine_create(nullptr, model.get(), opt.get(), eo.get(), &eng_raw), "creating the engine");
+  check(dt_engine_create(mesh.get(), model.get(), opt.get(), eo.get(), &eng_raw), "creating the engine");
   Engine engine(eng_raw);
 
   Options lo = make_options();
@@ -102,9 +111,10 @@ int run_train(const TrainArgs& a) {
   } else {
     write_file(metrics_path, "");
   }
-  std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld\n",
+  std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld%s\n",
               static_cast<long long>(params), a.data.c_str(), static_cast<long long>(dataset_size(data.get())),
-              static_cast<long long>(T), static_cast<long long>(a.steps), static_cast<long long>(a.batch));
+              static_cast<long long>(T), static_cast<long long>(a.steps), static_cast<long long>(a.batch),
+              a.dp > 1 ? (" over dp = " + std::to_string(a.dp) + " ranks").c_str() : "");
   std::fflush(stdout);
 
   std::ofstream metrics(metrics_path, std::ios::app);
@@ -181,6 +191,8 @@ void add_train_command(CLI::App& app) {
   c->add_option("--context", a->context, "Tokens per example for text and token files")->capture_default_str()->group("Data");
   c->add_option("--steps", a->steps, "Optimizer steps in all (a resumed run continues to it)")->capture_default_str();
   c->add_option("--batch", a->batch, "Examples per step")->capture_default_str();
+  c->add_option("--dp", a->dp, "Data-parallel ranks in this process (DDP; --batch is the global batch)")
+      ->capture_default_str();
   c->add_option("--micro-batches", a->micro_batches, "Gradient accumulation: micro-batches per step (divides --batch)")
       ->capture_default_str();
   c->add_option("--lr", a->lr, "Peak learning rate (AdamW)")->capture_default_str()->group("Optimizer");

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   dtcli::add_train_command(app);
   dtcli::add_generate_command(app);
   dtcli::add_eval_command(app);
+  dtcli::add_plan_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,55 @@
+// The training engine over a mesh: one TrainEngine replica per local rank, data parallel
+// over the mesh's dp axis (DDP). Without a mesh, or on a mesh of one rank, it is exactly
+// the single TrainEngine.
+//
+// Replicas: the host's model and optimizer are local rank 0's replica; a process that
+// drives more ranks (the local backend) builds the others from the model's config and the
+// optimizer's kind (Optimizer::clone_over), copies the host's weights into them, and runs
+// every replica's step on its rank thread (kernels serial per rank, since the ranks share
+// the cores). Under mpi each process holds its one replica. Replicas start bitwise equal
+// and stay so: they take the same summed gradient, reduced in the same order on every rank.
+//
+// What is per replica and what is replica 0's: a train step runs on all; evaluate, the step
+// count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
+// files); load loads every replica. For now the mesh's axes other than dp must be 1.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/train_engine.h"
+
+namespace dt::engine {
+
+struct ParallelOptions {
+  int64_t bucket_bytes = 25 << 20;  // DDP bucket size (PyTorch's default, 25 MiB)
+};
+
+class Trainer {
+ public:
+  Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
+          const ParallelOptions& p = {});
+
+  // The global batch: i32 [B, T], the same on every process; B divisible by dp x micro_batches.
+  StepStats train_step(const Tensor& inputs, const Tensor& targets);
+  double evaluate(const Tensor& inputs, const Tensor& targets) { return replicas_[0]->evaluate(inputs, targets); }
+  int64_t step() const { return replicas_[0]->step(); }
+  int dp() const { return dp_; }
+  int local_replicas() const { return static_cast<int>(replicas_.size()); }
+  TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
+  nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
+
+  std::vector<io::CheckpointTensor> state_tensors() { return replicas_[0]->state_tensors(); }
+  void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
+            const std::string& stem = "checkpoint");
+  nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
+
+ private:
+  std::shared_ptr<comm::Mesh> mesh_;
+  int dp_ = 1;
+  std::vector<nn::GPT*> models_;
+  std::vector<std::unique_ptr<nn::GPT>> owned_models_;
+  std::vector<std::unique_ptr<optim::Optimizer>> owned_opts_;
+  std::vector<std::unique_ptr<TrainEngine>> replicas_;
+};
+
+}  // namespace dt::engine

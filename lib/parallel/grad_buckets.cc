@@ -1,0 +1,74 @@
+#include "parallel/grad_buckets.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace dt::parallel {
+
+GradBuckets::GradBuckets(const std::vector<nn::ParamList>& ready_order, comm::Communicator& comm, int64_t bucket_bytes)
+    : comm_(comm) {
+  DT_CHECK(bucket_bytes >= 1, "bucket_bytes = " + std::to_string(bucket_bytes) + "; accepted: >= 1");
+  Bucket cur;
+  int64_t cur_bytes = 0;
+  auto close = [&] {
+    if (cur.params.empty()) return;
+    const int64_t n = cur.offsets.back() + cur.params.back()->grad.numel();
+    cur.flat = Tensor::zeros({n}, cur.params[0]->grad.dtype(), cur.params[0]->grad.device(), MemTag::CommBuffer);
+    cur.waiting = cur.params.size();
+    buckets_.push_back(std::move(cur));
+    cur = Bucket();
+    cur_bytes = 0;
+  };
+  for (const nn::ParamList& group : ready_order)
+    for (nn::Parameter* p : group) {
+      DT_CHECK(p && p->grad.defined(), "GradBuckets: a parameter without a gradient");
+      DT_CHECK(!bucket_of_.count(p), "GradBuckets: parameter \"" + p->name + "\" is announced twice");
+      if (!cur.params.empty() && (cur.params[0]->grad.dtype() != p->grad.dtype() || cur_bytes >= bucket_bytes)) close();
+      cur.offsets.push_back(cur.params.empty() ? 0 : cur.offsets.back() + cur.params.back()->grad.numel());
+      cur.params.push_back(p);
+      cur_bytes += static_cast<int64_t>(p->grad.nbytes());
+      total_bytes_ += static_cast<int64_t>(p->grad.nbytes());
+      bucket_of_[p] = buckets_.size();
+    }
+  close();
+}
+
+void GradBuckets::launch(Bucket& b) {
+  const size_t elem = dtype_size(b.flat.dtype());
+  char* flat = static_cast<char*>(b.flat.raw());
+  for (size_t i = 0; i < b.params.size(); ++i)
+    std::memcpy(flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.raw(), b.params[i]->grad.nbytes());
+  b.work = comm_.all_reduce_async(b.flat.raw(), b.flat.raw(), b.flat.numel(), b.flat.dtype(), comm::ReduceOp::Sum);
+  ++launched_;
+}
+
+void GradBuckets::mark_ready(const nn::ParamList& ready) {
+  for (nn::Parameter* p : ready) {
+    auto it = bucket_of_.find(p);
+    DT_CHECK(it != bucket_of_.end(), "GradBuckets: parameter \"" + p->name + "\" is not in any bucket");
+    Bucket& b = buckets_[it->second];
+    DT_CHECK(b.waiting > 0, "GradBuckets: parameter \"" + p->name + "\" announced twice in one step");
+    if (--b.waiting == 0) launch(b);
+  }
+}
+
+void GradBuckets::finish() {
+  launched_early_ = launched_;
+  // Launch in bucket order what the hook never announced (e.g. no hook ran), so every rank
+  // issues the same collectives in the same order.
+  for (Bucket& b : buckets_)
+    if (!b.work) launch(b);
+  for (Bucket& b : buckets_) {
+    b.work->wait();
+    const size_t elem = dtype_size(b.flat.dtype());
+    const char* flat = static_cast<const char*>(b.flat.raw());
+    for (size_t i = 0; i < b.params.size(); ++i)
+      std::memcpy(b.params[i]->grad.raw(), flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.nbytes());
+    b.work.reset();
+    b.waiting = b.params.size();
+  }
+  launched_ = 0;
+}
+
+}  // namespace dt::parallel

@@ -1,0 +1,131 @@
+// dtrain plan: per-rank memory of the model states (weights, gradients, optimizer state)
+// for a dp size, a ZeRO stage and a precision, by the ZeRO paper's formulas (Rajbhandari et
+// al., 2020, section 3 and Table 1), the communication per step, and the effective batch.
+// For a model it can build it counts the parameters through the C API; --params takes a
+// raw count (e.g. 7.5e9) for models too large to build here.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_args.h"
+
+namespace dtcli {
+namespace {
+
+struct PlanArgs {
+  ModelArgs model;
+  double params = 0;
+  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256;
+  std::string json;
+};
+
+// Bytes per parameter: weights, gradients, and K, the optimizer state (Adam: two moments,
+// plus the f32 master copy when weights are 16-bit: K = 12, the paper's mixed precision).
+struct Bytes {
+  double w, g, k;
+};
+Bytes bytes_of(const std::string& precision) {
+  if (precision == "f32") return {4, 4, 8};
+  if (precision == "bf16" || precision == "f16") return {2, 2, 12};
+  throw CliError("--precision \"" + precision + "\"; accepted: f32, bf16, f16");
+}
+
+// Per-rank model-state bytes of ZeRO stage s over N ranks: 0 replicates all; 1 shards the
+// optimizer state; 2 also the gradients; 3 also the weights.
+double stage_bytes(int s, double psi, double n, const Bytes& b) {
+  switch (s) {
+    case 0: return (b.w + b.g + b.k) * psi;
+    case 1: return (b.w + b.g) * psi + b.k * psi / n;
+    case 2: return b.w * psi + (b.g + b.k) * psi / n;
+    default: return (b.w + b.g + b.k) * psi / n;
+  }
+}
+
+std::string gb(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, bytes >= 1e9 ? "%.1f GB" : bytes >= 1e6 ? "%.1f MB" : "%.0f B",
+                bytes >= 1e9 ? bytes / 1e9 : bytes >= 1e6 ? bytes / 1e6 : bytes);
+  return buf;
+}
+
+int run_plan(const PlanArgs& a) {
+  if (a.dp < 1) throw CliError("--dp " + std::to_string(a.dp) + "; accepted: >= 1");
+  if (a.zero < -1 || a.zero > 3) throw CliError("--zero " + std::to_string(a.zero) + "; accepted: 0, 1, 2, 3");
+  if (a.micro_batch < 1 || a.accumulation < 1) throw CliError("--micro-batch and --accumulation must be >= 1");
+  const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;  // the paper's case
+  const Bytes b = bytes_of(precision);
+  double psi = a.params;
+  std::string what;
+  if (psi > 0) {
+    what = "a model of " + std::to_string(static_cast<long long>(psi)) + " parameters";
+  } else if (psi < 0) {
+    throw CliError("--params must be > 0");
+  } else {
+    Module m = a.model.create(a.context, 1);
+    int64_t n = 0;
+    check(dt_module_param_count(m.get(), &n), "counting parameters");
+    psi = static_cast<double>(n);
+    what = "--model " + a.model.preset + " (" + std::to_string(n) + " parameters)";
+  }
+  const double n = static_cast<double>(a.dp);
+  std::printf("%s, dp = %lld, %s: %g + %g + K=%g bytes per parameter (weights, grads, optimizer)\n\n", what.c_str(),
+              static_cast<long long>(a.dp), precision.c_str(), b.w, b.g, b.k);
+  std::printf("  per-rank model states (ZeRO paper, Table 1 convention; activations not included)\n");
+  std::printf("  %-14s %-30s %12s %12s %12s %12s\n", "stage", "formula", "weights", "grads", "optimizer", "total");
+  const char* formula[4] = {"(w+g+K) psi", "(w+g) psi + K psi/N", "w psi + (g+K) psi/N", "(w+g+K) psi/N"};
+  const char* name[4] = {"baseline (DDP)", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP"};
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s <= 3; ++s) {
+    if (a.zero >= 0 && s != a.zero) continue;
+    const double w = s >= 3 ? b.w * psi / n : b.w * psi, g = s >= 2 ? b.g * psi / n : b.g * psi,
+                 k = s >= 1 ? b.k * psi / n : b.k * psi, total = stage_bytes(s, psi, n, b);
+    std::printf("  %-14s %-30s %12s %12s %12s %12s\n", name[s], formula[s], gb(w).c_str(), gb(g).c_str(),
+                gb(k).c_str(), gb(total).c_str());
+    // Per step, per rank: DDP and ZeRO-1/2 all-reduce (or reduce-scatter + all-gather) the
+    // gradients, 2 psi elements; ZeRO-3 gathers the weights for forward and again for
+    // backward and reduce-scatters the gradients, 3 psi (1.5x).
+    const double elems = s == 3 ? 3 * psi : 2 * psi;
+    stages.push_back({{"stage", s},          {"name", name[s]},   {"weights_bytes", w}, {"grads_bytes", g},
+                      {"optimizer_bytes", k}, {"total_bytes", total}, {"comm_elements_per_step", elems},
+                      {"comm_bytes_per_step", elems * b.g}});
+  }
+  std::printf("\n  communication per step and rank: 2 psi elements (DDP, ZeRO-1, ZeRO-2: the gradient\n"
+              "  all-reduce as reduce-scatter + all-gather), 3 psi for ZeRO-3 (weights gathered for\n"
+              "  forward and for backward, gradients reduce-scattered): 1.5x. Here 2 psi = %s and\n"
+              "  3 psi = %s in %g-byte elements.\n",
+              gb(2 * psi * b.g).c_str(), gb(3 * psi * b.g).c_str(), b.g);
+  const int64_t eff = a.micro_batch * a.dp * a.accumulation;
+  std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
+              static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp),
+              static_cast<long long>(a.accumulation), static_cast<long long>(eff));
+  if (!a.json.empty()) {
+    nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},
+                        {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
+                        {"stages", stages},        {"effective_batch", eff}};
+    write_file(a.json, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP and ZeRO-1/2/3, by formula");
+  c->footer("Examples:\n"
+            "  dtrain plan --params 7.5e9 --dp 64          (the ZeRO paper's Table 1: 120, 31.4, 16.6, 1.9 GB)\n"
+            "  dtrain plan --model gpt-small --dp 4 --zero 3 --precision f32\n"
+            "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)");
+  a->model.add_to(*c);  // --precision among them: here bf16 (the default) or f16 count 2 + 2 + 12 bytes/param, f32 4 + 4 + 8
+  c->add_option("--params", a->params, "A raw parameter count instead of --model (e.g. 7.5e9)");
+  c->add_option("--context", a->context, "Context of the --model built to count its parameters")->capture_default_str();
+  c->add_option("--dp", a->dp, "Data-parallel ranks N")->capture_default_str();
+  c->add_option("--zero", a->zero, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
+  c->add_option("--micro-batch", a->micro_batch, "Sequences per rank per micro-batch")->capture_default_str();
+  c->add_option("--accumulation", a->accumulation, "Micro-batches per step (gradient accumulation)")->capture_default_str();
+  c->add_option("--json", a->json, "Also write the figures as JSON to this file");
+  c->callback([a] { throw Exit{run_plan(*a)}; });
+}
+
+}  // namespace dtcli
