@@ -13,7 +13,7 @@
 #include <map>
 
 #include "common/anchors.h"
-#include "core/rng.h"
+#include "common/model_inputs.h"
 #include "core/thread_pool.h"
 #include "engine/generate.h"
 #include "engine/train_engine.h"
@@ -25,22 +25,6 @@ namespace dt::bench {
 namespace {
 
 constexpr double kMfuTarget = 0.6;
-
-struct Batch {
-  Tensor in, tg;
-};
-
-// B random byte sequences: inputs the first T of T + 1 tokens, targets the last T.
-Batch random_batch(int64_t B, int64_t T, int64_t V, uint64_t seed) {
-  Batch b{Tensor::zeros({B, T}, DType::I32), Tensor::zeros({B, T}, DType::I32)};
-  CounterRng rng(seed, "bench_model");
-  for (int64_t r = 0; r < B; ++r)
-    for (int64_t t = 0; t < T; ++t) {
-      b.in.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t) % V);
-      b.tg.data<int32_t>()[r * T + t] = static_cast<int32_t>(rng.bits(r * (T + 1) + t + 1) % V);
-    }
-  return b;
-}
 
 // The op families of the split; ops not named here are "other" (bias, add, scale, cast...).
 const char* family_of(const std::string& op) {

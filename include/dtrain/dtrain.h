@@ -674,6 +674,21 @@ DT_API dt_status dt_optimizer_step(dt_optimizer* optimizer);
 /** Sets the learning rate of the following steps (lr >= 0). */
 DT_API dt_status dt_optimizer_set_lr(dt_optimizer* optimizer, double lr);
 
+/* ------------------------------------------------------------------------------------ */
+/* Trace: the timeline                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/** Starts (on = 1, clearing what was recorded) or stops (on = 0) recording the timeline:
+ *  per rank, a compute track (forward, backward of each block, the optimizer step, and the
+ *  time spent waiting for gradient all-reduces) and a comm track (each bucket's all-reduce,
+ *  from its start during backward to its end). Off by default. Thread-safe. */
+DT_API dt_status dt_trace_enable(int32_t on);
+
+/** Writes what was recorded as Chrome trace-event JSON to `path` (open it in Perfetto,
+ *  https://ui.perfetto.dev, or chrome://tracing). DT_ERR_IO when the file cannot be
+ *  written. Thread-safe. */
+DT_API dt_status dt_trace_write(const char* path);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "io/model_config.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
@@ -106,15 +107,28 @@ int64_t TrainEngine::count_targets(const Tensor& tg) const {
 
 double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last) {
   nn::GPTActs& a = acts_;
-  double mean = model_.forward_loss(in, tg, a, opt_cfg_.ignore_index);
+  double mean = 0.0;
+  {
+    TraceSpan span("compute", "forward");
+    mean = model_.forward_loss(in, tg, a, opt_cfg_.ignore_index);
+  }
   // GPT::backward, in pieces, so that finished buckets can be announced (DDP overlap).
-  nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
-  model_.backward_head(a.dlogits, a);
+  {
+    TraceSpan span("compute", "backward head");
+    nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
+    model_.backward_head(a.dlogits, a);
+  }
   for (int i = model_.num_blocks() - 1; i >= 0; --i) {
-    model_.backward_blocks(i, i + 1, a);
+    {
+      TraceSpan span("compute", "backward block " + std::to_string(i));
+      model_.backward_blocks(i, i + 1, a);
+    }
     if (last) announce(block_params_[i]);
   }
-  model_.backward_embed(a);
+  {
+    TraceSpan span("compute", "backward embed");
+    model_.backward_embed(a);
+  }
   if (last) announce(rest_params_);
   return mean * static_cast<double>(a.ce.count);
 }
@@ -156,6 +170,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 void TrainEngine::finish_step(StepStats& st, float loss_scale) {
+  TraceSpan span("compute", "optimizer step");
   const nn::ParamList& ps = opt_.params();
   // The schedule is a function of the update count, which checkpoints restore.
   st.lr = opt_cfg_.schedule.lr(opt_.steps());

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "core/trace.h"
 #include "kernels/ops.h"
 
 namespace dt::engine {
@@ -48,9 +49,10 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   if (replicas_.size() == 1 && dp_ == 1) return replicas_[0]->train_step(inputs, targets);
   std::vector<StepStats> stats(replicas_.size());
   const bool shared_cores = replicas_.size() > 1;
-  mesh_->run([&](int li, int) {
+  mesh_->run([&](int li, int rank) {
     // Ranks of one process share its cores: each runs its kernels on its own thread rather
     // than queueing on the one pool.
+    TraceRank track(rank);
     std::unique_ptr<ScopedSerialKernels> serial;
     if (shared_cores) serial = std::make_unique<ScopedSerialKernels>();
     stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets);

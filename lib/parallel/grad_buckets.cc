@@ -1,8 +1,10 @@
 #include "parallel/grad_buckets.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/trace.h"
 
 namespace dt::parallel {
 
@@ -40,7 +42,15 @@ void GradBuckets::launch(Bucket& b) {
   for (size_t i = 0; i < b.params.size(); ++i)
     std::memcpy(flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.raw(), b.params[i]->grad.nbytes());
   b.work = comm_.all_reduce_async(b.flat.raw(), b.flat.raw(), b.flat.numel(), b.flat.dtype(), comm::ReduceOp::Sum);
+  b.launched_us = trace_enabled() ? trace_now_us() : -1.0;
   ++launched_;
+}
+
+void GradBuckets::trace_done(Bucket& b, size_t index) {
+  if (b.launched_us < 0) return;
+  trace_record("comm", "all_reduce bucket " + std::to_string(index) + " (" + std::to_string(b.flat.nbytes()) + " B)",
+               trace_track(trace_current_rank(), true), b.launched_us, trace_now_us());
+  b.launched_us = -1.0;
 }
 
 void GradBuckets::mark_ready(const nn::ParamList& ready) {
@@ -51,6 +61,11 @@ void GradBuckets::mark_ready(const nn::ParamList& ready) {
     DT_CHECK(b.waiting > 0, "GradBuckets: parameter \"" + p->name + "\" announced twice in one step");
     if (--b.waiting == 0) launch(b);
   }
+  // Tracing: close the spans of buckets that finished while this block ran backward, so
+  // the timeline shows when each all-reduce really ended (to a block's resolution).
+  if (trace_enabled())
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      if (buckets_[i].work && buckets_[i].launched_us >= 0 && buckets_[i].work->test()) trace_done(buckets_[i], i);
 }
 
 void GradBuckets::finish() {
@@ -59,8 +74,14 @@ void GradBuckets::finish() {
   // issues the same collectives in the same order.
   for (Bucket& b : buckets_)
     if (!b.work) launch(b);
-  for (Bucket& b : buckets_) {
+  exposed_s_ = 0.0;
+  TraceSpan idle("idle", "wait for gradient all-reduce");
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = buckets_[bi];
+    const auto t0 = std::chrono::steady_clock::now();
     b.work->wait();
+    exposed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    trace_done(b, bi);
     const size_t elem = dtype_size(b.flat.dtype());
     const char* flat = static_cast<const char*>(b.flat.raw());
     for (size_t i = 0; i < b.params.size(); ++i)

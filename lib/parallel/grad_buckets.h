@@ -38,6 +38,9 @@ class GradBuckets {
   int64_t total_bytes() const { return total_bytes_; }
   // Of the last step: buckets whose all-reduce started before finish() (during backward).
   int64_t launched_early() const { return launched_early_; }
+  // Of the last step: seconds finish() spent waiting for all-reduces, the communication
+  // that backward did not hide.
+  double exposed_seconds() const { return exposed_s_; }
 
  private:
   struct Bucket {
@@ -46,13 +49,16 @@ class GradBuckets {
     Tensor flat;
     size_t waiting = 0;            // parameters not yet announced this step
     comm::WorkPtr work;
+    double launched_us = -1.0;  // trace: when its all-reduce started (-1: not traced yet)
   };
+  void trace_done(Bucket& b, size_t index);  // records the bucket's comm span once
   void launch(Bucket& b);
 
   comm::Communicator& comm_;
   std::vector<Bucket> buckets_;
   std::map<const nn::Parameter*, size_t> bucket_of_;
   int64_t total_bytes_ = 0, launched_early_ = 0, launched_ = 0;
+  double exposed_s_ = 0.0;
 };
 
 }  // namespace dt::parallel

@@ -120,6 +120,25 @@ a, b, c = (json.load(open(f))["final_loss"] for f in ("d1.json", "d2.json", "d4.
 print("final loss dp1 %.9f dp2 %.9f dp4 %.9f" % (a, b, c))
 assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) <= 1e-5 * abs(a)
 PY
+  # --report: the ledgers next to the formulas (DDP replicates: measured param bytes = 4 x params).
+  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out dr --dp 2 --report --json dr.json >rep.txt 2>&1 || fail "report"
+  grep -q "report: memory per rank" rep.txt && grep -q "all-reduce on dp" rep.txt || { cat rep.txt; fail "report text"; }
+  python3 - <<'PY' || fail "report: measured param/grad bytes differ from the formula"
+import json
+s = json.load(open("dr.json"))
+tags, n, p = s["report"]["memory"]["tags"], s["report"]["ranks"], s["params"]
+assert tags["param"]["current"] == 4 * p * n and tags["grad"]["current"] == 4 * p * n, (tags, p, n)
+assert tags["optimizer"]["current"] == (8 * p + 8) * n, (tags["optimizer"], p, n)
+PY
+  # --trace: a Chrome trace with both ranks' compute and comm tracks.
+  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out dt --dp 2 --trace dt/trace.json >/dev/null 2>&1 || fail "trace"
+  python3 - <<'PY' || fail "trace JSON"
+import json
+t = json.load(open("dt/trace.json"))["traceEvents"]
+tracks = {e["args"]["name"] for e in t if e["ph"] == "M"}
+assert {"rank 0 compute", "rank 0 comm", "rank 1 compute", "rank 1 comm"} <= tracks, tracks
+assert any(e["name"].startswith("all_reduce bucket") for e in t)
+PY
   expect_error "dp (3)" $D train "${TINY[@]}" --steps 1 --dp 3 --out d3
   $D generate --checkpoint d2/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a dp run"
   ;;

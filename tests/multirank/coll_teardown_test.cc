@@ -14,12 +14,14 @@ namespace {
 // moment, so the abort lands at every stage: arriving, reducing, copying, fencing.
 TEST(Teardown, AbortDuringLargeAllReduces) {
   std::mt19937 gen(7);
+  int aborted = 0;
   for (int trial = 0; trial < 12; ++trial) {
     auto mesh = world_mesh(4, 60);
     std::thread aborter([&, delay = gen() % 15000] {
       std::this_thread::sleep_for(std::chrono::microseconds(delay));
       mesh->abort("stress");
     });
+    std::atomic<bool> finished[4] = {false, false, false, false};
     auto out = run_outcomes(*mesh, [&](int rank) {
       Communicator& c = mesh->comm(rank, "world");
       for (int i = 0; i < 1000; ++i) {
@@ -27,10 +29,17 @@ TEST(Teardown, AbortDuringLargeAllReduces) {
         c.all_reduce(x.data(), x.data(), 40000, DType::F32, ReduceOp::Sum);
         EXPECT_EQ(x[39999], 4.0f);
       }
+      finished[rank] = true;
     });
     aborter.join();
-    for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].code, DT_ERR_ABORTED) << out[r].what;
+    // A rank either saw the abort or had finished every call before it landed (a starved
+    // aborter thread on a loaded machine can come late); anything else is a bug.
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_TRUE(out[r].code == DT_ERR_ABORTED || (out[r].code == DT_OK && finished[r])) << r << ": " << out[r].what;
+      aborted += out[r].code == DT_ERR_ABORTED;
+    }
   }
+  EXPECT_GT(aborted, 0) << "no abort ever landed during traffic: the test tested nothing";
 }
 
 // The same with every kind of collective in the loop, on sub-communicators too, and the

@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/trace.h"
 #include "engine/trainer.h"
 #include "multirank/coll_util.h"
 #include "unit/test_util.h"
@@ -127,6 +131,35 @@ TEST(DDP, BucketsStartDuringBackwardAndTheLedgerCountsThem) {
     EXPECT_EQ(s.calls, buckets->num_buckets() + 1) << "rank " << rank;
     EXPECT_EQ(s.bytes, grad_bytes + 8) << "rank " << rank;
   }
+}
+
+TEST(DDP, TheTraceShowsEveryRankAndAllReducesStartingDuringBackward) {
+  auto mesh = comm::test::world_mesh(2);
+  nn::GPT model(tiny(DType::F32));
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions{});
+  engine::ParallelOptions p;
+  p.bucket_bytes = 8192;
+  engine::Trainer t(mesh, model, opt, options(1), p);
+  test::TokenBatch b = test::random_token_batch(kB, kT, 32, 1);
+  trace_enable(true);
+  t.train_step(b.in, b.tg);
+  trace_enable(false);
+  const nlohmann::json j = nlohmann::json::parse(trace_json());
+  std::map<std::string, int> names;  // track name -> tid
+  double first_comm_start[2] = {1e300, 1e300}, last_backward_end[2] = {0, 0};
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M") names[e["args"]["name"].get<std::string>()] = e["tid"].get<int>();
+    if (e["ph"] != "X") continue;
+    const int tid = e["tid"].get<int>(), rank = tid / 2;
+    const std::string name = e["name"].get<std::string>();
+    const double ts = e["ts"].get<double>(), end = ts + e["dur"].get<double>();
+    if (tid % 2 == 1) first_comm_start[rank] = std::min(first_comm_start[rank], ts);
+    if (name.rfind("backward", 0) == 0) last_backward_end[rank] = std::max(last_backward_end[rank], end);
+  }
+  for (const char* track : {"rank 0 compute", "rank 0 comm", "rank 1 compute", "rank 1 comm"})
+    EXPECT_TRUE(names.count(track)) << "no track \"" << track << "\"";
+  for (int r : {0, 1}) EXPECT_LT(first_comm_start[r], last_backward_end[r]) << "rank " << r << ": no overlap";
+  EXPECT_NE(trace_json().find("wait for gradient all-reduce"), std::string::npos);
 }
 
 TEST(DDP, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "model_args.h"
+#include "report.h"
 
 namespace dtcli {
 namespace {
@@ -20,9 +21,9 @@ struct TrainArgs {
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
-  std::string out = "runs/latest", json;
+  std::string out = "runs/latest", json, trace;
   int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
-  bool resume = false, no_progress = false;
+  bool resume = false, no_progress = false, report = false;
 };
 
 // The (step, loss) pairs already in a run's metrics file, up to `last_step`; the file is
@@ -123,6 +124,7 @@ int run_train(const TrainArgs& a) {
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
   const double t0 = now_seconds();
   const int64_t first = step;
+  if (!a.trace.empty()) check(dt_trace_enable(1), "starting the trace");
   // --stop-at ends this run early (saved, resumable) without changing the schedule, which
   // --steps sets for the whole run.
   const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
@@ -151,6 +153,11 @@ int run_train(const TrainArgs& a) {
     bar.finish(status);
   }
   const double train_s = now_seconds() - t0;
+  if (!a.trace.empty()) {
+    check(dt_trace_enable(0), "stopping the trace");
+    check(dt_trace_write(a.trace.c_str()), "writing the trace");
+    std::printf("wrote %s (Chrome trace: open it in https://ui.perfetto.dev)\n", a.trace.c_str());
+  }
   std::printf("trained %lld steps in %.1f s (%.0f tokens/s); final loss %.4f\n", static_cast<long long>(step - first),
               train_s, tokens_per_s, loss);
   std::printf("wrote %s (JSON lines), %s (loss curve), %s.index.json (checkpoint)\n", metrics_path.c_str(), svg.c_str(),
@@ -159,6 +166,7 @@ int run_train(const TrainArgs& a) {
   nlohmann::json summary = {{"steps", step},       {"steps_this_run", step - first}, {"final_loss", loss},
                             {"train_seconds", train_s}, {"tokens_per_s", tokens_per_s}, {"params", params},
                             {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg}};
+  if (a.report) summary["report"] = print_report(mesh.get(), params, a.model.precision, a.dp, step - first);
   if (addition && a.eval_problems > 0 && step == a.steps) {
     Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");
     std::printf("held-out problems (never in training), answered by greedy generation:\n");
@@ -215,6 +223,10 @@ void add_train_command(CLI::App& app) {
   c->add_option("--show", a->show, "Held-out problems to print")->capture_default_str()->group("Output");
   c->add_option("--json", a->json, "Also write the summary as JSON to this file")->group("Output");
   c->add_flag("--no-progress", a->no_progress, "No progress bar")->group("Output");
+  c->add_option("--trace", a->trace, "Write a Chrome trace (compute, all-reduce, waiting per rank) to this file")
+      ->group("Output");
+  c->add_flag("--report", a->report, "Print the memory and communication ledgers next to their formulas")
+      ->group("Output");
   c->callback([a] { throw Exit{run_train(*a)}; });
 }
 
