@@ -235,11 +235,21 @@ DT_API dt_status dt_softmax(const dt_tensor* x, dt_tensor* y);
 DT_API dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes,
                                  int64_t* peak_bytes);
 
-/** Sets every tag's peak on `device` to its current value. Thread-safe. */
+/** The same for the memory of one rank: what tensors made on that rank's thread (by
+ *  dt_mesh_run's functions, or by the engine on its ranks) hold, plus what a rank adopted
+ *  (a data-parallel engine credits the host's model and optimizer to local rank 0). Zeros
+ *  for a rank that never held memory on `device`. rank: 0 to 1023 (higher ranks are counted
+ *  only in dt_memory_stats). Under mpirun a process holds its own rank's ledger only.
+ *  Thread-safe. */
+DT_API dt_status dt_memory_rank_stats(const char* device, int32_t rank, dt_mem_tag tag,
+                                      int64_t* current_bytes, int64_t* peak_bytes);
+
+/** Sets every tag's peak on `device` to its current value, for the device and each rank.
+ *  Thread-safe. */
 DT_API dt_status dt_memory_reset_peak(const char* device);
 
 /** Writes the ledger of `device` as JSON ({"device":..,"tags":{"param":{"current":..,
- *  "peak":..},..},"pool_cached_bytes":..}) into buf (NUL-terminated, truncated to
+ *  "peak":..},..},"pool_cached_bytes":..,"ranks":[{"rank":0,"tags":{..}},..]}) into buf (NUL-terminated, truncated to
  *  `capacity`); *needed receives the full length including the NUL. buf may be NULL when
  *  capacity is 0, to ask for the size. Thread-safe. */
 DT_API dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity,
@@ -376,6 +386,13 @@ DT_API dt_status dt_mesh_abort(dt_mesh* mesh);
  *  Zeros if that rank never used `axis`. Any out-pointer may be NULL. */
 DT_API dt_status dt_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, const char* kind,
                                     int64_t* calls, int64_t* bytes, double* seconds);
+
+/** The wire bytes of the same calls: what a bandwidth-optimal algorithm delivers to this
+ *  rank (an all-reduce of S bytes over n ranks counts 2(n-1)/n S; a reduce-scatter or an
+ *  all-gather (n-1)/n of the full buffer; a broadcast S on every rank but the root): the
+ *  volume the ZeRO paper compares, so ZeRO-3's step moves 1.5x DDP's. */
+DT_API dt_status dt_mesh_comm_wire_bytes(dt_mesh* mesh, int32_t rank, const char* axis,
+                                         const char* kind, int64_t* wire_bytes);
 
 /** Writes the comm ledger of every local rank and every axis used so far as JSON
  *  ({"backend":..,"ranks":[{"rank":r,"axes":{"dp":{"all_reduce":{"calls":..,"bytes":..,

@@ -162,6 +162,19 @@ dt_status dt_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, cons
   });
 }
 
+dt_status dt_mesh_comm_wire_bytes(dt_mesh* mesh, int32_t rank, const char* axis, const char* kind,
+                                  int64_t* wire_bytes) {
+  return guard("dt_mesh_comm_wire_bytes", [&] {
+    need(wire_bytes, "wire_bytes");
+    Mesh& m = mesh_of(mesh);
+    local_index_of(m, rank);
+    std::string a = axis_of(axis);
+    dt::comm::CollKind k = kind_of(kind);
+    dt::comm::Communicator* c = m.find_comm(rank, a);
+    *wire_bytes = c ? c->ledger().get(k).wire_bytes : 0;
+  });
+}
+
 dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_mesh_comm_report_json", [&] {
     Mesh& m = mesh_of(mesh);

@@ -39,14 +39,37 @@ dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_b
   });
 }
 
+dt_status dt_memory_rank_stats(const char* device, int32_t rank, dt_mem_tag tag, int64_t* current_bytes,
+                               int64_t* peak_bytes) {
+  return guard("dt_memory_rank_stats", [&] {
+    dt::Device d = dt::parse_device(device, "device");
+    if (rank < 0 || rank >= dt::kMaxRankLedgers)
+      dt::invalid("rank = " + std::to_string(rank) + "; accepted: 0 to " + std::to_string(dt::kMaxRankLedgers - 1));
+    const dt::Ledger* l = dt::rank_ledger(d, rank);
+    dt::Ledger none;
+    int64_t cur = (l ? *l : none).current(tag), peak = (l ? *l : none).peak(tag);
+    if (current_bytes) *current_bytes = cur;
+    if (peak_bytes) *peak_bytes = peak;
+  });
+}
+
 dt_status dt_memory_reset_peak(const char* device) {
-  return guard("dt_memory_reset_peak", [&] { dt::ledger_for(dt::parse_device(device, "device")).reset_peak(); });
+  return guard("dt_memory_reset_peak", [&] { dt::reset_peaks(dt::parse_device(device, "device")); });
 }
 
 dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_memory_report_json", [&] {
     dt::Device d = dt::parse_device(device, "device");
-    dt::api::write_text(dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d)), buf, capacity, needed);
+    std::string j = dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d));
+    std::string ranks = ",\"ranks\":[";
+    bool first = true;
+    for (int r : dt::ranks_with_ledger(d)) {
+      ranks += std::string(first ? "" : ",") + "{\"rank\":" + std::to_string(r) +
+               ",\"tags\":" + dt::rank_ledger(d, r)->tags_json() + "}";
+      first = false;
+    }
+    j.insert(j.size() - 1, ranks + "]");
+    dt::api::write_text(j, buf, capacity, needed);
   });
 }
 

@@ -33,6 +33,21 @@ int64_t sum(const std::vector<int64_t>& v) {
   return s;
 }
 
+// comm_ledger.h: the bytes a bandwidth-optimal algorithm delivers to this rank.
+int64_t wire_bytes(const CollRequest& r, int me, int n) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(r.dtype)), n64 = n;
+  switch (r.kind) {
+    case CollKind::AllReduce: return 2 * (n64 - 1) * r.bytes / n64;
+    case CollKind::AllGather: return (n64 - 1) * r.bytes;
+    case CollKind::ReduceScatter:
+    case CollKind::Reduce: return (n64 - 1) * r.bytes / n64;
+    case CollKind::Broadcast: return me == r.root ? 0 : r.count * esz;
+    case CollKind::AllToAll: return (sum(r.recv_counts) - r.recv_counts[static_cast<size_t>(me)]) * esz;
+    case CollKind::Recv: return r.bytes;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 WorkPtr Communicator::start(CollRequest r, bool blocking) {
@@ -85,6 +100,7 @@ WorkPtr Communicator::start(CollRequest r, bool blocking) {
     case CollKind::Barrier:
       break;
   }
+  r.wire_bytes = wire_bytes(r, rank(), n);
   return issue(r, blocking);
 }
 

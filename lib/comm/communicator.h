@@ -45,7 +45,8 @@ struct CollRequest {
   int root = 0;
   int tag = 0;
   std::vector<int64_t> send_counts, recv_counts;  // all-to-all only
-  int64_t bytes = 0;  // this rank's contribution, for the ledger
+  int64_t bytes = 0;       // this rank's contribution, for the ledger
+  int64_t wire_bytes = 0;  // what a bandwidth-optimal algorithm delivers to it (comm_ledger.h)
 };
 
 class Communicator {

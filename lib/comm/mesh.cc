@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/rank_scope.h"
 
 namespace dt::comm {
 namespace {
@@ -189,6 +190,7 @@ void Mesh::run(const std::function<void(int, int)>& fn) {
   auto body = [&](int i) {
     int rank = local_[i];
     try {
+      ScopedRank scope(rank);  // its memory and spans are this rank's
       fn(i, rank);
     } catch (const std::exception& e) {
       errors[i] = std::current_exception();

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/gpu_runtime.h"
+#include "core/rank_scope.h"
 
 namespace dt {
 namespace {
@@ -23,6 +24,7 @@ struct DeviceKey {
 // The free-block cache and ledger of one device.
 struct DevicePool {
   Ledger ledger;
+  std::unique_ptr<Ledger> ranks[kMaxRankLedgers];  // made on a rank's first allocation
   std::multimap<size_t, void*> free_blocks;  // capacity -> block
   int64_t cached = 0;
 };
@@ -43,6 +45,13 @@ class Pools {
   std::unordered_map<Device, std::unique_ptr<DevicePool>, DeviceKey> pools;
   AllocatorSettings settings;
 };
+
+// The rank's ledger, made if missing; null for no rank. Call with Pools::mu held.
+Ledger* rank_ledger_locked(DevicePool& dp, int rank) {
+  if (rank < 0 || rank >= kMaxRankLedgers) return nullptr;
+  if (!dp.ranks[rank]) dp.ranks[rank] = std::make_unique<Ledger>();
+  return dp.ranks[rank].get();
+}
 
 void* system_alloc(Device d, size_t capacity) {
   if (d.type == DeviceType::CPU) return std::aligned_alloc(kAlign, capacity);
@@ -106,8 +115,10 @@ std::shared_ptr<Storage> Storage::create(Device device, size_t bytes, MemTag tag
       if (!ptr) fail(DT_ERR_OUT_OF_MEMORY, "cannot allocate " + human(bytes) + " on " + device.str());
     }
     dp.ledger.add(tag, static_cast<int64_t>(bytes));
+    if (Ledger* rl = rank_ledger_locked(dp, current_rank())) rl->add(tag, static_cast<int64_t>(bytes));
   }
   std::shared_ptr<Storage> s(new Storage());
+  s->rank_ = current_rank();
   s->ptr_ = ptr;
   s->bytes_ = bytes;
   s->capacity_ = capacity;
@@ -125,6 +136,7 @@ Storage::~Storage() {
   DevicePool& dp = pools.pool(device_);
   std::lock_guard<std::mutex> g(pools.mu);
   dp.ledger.sub(tag_, static_cast<int64_t>(bytes_));
+  if (Ledger* rl = rank_ledger_locked(dp, rank_)) rl->sub(tag_, static_cast<int64_t>(bytes_));
   bool keep = capacity_ >= kPage &&
               dp.cached + static_cast<int64_t>(capacity_) <= pools.settings.pool_cache_bytes;
   if (keep) {
@@ -133,6 +145,15 @@ Storage::~Storage() {
   } else {
     system_free(device_, ptr_);
   }
+}
+
+void Storage::set_rank(int rank) {
+  Pools& pools = Pools::get();
+  DevicePool& dp = pools.pool(device_);
+  std::lock_guard<std::mutex> g(pools.mu);
+  if (Ledger* from = rank_ledger_locked(dp, rank_)) from->sub(tag_, static_cast<int64_t>(bytes_));
+  if (Ledger* to = rank_ledger_locked(dp, rank)) to->add(tag_, static_cast<int64_t>(bytes_));
+  rank_ = rank;
 }
 
 void allocator_configure(const AllocatorSettings& s) {
@@ -150,6 +171,32 @@ AllocatorSettings allocator_settings() {
 }
 
 Ledger& ledger_for(Device device) { return Pools::get().pool(device).ledger; }
+
+const Ledger* rank_ledger(Device device, int rank) {
+  Pools& pools = Pools::get();
+  DevicePool& dp = pools.pool(device);
+  std::lock_guard<std::mutex> g(pools.mu);
+  return rank >= 0 && rank < kMaxRankLedgers ? dp.ranks[rank].get() : nullptr;
+}
+
+std::vector<int> ranks_with_ledger(Device device) {
+  Pools& pools = Pools::get();
+  DevicePool& dp = pools.pool(device);
+  std::lock_guard<std::mutex> g(pools.mu);
+  std::vector<int> out;
+  for (int r = 0; r < kMaxRankLedgers; ++r)
+    if (dp.ranks[r]) out.push_back(r);
+  return out;
+}
+
+void reset_peaks(Device device) {
+  Pools& pools = Pools::get();
+  DevicePool& dp = pools.pool(device);
+  std::lock_guard<std::mutex> g(pools.mu);
+  dp.ledger.reset_peak();
+  for (auto& r : dp.ranks)
+    if (r) r->reset_peak();
+}
 
 int64_t pool_cached_bytes(Device device) {
   Pools& pools = Pools::get();

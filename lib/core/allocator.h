@@ -1,11 +1,15 @@
 // The allocator: every byte a tensor holds comes from here and is counted in the ledger of
-// its device. Freed blocks of a page or more are cached by size class and reused, because
+// its device, and in the ledger of the rank it belongs to: the allocating thread's current
+// rank (core/rank_scope.h), or one set later with set_rank (a host-built model adopted by
+// a rank). Ranks 0 to kMaxRankLedgers - 1 have a ledger each; memory of no rank (or of a
+// higher rank) is counted in the device's ledger only. Freed blocks of a page or more are cached by size class and reused, because
 // first touch of fresh pages is slow (about 15 us per 4 KiB page on the reference machine)
 // and training allocates the same sizes every step.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/device.h"
 #include "core/ledger.h"
@@ -27,6 +31,9 @@ class Storage {
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
   MemTag tag() const { return tag_; }
+  int rank() const { return rank_; }
+  // Credits this storage to `rank` (-1: no rank) from now on, moving its bytes over.
+  void set_rank(int rank);
 
  private:
   Storage() = default;
@@ -35,7 +42,10 @@ class Storage {
   size_t capacity_ = 0;
   Device device_;
   MemTag tag_ = MemTag::Workspace;
+  int rank_ = -1;
 };
+
+constexpr int kMaxRankLedgers = 1024;
 
 struct AllocatorSettings {
   int64_t memory_limit_bytes = 0;           // host bytes held by tensors; 0 = no cap
@@ -46,6 +56,12 @@ struct AllocatorSettings {
 void allocator_configure(const AllocatorSettings& s);
 AllocatorSettings allocator_settings();
 Ledger& ledger_for(Device device);
+// The ledger of `rank`'s memory on `device`; null when that rank never held any there.
+const Ledger* rank_ledger(Device device, int rank);
+// Ranks with a ledger on `device`, ascending.
+std::vector<int> ranks_with_ledger(Device device);
+// Resets the device's peaks and those of every rank on it.
+void reset_peaks(Device device);
 int64_t pool_cached_bytes(Device device);
 void pool_release_cached(Device device);  // returns every cached block to the system
 

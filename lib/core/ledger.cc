@@ -51,15 +51,19 @@ void Ledger::reset_peak() {
   for (int i = 0; i <= kNumMemTags; ++i) peak_[i].store(current_[i].load());
 }
 
-std::string Ledger::json(const std::string& device, int64_t pool_cached_bytes) const {
-  std::string s = "{\"device\":\"" + device + "\",\"tags\":{";
+std::string Ledger::tags_json() const {
+  std::string s = "{";
   for (int i = 0; i <= kNumMemTags; ++i) {
     if (i) s += ",";
     s += "\"" + std::string(kTagNames[i]) + "\":{\"current\":" + std::to_string(current(i)) +
          ",\"peak\":" + std::to_string(peak(i)) + "}";
   }
-  s += "},\"pool_cached_bytes\":" + std::to_string(pool_cached_bytes) + "}";
-  return s;
+  return s + "}";
+}
+
+std::string Ledger::json(const std::string& device, int64_t pool_cached_bytes) const {
+  return "{\"device\":\"" + device + "\",\"tags\":" + tags_json() +
+         ",\"pool_cached_bytes\":" + std::to_string(pool_cached_bytes) + "}";
 }
 
 }  // namespace dt

@@ -33,6 +33,8 @@ class Ledger {
   int64_t peak(int32_t tag) const;
   void reset_peak();
   std::string json(const std::string& device, int64_t pool_cached_bytes) const;
+  // {"param":{"current":..,"peak":..},..}, every tag and "all".
+  std::string tags_json() const;
 
  private:
   // Slot 0 is the total; its peak is the peak of the sum, not the sum of peaks.

@@ -6,6 +6,8 @@
 #include <set>
 #include <vector>
 
+#include "core/rank_scope.h"
+
 namespace dt {
 namespace {
 
@@ -20,7 +22,6 @@ std::atomic<bool> g_on{false};
 std::mutex g_mu;
 std::vector<Event> g_events;
 std::chrono::steady_clock::time_point g_t0 = std::chrono::steady_clock::now();
-thread_local int t_rank = 0;
 
 // JSON string body: names are ours (ASCII), but quote and backslash safely anyway.
 std::string escaped(const std::string& s) {
@@ -78,9 +79,7 @@ std::string trace_json() {
   return out + "]}";
 }
 
-TraceRank::TraceRank(int rank) : previous_(t_rank) { t_rank = rank; }
-TraceRank::~TraceRank() { t_rank = previous_; }
-int trace_current_rank() { return t_rank; }
+int trace_current_rank() { return current_rank() < 0 ? 0 : current_rank(); }
 
 TraceSpan::TraceSpan(const char* cat, std::string name) : cat_(cat) {
   if (!trace_enabled()) return;
@@ -89,7 +88,7 @@ TraceSpan::TraceSpan(const char* cat, std::string name) : cat_(cat) {
 }
 
 TraceSpan::~TraceSpan() {
-  if (start_ >= 0) trace_record(cat_, name_, trace_track(t_rank, false), start_, trace_now_us());
+  if (start_ >= 0) trace_record(cat_, name_, trace_track(trace_current_rank(), false), start_, trace_now_us());
 }
 
 }  // namespace dt

@@ -3,8 +3,8 @@
 // overlaps backward and where a rank sat waiting.
 //
 // Off by default; a span costs one relaxed atomic load when off. Spans land on tracks: each
-// rank has a compute track and a comm track (trace_track(rank, comm)); a thread's current
-// rank is set by TraceRank while it runs a rank's work. Times are microseconds since the
+// rank has a compute track and a comm track (trace_track(rank, comm)); a span goes to the
+// tracks of its thread's current rank (core/rank_scope.h; rank 0 when it has none). Times are microseconds since the
 // recorder was (re)enabled. Thread-safe.
 #pragma once
 #include <cstdint>
@@ -23,18 +23,7 @@ std::string trace_json();
 // The track of `rank`'s compute (comm = false) or communication (comm = true).
 inline int trace_track(int rank, bool comm) { return 2 * rank + (comm ? 1 : 0); }
 
-// While alive, this thread's spans go to `rank`'s tracks.
-class TraceRank {
- public:
-  explicit TraceRank(int rank);
-  ~TraceRank();
-  TraceRank(const TraceRank&) = delete;
-  TraceRank& operator=(const TraceRank&) = delete;
-
- private:
-  int previous_;
-};
-int trace_current_rank();
+int trace_current_rank();  // current_rank(), or 0 when the thread has none
 
 // A compute-track span of this thread's rank, from construction to destruction.
 class TraceSpan {

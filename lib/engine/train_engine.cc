@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -22,7 +23,7 @@ std::string metrics_json(const StepStats& s) {
 
 TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt,
                          const TrainOptions& o)
-    : mesh_(std::move(mesh)), model_(model), opt_(opt), opt_cfg_(o) {
+    : mesh_(std::move(mesh)), model_(model), opt_(&opt), opt_cfg_(o) {
   DT_CHECK(!mesh_ || mesh_->world_size() == 1,
            "TrainEngine: mesh world size = " + std::to_string(mesh_ ? mesh_->world_size() : 1) +
                "; accepted for now: 1 (data parallelism comes with the DDP engine)");
@@ -53,17 +54,50 @@ void TrainEngine::enable_data_parallel(comm::Communicator& dp, int64_t bucket_by
   dp_ = &dp;
 }
 
-void TrainEngine::announce(const nn::ParamList& ready) {
-  if (hook_) hook_(ready);  // first: a test's hook may plant values that must be reduced
-  if (buckets_) buckets_->mark_ready(ready);
+void TrainEngine::enable_zero(comm::Communicator& dp, int stage, const optim::Optimizer& prototype) {
+  DT_CHECK(stage >= 1 && stage <= 3, "zero = " + std::to_string(stage) + "; accepted: 0 (DDP), 1, 2 or 3");
+  std::vector<nn::ParamList> units = {rest_params_};
+  std::vector<std::string> names = {"embed_head"};
+  for (size_t i = 0; i < block_params_.size(); ++i) {
+    units.push_back(block_params_[i]);
+    names.push_back("block." + std::to_string(i));
+  }
+  zero_ = std::make_unique<parallel::ZeroSharding>(stage, units, names, dp);
+  zero_opt_ = prototype.clone_over(zero_->shard_params());
+  // The prototype's state (it may have stepped, or been loaded) in single-rank layout.
+  std::map<std::string, Tensor> whole;
+  for (auto& [name, t] : prototype.state()) whole[name] = t;
+  // An f32 model's values are their own masters, and its values are already in the shards.
+  zero_->load_whole_state([&](const std::string& n) { auto it = whole.find(n); return it == whole.end() ? nullptr : &it->second; },
+                          *zero_opt_, false);
+  opt_ = zero_opt_.get();
+  dp_ = &dp;
 }
 
-// A double summed over the dp group exactly enough for a loss: as a float pair (hi, lo),
-// hi + lo == x to about 2^-48, each summed in f32 over a handful of ranks.
-static double sum_over(comm::Communicator& c, double x) {
+void TrainEngine::gather_model() {
+  if (zero_) run([&] { zero_->gather_all(); });
+}
+
+void TrainEngine::zero_need(int unit) {
+  if (zero_) zero_->need_values(unit);
+}
+
+void TrainEngine::announce(const nn::ParamList& ready, int unit, bool last) {
+  if (hook_ && last) hook_(ready);  // first: a test's hook may plant values that must be reduced
+  if (buckets_ && last) buckets_->mark_ready(ready);
+  // ZeRO-1 accumulates whole grads and reduces once; stages 2/3 keep only shards, so they
+  // reduce every micro-batch and accumulate the sums.
+  if (zero_ && (last || zero_->stage() >= 2)) zero_->reduce_grads(unit);
+}
+
+// A double summed over the dp group exactly enough for a loss or a squared norm: as a float
+// pair (hi, lo), hi + lo == x to about 2^-48, each summed in f32 over a handful of ranks.
+// Inf or NaN stays non-finite (hi carries it, lo becomes NaN).
+double TrainEngine::dp_sum(double x) const {
+  if (!dp_) return x;
   float v[2] = {static_cast<float>(x), 0.0f};
   v[1] = static_cast<float>(x - static_cast<double>(v[0]));
-  c.all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
+  dp_->all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
   return static_cast<double>(v[0]) + static_cast<double>(v[1]);
 }
 
@@ -105,31 +139,67 @@ int64_t TrainEngine::count_targets(const Tensor& tg) const {
   return n;
 }
 
+double TrainEngine::forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTActs& a) {
+  // GPT::forward_loss, in pieces. ZeRO units: 0 = embeddings, final norm and head (kept
+  // whole from the embedding to the end of backward), 1 + i = block i. While one block
+  // runs, the next one's gather is in flight.
+  const int n = model_.num_blocks();
+  zero_need(0);
+  if (zero_) zero_->prefetch_values(1);
+  {
+    TraceSpan span("compute", "forward embed");
+    model_.embed(in, a);
+  }
+  for (int i = 0; i < n; ++i) {
+    zero_need(1 + i);
+    if (zero_) zero_->prefetch_values(2 + i);
+    {
+      TraceSpan span("compute", "forward block " + std::to_string(i));
+      model_.forward_blocks(i, i + 1, a);
+    }
+    if (zero_) zero_->release_values(1 + i);
+  }
+  TraceSpan span("compute", "forward head");
+  model_.head(a);
+  a.targets = tg;
+  a.ignore_index = opt_cfg_.ignore_index;
+  return nn::cross_entropy_loss(a.logits, tg, opt_cfg_.ignore_index, a.ce);
+}
+
 double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last) {
   nn::GPTActs& a = acts_;
-  double mean = 0.0;
-  {
-    TraceSpan span("compute", "forward");
-    mean = model_.forward_loss(in, tg, a, opt_cfg_.ignore_index);
+  const int n = model_.num_blocks();
+  const double mean = forward_pieces(in, tg, a);
+  // GPT::backward, in pieces, so that finished buckets can be announced (DDP overlap) and
+  // ZeRO can gather, reduce and free block by block.
+  if (zero_) {
+    zero_->prefetch_values(n);  // the last block, during the head's backward
+    zero_->begin_grads(0);
   }
-  // GPT::backward, in pieces, so that finished buckets can be announced (DDP overlap).
   {
     TraceSpan span("compute", "backward head");
     nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
     model_.backward_head(a.dlogits, a);
   }
-  for (int i = model_.num_blocks() - 1; i >= 0; --i) {
+  for (int i = n - 1; i >= 0; --i) {
+    if (zero_) {
+      zero_need(1 + i);
+      zero_->prefetch_values(i);  // the block before (unit i), not unit 0: it is still whole
+      zero_->begin_grads(1 + i);
+    }
     {
       TraceSpan span("compute", "backward block " + std::to_string(i));
       model_.backward_blocks(i, i + 1, a);
     }
-    if (last) announce(block_params_[i]);
+    announce(block_params_[static_cast<size_t>(i)], 1 + i, last);
+    if (zero_) zero_->release_values(1 + i);
   }
   {
     TraceSpan span("compute", "backward embed");
     model_.backward_embed(a);
   }
-  if (last) announce(rest_params_);
+  announce(rest_params_, 0, last);
+  if (zero_) zero_->release_values(0);
   return mean * static_cast<double>(a.ce.count);
 }
 
@@ -143,7 +213,10 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = dp_ ? dp_->rank() * local : 0;
   StepStats st;
   run([&] {
-    opt_.zero_grad();
+    if (zero_)
+      zero_->begin_step();
+    else
+      opt_->zero_grad();
     const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
     // The global batch's target count (every rank sees the whole batch, so no collective).
     const int64_t total = count_targets(targets);
@@ -155,14 +228,13 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
       loss_sum += micro_step(in, tg, scale * loss_scale, m == M - 1);
     }
-    if (buckets_) {
-      buckets_->finish();  // the summed gradients, identical on every replica
-      loss_sum = sum_over(*dp_, loss_sum);
-    }
+    if (buckets_) buckets_->finish();  // the summed gradients, identical on every replica
+    if (zero_) zero_->finish_grads();  // this rank's shard of the summed gradients
+    loss_sum = dp_sum(loss_sum);
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
     finish_step(st, loss_scale);
   });
-  st.step = opt_.steps();
+  st.step = opt_->steps();
   st.tokens = inputs.numel();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.tokens_per_s = st.seconds > 0 ? static_cast<double>(st.tokens) / st.seconds : 0.0;
@@ -171,19 +243,24 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
 
 void TrainEngine::finish_step(StepStats& st, float loss_scale) {
   TraceSpan span("compute", "optimizer step");
-  const nn::ParamList& ps = opt_.params();
+  const nn::ParamList& ps = opt_->params();
   // The schedule is a function of the update count, which checkpoints restore.
-  st.lr = opt_cfg_.schedule.lr(opt_.steps());
+  st.lr = opt_cfg_.schedule.lr(opt_->steps());
   st.loss_scale = loss_scale;
+  // ZeRO: each rank holds a shard of the grads, so the squared sums add up over dp; every
+  // rank then has the same norm and takes the same clip and skip decisions.
+  optim::SquaredSumReducer reduce;
+  if (zero_) reduce = [&](double& sq) { sq = dp_sum(sq); };
   if (!scaler_) {
-    st.grad_norm = opt_cfg_.max_grad_norm > 0 ? optim::clip_grad_norm(ps, opt_cfg_.max_grad_norm)
-                                              : optim::global_grad_norm(ps);
-    opt_.set_lr(st.lr);
-    opt_.step();
+    st.grad_norm = optim::global_grad_norm(ps, reduce);
+    const float clip = opt_cfg_.max_grad_norm > 0 ? optim::clip_coefficient(st.grad_norm, opt_cfg_.max_grad_norm) : 1.0f;
+    opt_->set_lr(st.lr);
+    opt_->step(clip);
+    if (zero_) zero_->after_step();
     return;
   }
   // One pass: the scaled norm is non-finite exactly when some gradient overflowed.
-  const double scaled = optim::global_grad_norm(ps);
+  const double scaled = optim::global_grad_norm(ps, reduce);
   optim::DynamicLossScaler::Decision d{};
   try {
     d = scaler_->update(!std::isfinite(scaled));
@@ -191,22 +268,23 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
     // Overflow at min_scale: nothing was updated; put back the scaler's counters too, so
     // the engine is exactly as it was before this step.
     scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
-    opt_.zero_grad();
+    if (!zero_) opt_->zero_grad();  // ZeRO zeroes at the start of the next step
     throw;
   }
   save_scaler_state();
   st.skipped = d.skip;
   if (d.skip) {
     st.grad_norm = scaled;  // Inf or NaN
-    opt_.zero_grad();
+    if (!zero_) opt_->zero_grad();
     return;
   }
   st.grad_norm = scaled * static_cast<double>(d.unscale);  // the true norm, as f32/bf16 report it
   // Clipping folds into the step's grad_scale: no second pass over the grads.
   const double max_norm = opt_cfg_.max_grad_norm;
   const float clip = max_norm > 0 ? optim::clip_coefficient(st.grad_norm, max_norm) : 1.0f;
-  opt_.set_lr(st.lr);
-  opt_.step(d.unscale * clip);
+  opt_->set_lr(st.lr);
+  opt_->step(d.unscale * clip);
+  if (zero_) zero_->after_step();
 }
 
 void TrainEngine::save_scaler_state() {
@@ -222,8 +300,8 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
   run([&] {
     for (int64_t m = 0; m < M; ++m) {  // in micro-batches: the same memory bound as training
       nn::GPTActs a;
-      double mean = model_.forward_loss(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb),
-                                        a, opt_cfg_.ignore_index);
+      double mean = forward_pieces(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb), a);
+      if (zero_) zero_->release_values(0);
       sum += mean * static_cast<double>(a.ce.count);
       total += a.ce.count;
     }
@@ -233,8 +311,18 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
 
 std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   std::vector<io::CheckpointTensor> out;
-  for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value, p->spec});
-  for (auto& [name, t] : opt_.state()) out.push_back({name, t, nn::ShardSpec{}});
+  if (zero_) {
+    // The single-rank layout, gathered over dp: a ZeRO checkpoint loads into any layout.
+    run([&] {
+      const bool whole = zero_->stage() < 3;
+      if (!whole) zero_->gather_all();
+      for (int k = 0; k < zero_->num_units(); ++k) zero_need(k);  // stages 1/2: pending gathers
+      out = zero_->whole_state(*opt_);
+    });
+  } else {
+    for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value, p->spec});
+    for (auto& [name, t] : opt_->state()) out.push_back({name, t, nn::ShardSpec{}});
+  }
   if (scaler_) {  // kept current by every step, so a save needs no sync
     out.push_back({"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}});
     out.push_back({"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}});
@@ -242,14 +330,16 @@ std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   return out;
 }
 
-void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
-  nlohmann::json meta = {{"step", opt_.steps()},
+void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
+  std::vector<io::CheckpointTensor> state = state_tensors();  // collective under ZeRO
+  if (!write) return;
+  nlohmann::json meta = {{"step", opt_->steps()},
                          {"model", model_.config().str()},
                          {"config", io::config_to_json(model_.config())},
                          {"extra", extra}};
   std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
   std::filesystem::create_directories(dir, ec);
-  io::save_checkpoint(dir, state_tensors(), meta, stem);
+  io::save_checkpoint(dir, state, meta, stem);
 }
 
 nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem) {
@@ -266,7 +356,25 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
     optim::DynamicLossScaler probe = *scaler_;
     probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
   }
-  nlohmann::json meta = io::load_checkpoint(dir, state_tensors(), stem);
+  nlohmann::json meta;
+  if (zero_) {
+    // Every rank reads the whole tensors, then keeps its shards (nothing is written before
+    // the whole checkpoint was read and checked).
+    std::vector<std::pair<std::string, Tensor>> whole = zero_->whole_state_templates(*opt_);
+    std::vector<io::CheckpointTensor> dest;
+    for (auto& [name, t] : whole) dest.push_back({name, t, nn::ShardSpec{}});
+    if (scaler_) {
+      dest.push_back({"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}});
+      dest.push_back({"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}});
+    }
+    meta = io::load_checkpoint(dir, dest, stem);
+    std::map<std::string, const Tensor*> by_name;
+    for (auto& [name, t] : whole) by_name[name] = &t;
+    zero_->load_whole_state([&](const std::string& n) { auto it = by_name.find(n); return it == by_name.end() ? nullptr : it->second; },
+                            *opt_, true);
+  } else {
+    meta = io::load_checkpoint(dir, state_tensors(), stem);
+  }
   // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive;
   // the loss scaler reads its state back from its tensors, as the optimizer's step counter is.
   if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);

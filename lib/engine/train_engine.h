@@ -17,10 +17,12 @@
 // bf16 has f32's range and needs none of this. The scaler's state is part of
 // state_tensors(), so checkpoints resume it.
 //
-// Data parallelism (a later issue) only has to reduce gradients: backward runs block by block
-// and, in the last micro-batch, calls the grad-ready hook with each group of parameters whose
-// gradient is final (block n-1, ..., block 0, then the embeddings, final norm and head), so a
-// DDP engine can launch one all-reduce per bucket while backward continues.
+// Data parallelism: backward runs block by block and, in the last micro-batch, calls the
+// grad-ready hook with each group of parameters whose gradient is final (block n-1, ...,
+// block 0, then the embeddings, final norm and head), so DDP launches one all-reduce per
+// bucket while backward continues. ZeRO (enable_zero) shards by the same groups (its units:
+// the non-block parameters, then each block), and forward runs block by block too, so that
+// stage 3 gathers each block's values just before it runs and frees them right after.
 #pragma once
 #include <functional>
 #include <memory>
@@ -34,6 +36,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "parallel/grad_buckets.h"
+#include "parallel/zero.h"
 
 namespace dt::engine {
 
@@ -84,8 +87,22 @@ class TrainEngine {
   // gradient and every replica takes the same step. The reported loss is the global mean.
   // Call it on the rank thread that will train, before the first step.
   void enable_data_parallel(comm::Communicator& dp, int64_t bucket_bytes);
+  // Makes this engine one ZeRO replica (stage 1, 2 or 3; parallel/zero.h) on `dp`, with
+  // the same global-batch contract as enable_data_parallel. The engine's optimizer becomes
+  // prototype.clone_over(the shards), its state taken from prototype's (which may have
+  // stepped); the caller then releases prototype's state (Optimizer::release_state) once
+  // every replica has copied its slice. Call on the rank thread, before the first step.
+  // Every later call that touches the model's values (train_step, evaluate, gather_model,
+  // state_tensors, save, load) is collective over dp: every replica makes it.
+  void enable_zero(comm::Communicator& dp, int stage, const optim::Optimizer& prototype);
   const parallel::GradBuckets* grad_buckets() const { return buckets_.get(); }
-  int64_t step() const { return opt_.steps(); }
+  const parallel::ZeroSharding* zero() const { return zero_.get(); }
+  int zero_stage() const { return zero_ ? zero_->stage() : 0; }
+  // ZeRO-3: every block's values gathered and kept whole until the next train_step, so the
+  // model can generate; a no-op otherwise.
+  void gather_model();
+  int64_t step() const { return opt_->steps(); }
+  const optim::Optimizer& optimizer() const { return *opt_; }
   // The f16 loss scaler; null for f32 and bf16 models.
   const optim::DynamicLossScaler* loss_scaler() const { return scaler_.get(); }
   const TrainOptions& options() const { return opt_cfg_; }
@@ -97,16 +114,22 @@ class TrainEngine {
   // the model config (io/model_config.h); `extra` lands there too (e.g. the sampler's epoch
   // and position) and load returns it. load refuses a checkpoint of another model config
   // (INVALID_ARGUMENT naming the field) before touching anything.
+  // write = false: take part in gathering the state (ZeRO) without writing the files.
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
-            const std::string& stem = "checkpoint");
+            const std::string& stem = "checkpoint", bool write = true);
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
 
  private:
   void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;
   // Forward + backward of one micro-batch; returns its summed (not mean) loss.
   double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
+  // Forward block by block (ZeRO-3 gathers each block's values around it); the mean loss.
+  double forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTActs& a);
+  void zero_need(int unit);  // ZeRO unit: 0 = non-block parameters, 1 + i = block i
   int64_t count_targets(const Tensor& tg) const;
-  void announce(const nn::ParamList& ready);  // the user hook, then the DDP buckets
+  // The user hook (last micro-batch), then the DDP buckets or ZeRO's reduce-scatter of unit.
+  void announce(const nn::ParamList& ready, int unit, bool last);
+  double dp_sum(double x) const;  // x summed over the dp group (identity without one)
   void run(const std::function<void()>& fn);
   // The optimizer step after the grads are complete; fills st's grad_norm, lr, loss_scale
   // and skipped. loss_scale: the scale backward ran with.
@@ -115,12 +138,14 @@ class TrainEngine {
 
   std::shared_ptr<comm::Mesh> mesh_;
   nn::GPT& model_;
-  optim::Optimizer& opt_;
+  optim::Optimizer* opt_;  // the host's, or the ZeRO shard optimizer below
   TrainOptions opt_cfg_;
   GradReadyHook hook_;
   nn::GPTActs acts_;
   comm::Communicator* dp_ = nullptr;
   std::unique_ptr<parallel::GradBuckets> buckets_;
+  std::unique_ptr<parallel::ZeroSharding> zero_;
+  std::unique_ptr<optim::Optimizer> zero_opt_;
   std::vector<nn::ParamList> block_params_;
   nn::ParamList rest_params_;  // embeddings, final norm, head
   std::unique_ptr<optim::DynamicLossScaler> scaler_;  // f16 only

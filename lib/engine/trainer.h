@@ -12,7 +12,17 @@
 // What is per replica and what is replica 0's: a train step runs on all; evaluate, the step
 // count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
 // files); load loads every replica. For now the mesh's axes other than dp must be 1.
+//
+// ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
+// over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
+// shards, and the host's own optimizer state is then released (its step counter stays).
+// evaluate and save then run on every replica (they gather); at stage 3 call gather_model()
+// before generating with model(), since the blocks' values exist only while they run.
+//
+// Memory is credited to ranks (dt_memory_rank_stats): the host's model and optimizer to the
+// first local rank, each replica built here to its own.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,6 +32,7 @@ namespace dt::engine {
 
 struct ParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // DDP bucket size (PyTorch's default, 25 MiB)
+  int zero = 0;                     // 0: DDP; 1, 2, 3: the ZeRO stage
 };
 
 class Trainer {
@@ -31,7 +42,10 @@ class Trainer {
 
   // The global batch: i32 [B, T], the same on every process; B divisible by dp x micro_batches.
   StepStats train_step(const Tensor& inputs, const Tensor& targets);
-  double evaluate(const Tensor& inputs, const Tensor& targets) { return replicas_[0]->evaluate(inputs, targets); }
+  double evaluate(const Tensor& inputs, const Tensor& targets);
+  // ZeRO-3: every replica's values whole until the next step (for generation); else a no-op.
+  void gather_model();
+  int zero() const { return zero_; }
   int64_t step() const { return replicas_[0]->step(); }
   int dp() const { return dp_; }
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
@@ -45,7 +59,9 @@ class Trainer {
 
  private:
   std::shared_ptr<comm::Mesh> mesh_;
-  int dp_ = 1;
+  int dp_ = 1, zero_ = 0;
+  // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
+  void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;
   std::vector<std::unique_ptr<nn::GPT>> owned_models_;
   std::vector<std::unique_ptr<optim::Optimizer>> owned_opts_;

@@ -14,7 +14,7 @@ Linear::Linear(const std::string& name, int64_t in_, int64_t out_, bool has_bias
 
 void Linear::collect(ParamList& list) {
   list.push_back(&weight);
-  if (bias.value.defined()) list.push_back(&bias);
+  if (!bias.name.empty()) list.push_back(&bias);  // not value: ZeRO-3 releases values
 }
 
 void Linear::forward(const Tensor& x, Tensor& y) {
@@ -55,7 +55,7 @@ Norm::Norm(const std::string& name, int64_t dim, NormKind k, bool has_bias, floa
 
 void Norm::collect(ParamList& list) {
   list.push_back(&weight);
-  if (bias.value.defined()) list.push_back(&bias);
+  if (!bias.name.empty()) list.push_back(&bias);  // not value: ZeRO-3 releases values
 }
 
 const Tensor& Norm::forward(const Tensor& x, Acts& a) {

@@ -51,7 +51,22 @@ Tensor Optimizer::add_state(size_t i, const std::string& suffix) {
   return t;
 }
 
+void Optimizer::check_live(const char* what) const {
+  DT_CHECK(!released_, std::string("optimizer ") + what +
+                           ": its state was released to a sharded (ZeRO) optimizer, which the engine steps now");
+}
+
+void Optimizer::release_state() {
+  masters_.clear();
+  copies_.clear();
+  named_.clear();
+  named_.emplace_back("optimizer.step", step_);
+  drop_state();
+  released_ = true;
+}
+
 void Optimizer::step(float grad_scale) {
+  check_live("step");
   DT_CHECK(std::isfinite(grad_scale) && grad_scale >= 0,
            "optimizer step: grad_scale is " + std::to_string(grad_scale) + "; accepted: a finite number >= 0");
   int64_t next = steps() + 1;
@@ -61,12 +76,14 @@ void Optimizer::step(float grad_scale) {
 }
 
 void Optimizer::zero_grad() {
+  check_live("zero_grad");
   for (nn::Parameter* p : params_) kernels::fill(p->grad, 0.0f);
 }
 
 NamedTensors Optimizer::state() const { return named_; }
 
 void Optimizer::sync_masters_from_params() {
+  check_live("sync_masters_from_params");
   for (size_t i = 0; i < params_.size(); ++i)
     if (copies_[i].defined()) kernels::cast(params_[i]->value, masters_[i]);
 }

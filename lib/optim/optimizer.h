@@ -54,6 +54,12 @@ class Optimizer {
   // Re-reads the masters from the parameter values, for when values were loaded (or
   // initialized) after the optimizer was built and no master was saved.
   void sync_masters_from_params();
+  // Frees every state tensor but the step counter and lets go of the parameters' values:
+  // what ZeRO does to the host's optimizer once a sharded one (clone_over the shards, its
+  // state copied in) has taken over. step, zero_grad and sync_masters_from_params then fail
+  // with an error that says so; steps() and state() (the counter alone) still answer.
+  void release_state();
+  bool released() const { return released_; }
 
  protected:
   Optimizer(nn::ParamList params, float lr, const char* kind);
@@ -64,13 +70,16 @@ class Optimizer {
   Tensor& master(size_t i) { return masters_[i]; }
   Tensor& value_copy(size_t i) { return copies_[i]; }
   virtual void update(size_t i, float grad_scale, int64_t step) = 0;
+  virtual void drop_state() = 0;  // the subclass's part of release_state
 
  private:
+  void check_live(const char* what) const;
   nn::ParamList params_;
   float lr_;
   std::vector<Tensor> masters_, copies_;
   Tensor step_;  // i64 [1], a tensor so that checkpoints carry it like any other state
   NamedTensors named_;
+  bool released_ = false;
 };
 
 struct SgdOptions {
@@ -85,6 +94,7 @@ class Sgd final : public Optimizer {
 
  private:
   void update(size_t i, float grad_scale, int64_t step) override;
+  void drop_state() override { bufs_.clear(); }
   SgdOptions opt_;
   std::vector<Tensor> bufs_;
 };
@@ -100,6 +110,10 @@ class AdamW final : public Optimizer {
 
  private:
   void update(size_t i, float grad_scale, int64_t step) override;
+  void drop_state() override {
+    m_.clear();
+    v_.clear();
+  }
   AdamWOptions opt_;
   std::vector<Tensor> m_, v_;
 };

@@ -77,7 +77,7 @@ void LocalComm::execute(const CollRequest& r) {
       }
       break;
   }
-  ledger_.record(r.kind, r.bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  ledger_.record(r.kind, r.bytes, r.wire_bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 WorkPtr LocalComm::issue(const CollRequest& r, bool blocking) {

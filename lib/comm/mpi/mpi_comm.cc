@@ -126,7 +126,7 @@ bool Channel::advance(Op& op) {
     }
     if (op.next == op.steps.size()) {
       op.done = true;
-      ledger_.record(op.kind, op.bytes, seconds_since(op.began));
+      ledger_.record(op.kind, op.bytes, op.wire_bytes, seconds_since(op.began));
       return true;
     }
     auto& step = op.steps[op.next++];
@@ -164,6 +164,7 @@ WorkPtr MpiComm::issue(const CollRequest& r, bool blocking) {
   op->kind = r.kind;
   op->what = coll_name(r.kind);
   op->bytes = r.bytes;
+  op->wire_bytes = r.wire_bytes;
   op->issued = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lk(mpi_mutex());

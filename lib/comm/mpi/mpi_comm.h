@@ -29,6 +29,7 @@ struct Op {
   CollKind kind = CollKind::Barrier;
   const char* what = "";  // the collective's name, for messages
   int64_t bytes = 0;      // for the ledger
+  int64_t wire_bytes = 0;
   std::vector<std::function<void(Channel&, Op&)>> steps;
   size_t next = 0;
   size_t local_tail = 0;  // trailing steps that post nothing (divide, copy out, check a count)

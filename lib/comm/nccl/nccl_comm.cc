@@ -99,8 +99,8 @@ struct NcclState {
 
 class NcclWork : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclState> s, cudaEvent_t ev, CollKind kind, int64_t bytes, CommLedger* ledger)
-      : s_(std::move(s)), ev_(ev), kind_(kind), bytes_(bytes), ledger_(ledger), t0_(Clock::now()) {}
+  NcclWork(std::shared_ptr<NcclState> s, cudaEvent_t ev, CollKind kind, int64_t bytes, int64_t wire, CommLedger* ledger)
+      : s_(std::move(s)), ev_(ev), kind_(kind), bytes_(bytes), wire_(wire), ledger_(ledger), t0_(Clock::now()) {}
   ~NcclWork() override { cudaEventDestroy(ev_); }
   bool test() override {
     if (done_) return true;
@@ -119,12 +119,12 @@ class NcclWork : public Work {
  private:
   void finish() {
     done_ = true;
-    ledger_->record(kind_, bytes_, std::chrono::duration<double>(Clock::now() - t0_).count());
+    ledger_->record(kind_, bytes_, wire_, std::chrono::duration<double>(Clock::now() - t0_).count());
   }
   std::shared_ptr<NcclState> s_;
   cudaEvent_t ev_;
   CollKind kind_;
-  int64_t bytes_;
+  int64_t bytes_, wire_;
   CommLedger* ledger_;
   Clock::time_point t0_;
   bool done_ = false;
@@ -158,7 +158,7 @@ class NcclComm : public Communicator {
     cudaEvent_t ev;
     check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
     check_cuda(cudaEventRecord(ev, stream_), "cudaEventRecord");
-    auto work = std::make_shared<NcclWork>(s_, ev, r.kind, r.bytes, &ledger_);
+    auto work = std::make_shared<NcclWork>(s_, ev, r.kind, r.bytes, r.wire_bytes, &ledger_);
     if (blocking) work->wait();
     return work;
   }
