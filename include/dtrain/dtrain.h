@@ -450,6 +450,9 @@ DT_API dt_status dt_module_param_name(dt_module* module, int64_t index, const ch
  *  reads see the current weights and dt_tensor_copy_from_host writes them. It keeps the
  *  module alive. Write only between steps. Caller owns *out; release with dt_tensor_destroy. */
 DT_API dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out);
+/* (Under a ZeRO-3 engine a block's values exist only while it runs, or after
+ *  dt_engine_generate until the next step: otherwise dt_module_param fails and says so. A
+ *  view taken while whole keeps the gathered values alive, not the live shard.) */
 
 /* ------------------------------------------------------------------------------------ */
 /* Optimizers                                                                           */
@@ -497,7 +500,12 @@ typedef struct dt_engine dt_engine;
  *             "loss_scale_init" (double > 0, default 65536), "loss_scale_growth_interval"
  *             (int >= 1, default 2000: good steps before the scale doubles; an overflow
  *             skips the step and halves it). Data parallel: "bucket_bytes" (int >= 1,
- *             default 25 MiB: gradients per all-reduce).
+ *             default 25 MiB: gradients per all-reduce), "zero" (0, the default: DDP,
+ *             replicated state; 1: optimizer state sharded over dp; 2: + gradients;
+ *             3: + parameters, each block gathered just before it runs, as FSDP does).
+ *             With zero > 0 the optimizer's own state is released to the shards; train
+ *             steps, evaluation, generation and save are collective over dp (every
+ *             process of an mpirun calls them). Checkpoints keep the single-rank layout.
  *  Caller owns *out; release with dt_engine_destroy. */
 DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer,
                                   const dt_options* options, dt_engine** out);

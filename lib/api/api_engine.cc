@@ -35,7 +35,10 @@ dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
 dt::engine::TrainOptions train_options(const dt_options* options, float base_lr, dt::engine::ParallelOptions& par) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
                      {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio",
-                      "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes"});
+                      "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero"});
+  par.zero = static_cast<int>(r.get_int("zero", 0));
+  DT_CHECK(par.zero >= 0 && par.zero <= 3,
+           "option \"zero\" = " + std::to_string(par.zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");
   par.bucket_bytes = r.get_int("bucket_bytes", par.bucket_bytes);
   DT_CHECK(par.bucket_bytes >= 1,
            "option \"bucket_bytes\" = " + std::to_string(par.bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");
@@ -144,6 +147,7 @@ void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* pr
   }
   if (on_token)
     g.on_token = [&](int64_t prompt, int32_t token) { on_token(user, static_cast<int32_t>(prompt), token); };
+  if (e.engine) e.engine->gather_model();  // ZeRO-3: the blocks' values, whole until the next step
   dt::engine::GenerateResult res = dt::engine::generate(*e.gpt, prompts, g);
   for (int32_t i = 0; i < n_prompts; ++i) {
     const auto& t = res.tokens[static_cast<size_t>(i)];

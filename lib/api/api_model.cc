@@ -186,6 +186,8 @@ dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out) 
     need(out, "out");
     for (dt::nn::Parameter* p : ps) {
       if (p->name != n) continue;
+      DT_CHECK(p->value.defined(), "parameter \"" + n + "\" is sharded away (a ZeRO-3 engine holds 1/dp of it between "
+                                   "steps); dt_engine_generate or dt_engine_save gathers it, or read it from a checkpoint");
       auto* h = new dt_tensor();
       h->t = p->value;  // a view: same storage, so host writes reach the model
       h->device_name = p->value.device().str();

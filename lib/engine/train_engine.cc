@@ -331,7 +331,15 @@ std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
 }
 
 void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
+  const bool was_whole = zero_ && zero_->pinned();
   std::vector<io::CheckpointTensor> state = state_tensors();  // collective under ZeRO
+  // ZeRO-3 gathered the values for this save alone: free them again once written.
+  struct Release {
+    parallel::ZeroSharding* z;
+    ~Release() {
+      if (z) z->release_all();
+    }
+  } release{zero_ && !was_whole ? zero_.get() : nullptr};
   if (!write) return;
   nlohmann::json meta = {{"step", opt_->steps()},
                          {"model", model_.config().str()},

@@ -14,7 +14,7 @@ ParamList Module::parameters() {
 
 int64_t Module::num_parameters() {
   int64_t n = 0;
-  for (Parameter* p : parameters()) n += p->value.numel();
+  for (Parameter* p : parameters()) n += p->numel();
   return n;
 }
 
@@ -30,6 +30,7 @@ Parameter make_param(const std::string& name, const Shape& shape, Parameter::Ini
   p.name = name;
   p.init = init;
   p.init_std = std;
+  p.shape = shape;
   p.value = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Param);
   p.grad = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Grad);
   if (init == Parameter::Init::Ones) kernels::fill(p.value, 1.0f);

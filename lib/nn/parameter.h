@@ -21,6 +21,14 @@ struct Parameter {
   std::string name;
   Tensor value;  // MemTag::Param
   Tensor grad;   // MemTag::Grad, same shape and dtype; accumulated by backward (+=)
+  // The value's shape, kept while ZeRO has released the value or the grad (either may be
+  // undefined between steps then; parallel/zero.h).
+  Shape shape;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
   ShardSpec spec;
   // How the value was initialized, so a shard can be re-created at its global offset.
   enum class Init { Zeros, Ones, Normal } init = Init::Normal;

@@ -86,6 +86,7 @@ ZeroSharding::ZeroSharding(int stage, const std::vector<nn::ParamList>& units, c
     }
     nn::Parameter sp;
     sp.name = "zero." + u->name;
+    sp.shape = {u->shard};
     sp.value = u->shard_value;
     sp.grad = u->shard_grad;
     sp.spec = nn::ShardSpec{0, "dp"};
@@ -146,12 +147,15 @@ void ZeroSharding::copy_shard_in(const Unit& u, const std::function<const Tensor
 
 // ---- one step ------------------------------------------------------------------------------
 
+void ZeroSharding::release_all() {
+  if (!pinned_) return;
+  pinned_ = false;
+  if (stage_ == 3)
+    for (int k = 0; k < num_units(); ++k) release_values(k);
+}
+
 void ZeroSharding::begin_step() {
-  if (pinned_) {
-    pinned_ = false;
-    if (stage_ == 3)
-      for (int k = 0; k < num_units(); ++k) release_values(k);
-  }
+  release_all();
   for (auto& u : units_) {
     DT_ASSERT(!u->reduce);
     kernels::fill(stage_ == 1 ? u->full_grad : u->shard_grad, 0.0f);

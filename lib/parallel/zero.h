@@ -67,8 +67,11 @@ class ZeroSharding {
   void finish_grads();              // waits for every reduction; the shard grads hold sums
   void after_step();                // stage 1/2: the updated shards all-gathered into the values
 
-  // Every unit's values whole and kept (generation, evaluation, save) until begin_step.
+  // Every unit's values whole and kept (generation, evaluation, save) until begin_step or
+  // release_all.
   void gather_all();
+  void release_all();  // stage 3: ends a gather_all() now
+  bool pinned() const { return pinned_; }
   // Checkpoints, in the single-rank layout: every parameter and every optimizer state
   // tensor "<param>.<suffix>" whole (gathered over dp: collective, every rank calls it),
   // plus the shard optimizer's "optimizer.step". Values need gather_all() first at stage 3.

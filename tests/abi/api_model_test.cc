@@ -350,3 +350,51 @@ TEST(Model, BadInputsAreNamed) {
 }
 
 }  // namespace
+
+namespace {
+
+// ZeRO through the C API: option "zero" on a dp mesh, each rank's own memory ledger, the
+// wire bytes per collective, generation from sharded weights, and the released host
+// optimizer refusing to step by itself.
+TEST(Model, ZeroStagesThroughTheCApi) {
+  dt_mesh* two = nullptr;
+  OK(dt_mesh_create("local", 2, nullptr, &two));
+  for (int zero : {1, 2, 3}) {
+    Rig r;
+    Opts eo;
+    eo.i("zero", zero);
+    dt_engine* z = nullptr;
+    OK(dt_engine_create(two, r.m, r.opt, eo.o, &z));
+    Batch b;
+    double l1 = 0, l2 = 0;
+    OK(dt_engine_train_step(z, b.in, b.tg, &l1));
+    OK(dt_engine_train_step(z, b.in, b.tg, &l2));
+    EXPECT_LT(l2, l1) << "zero " << zero;
+    int64_t p0 = 0, p1 = 0, o0 = 0, o1 = 0, params = 0;
+    OK(dt_module_param_count(r.m, &params));
+    OK(dt_memory_rank_stats("cpu", 0, DT_MEM_PARAM, &p0, nullptr));
+    OK(dt_memory_rank_stats("cpu", 1, DT_MEM_PARAM, &p1, nullptr));
+    OK(dt_memory_rank_stats("cpu", 0, DT_MEM_OPTIMIZER, &o0, nullptr));
+    OK(dt_memory_rank_stats("cpu", 1, DT_MEM_OPTIMIZER, &o1, nullptr));
+    EXPECT_EQ(p0, p1) << "zero " << zero;
+    EXPECT_GE(p0, zero == 3 ? 4 * params / 2 : 4 * params) << "zero " << zero;
+    EXPECT_LT(o1, 8 * params / 2 + 64) << "zero " << zero << ": rank 1's optimizer state is not a shard";
+    int64_t wire = 0;
+    OK(dt_mesh_comm_wire_bytes(two, 0, "dp", "reduce_scatter", &wire));
+    EXPECT_GT(wire, 0);
+    std::vector<int32_t> out = greedy(z);  // ZeRO-3 gathers the blocks for it
+    EXPECT_EQ(out.size(), 16u);
+    expect_error(dt_optimizer_step(r.opt), DT_ERR_INVALID_ARGUMENT, {"released", "ZeRO"});
+    dt_engine_destroy(z);
+  }
+  Rig r;
+  Opts bad;
+  bad.i("zero", 4);
+  dt_engine* z = nullptr;
+  expect_error(dt_engine_create(two, r.m, r.opt, bad.o, &z), DT_ERR_INVALID_ARGUMENT, {"\"zero\" = 4", "0 (DDP", "1, 2 or 3"});
+  int64_t cur = 0;
+  expect_error(dt_memory_rank_stats("cpu", -1, DT_MEM_PARAM, &cur, nullptr), DT_ERR_INVALID_ARGUMENT, {"rank = -1", "0 to 1023"});
+  dt_mesh_destroy(two);
+}
+
+}  // namespace

@@ -18,7 +18,7 @@ struct TrainArgs {
   ModelArgs model;
   std::string data = "addition";
   int64_t digits = 3, train_size = 1000000, context = 256;
-  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1;
+  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, zero = 0;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
   std::string out = "runs/latest", json, trace;
@@ -71,6 +71,7 @@ int run_train(const TrainArgs& a) {
   set(eo.get(), "micro_batches", a.micro_batches);
   set(eo.get(), "max_grad_norm", a.clip);
   set(eo.get(), "schedule", a.schedule);
+  if (a.zero > 0) set(eo.get(), "zero", a.zero);
   if (a.schedule == "cosine") {
     set(eo.get(), "warmup_steps", a.warmup >= 0 ? a.warmup : std::min<int64_t>(100, a.steps / 10));
     set(eo.get(), "total_steps", a.steps);
@@ -88,6 +89,8 @@ int run_train(const TrainArgs& a) {
   dt_engine* eng_raw = nullptr;
   check(dt_engine_create(mesh.get(), model.get(), opt.get(), eo.get(), &eng_raw), "creating the engine");
   Engine engine(eng_raw);
+  // --report's peaks are those of training, not of building the replicas.
+  check(dt_memory_reset_peak("cpu"), "dt_memory_reset_peak");
 
   Options lo = make_options();
   set(lo.get(), "batch", a.batch);
@@ -115,10 +118,11 @@ int run_train(const TrainArgs& a) {
   std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld%s\n",
               static_cast<long long>(params), a.data.c_str(), static_cast<long long>(dataset_size(data.get())),
               static_cast<long long>(T), static_cast<long long>(a.steps), static_cast<long long>(a.batch),
-              a.dp > 1 ? (" over dp = " + std::to_string(a.dp) + " ranks").c_str() : "");
+              a.dp > 1 ? (" over dp = " + std::to_string(a.dp) + " ranks" + (a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : std::string(", DDP"))).c_str() : "");
   std::fflush(stdout);
 
   std::ofstream metrics(metrics_path, std::ios::app);
+  TrafficMeter traffic;  // --report's traffic per train step
   Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
   Progress bar(a.steps, step, !a.no_progress);
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
@@ -130,7 +134,9 @@ int run_train(const TrainArgs& a) {
   const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
   while (step < last) {
     check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
+    traffic.before(mesh.get());
     check(dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss), "training step " + std::to_string(step + 1));
+    traffic.after(mesh.get());
     ++step;
     const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
                                        "dt_engine_last_stats_json");
@@ -166,7 +172,7 @@ int run_train(const TrainArgs& a) {
   nlohmann::json summary = {{"steps", step},       {"steps_this_run", step - first}, {"final_loss", loss},
                             {"train_seconds", train_s}, {"tokens_per_s", tokens_per_s}, {"params", params},
                             {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg}};
-  if (a.report) summary["report"] = print_report(mesh.get(), params, a.model.precision, a.dp, step - first);
+  if (a.report) summary["report"] = print_report(mesh.get(), traffic, params, a.model.precision, a.dp, static_cast<int>(a.zero), step - first);
   if (addition && a.eval_problems > 0 && step == a.steps) {
     Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");
     std::printf("held-out problems (never in training), answered by greedy generation:\n");
@@ -201,6 +207,9 @@ void add_train_command(CLI::App& app) {
   c->add_option("--batch", a->batch, "Examples per step")->capture_default_str();
   c->add_option("--dp", a->dp, "Data-parallel ranks in this process (DDP; --batch is the global batch)")
       ->capture_default_str();
+  c->add_option("--zero", a->zero, "ZeRO stage over the --dp ranks: 0 DDP, 1 optimizer state sharded, 2 + grads, 3 + weights (FSDP)")
+      ->check(CLI::Range(0, 3))
+      ->capture_default_str();
   c->add_option("--micro-batches", a->micro_batches, "Gradient accumulation: micro-batches per step (divides --batch)")
       ->capture_default_str();
   c->add_option("--lr", a->lr, "Peak learning rate (AdamW)")->capture_default_str()->group("Optimizer");
@@ -223,7 +232,7 @@ void add_train_command(CLI::App& app) {
   c->add_option("--show", a->show, "Held-out problems to print")->capture_default_str()->group("Output");
   c->add_option("--json", a->json, "Also write the summary as JSON to this file")->group("Output");
   c->add_flag("--no-progress", a->no_progress, "No progress bar")->group("Output");
-  c->add_option("--trace", a->trace, "Write a Chrome trace (compute, all-reduce, waiting per rank) to this file")
+  c->add_option("--trace", a->trace, "Write a Chrome trace (compute, each collective, waiting per rank) to this file")
       ->group("Output");
   c->add_flag("--report", a->report, "Print the memory and communication ledgers next to their formulas")
       ->group("Output");

@@ -1,6 +1,7 @@
 // dtrain train --report: what the run held and moved, measured by the library's ledgers,
-// next to what the formulas say (docs/parallel.md). The process's memory ledger counts every
-// rank it drives, so per-rank figures are the process's divided by its ranks.
+// next to what the formulas say (docs/parallel.md). Memory is each rank's own ledger
+// (dt_memory_rank_stats); traffic is rank 0's on the dp axis, in wire bytes (what a
+// bandwidth-optimal algorithm moves, the volume the ZeRO paper counts).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -16,39 +17,83 @@ std::string mb(double bytes) {
 }
 }  // namespace
 
-nlohmann::json print_report(dt_mesh* mesh, int64_t params, const std::string& precision, int64_t ranks,
-                            int64_t steps) {
+const char* TrafficMeter::kind(int i) {
+  static const char* const names[kKinds] = {"all_reduce", "reduce_scatter", "all_gather"};
+  return names[i];
+}
+
+void TrafficMeter::read(dt_mesh* mesh, Snap& s) {
+  if (!mesh) return;
+  for (int i = 0; i < kKinds; ++i) {
+    int64_t bytes = 0;
+    check(dt_mesh_comm_stats(mesh, 0, "dp", kind(i), &s.calls[i], &bytes, &s.seconds[i]), "comm stats");
+    check(dt_mesh_comm_wire_bytes(mesh, 0, "dp", kind(i), &s.wire[i]), "comm wire bytes");
+  }
+}
+
+void TrafficMeter::after(dt_mesh* mesh) {
+  Snap now;
+  read(mesh, now);
+  for (int i = 0; i < kKinds; ++i) {
+    calls_[i] += now.calls[i] - start_.calls[i];
+    wire_[i] += now.wire[i] - start_.wire[i];
+    seconds_[i] += now.seconds[i] - start_.seconds[i];
+  }
+}
+
+nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
+                            int64_t ranks, int zero, int64_t steps) {
   const double w = precision == "f32" || precision.empty() ? 4 : 2, g = w, k = w == 4 ? 8 : 12;
   const double psi = static_cast<double>(params), n = static_cast<double>(ranks);
-  nlohmann::json mem = nlohmann::json::parse(read_text(
-      [&](char* b, size_t c, size_t* need) { return dt_memory_report_json("cpu", b, c, need); }, "memory report"));
-  std::printf("\nreport: memory per rank by tag (measured: the process's ledger / %lld ranks) and the formula\n",
-              static_cast<long long>(ranks));
-  std::printf("  %-12s %14s %14s %14s\n", "tag", "current", "peak", "formula");
-  nlohmann::json out = {{"memory", mem}, {"ranks", ranks}, {"params", params}};
-  const std::pair<const char*, double> formula[] = {{"param", w * psi}, {"grad", g * psi}, {"optimizer", k * psi}};
-  for (const char* tag : {"param", "grad", "optimizer", "activation", "comm_buffer", "workspace"}) {
-    const double cur = mem["tags"][tag].value("current", 0.0) / n, peak = mem["tags"][tag].value("peak", 0.0) / n;
-    std::string f = "";
-    for (const auto& [name, bytes] : formula)
-      if (std::string(name) == tag) f = mb(bytes);
-    std::printf("  %-12s %14s %14s %14s\n", tag, mb(cur).c_str(), mb(peak).c_str(), f.c_str());
+  // The paper's per-rank model states at each stage: what is sharded is divided by N.
+  const double f_param = zero >= 3 ? w * psi / n : w * psi, f_grad = zero >= 2 ? g * psi / n : g * psi,
+               f_opt = zero >= 1 ? k * psi / n : k * psi;
+  nlohmann::json out = {{"ranks", ranks}, {"params", params}, {"zero", zero}, {"per_rank", nlohmann::json::array()}};
+  std::printf("\nreport: memory per rank by tag (each rank's own ledger; peak: since training began), zero = %d,\n"
+              "        and the formula\n", zero);
+  std::printf("  %-5s %-12s %14s %14s %14s\n", "rank", "tag", "current", "peak", "formula");
+  const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
+                                                     {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
+                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE}};
+  for (int32_t r = 0; r < static_cast<int32_t>(ranks); ++r) {
+    nlohmann::json row = {{"rank", r}};
+    for (const auto& [name, tag] : tags) {
+      int64_t cur = 0, peak = 0;
+      check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
+      const std::string tn = name;
+      const double f = tn == "param" ? f_param : tn == "grad" ? f_grad : tn == "optimizer" ? f_opt : -1;
+      row[tn] = {{"current", cur}, {"peak", peak}};
+      if (f >= 0) row[tn]["formula"] = f;
+      std::printf("  %-5d %-12s %14s %14s %14s\n", r, name, mb(static_cast<double>(cur)).c_str(),
+                  mb(static_cast<double>(peak)).c_str(), f >= 0 ? mb(f).c_str() : "");
+    }
+    out["per_rank"].push_back(row);
   }
-  std::printf("  (formula: DDP replicates the model states: weights %g, grads %g and optimizer K = %g bytes per\n"
-              "   parameter x %lld parameters; the optimizer's also holds its 8-byte step counter)\n",
-              w, g, k, static_cast<long long>(params));
+  std::printf("  (formula: weights %g, grads %g and optimizer K = %g bytes per parameter x %lld parameters, the\n"
+              "   sharded ones / %lld ranks; each optimizer also holds an 8-byte step counter, and ZeRO pads each\n"
+              "   unit to a multiple of the ranks)\n",
+              w, g, k, static_cast<long long>(params), static_cast<long long>(ranks));
   if (mesh) {
     nlohmann::json comm = nlohmann::json::parse(read_text(
         [&](char* b, size_t c, size_t* need) { return dt_mesh_comm_report_json(mesh, b, c, need); }, "comm report"));
     out["comm"] = comm;
-    int64_t calls = 0, bytes = 0;
-    double seconds = 0;
-    check(dt_mesh_comm_stats(mesh, 0, "dp", "all_reduce", &calls, &bytes, &seconds), "comm stats");
-    std::printf("\nreport: rank 0's all-reduce on dp over %lld steps: %lld calls, %s (%s per step; the formula:\n"
-                "  the gradients, %g bytes x %lld parameters = %s, plus 8 bytes of loss), %.3f s\n",
-                static_cast<long long>(steps), static_cast<long long>(calls), mb(static_cast<double>(bytes)).c_str(),
-                mb(static_cast<double>(bytes) / static_cast<double>(steps > 0 ? steps : 1)).c_str(), g,
-                static_cast<long long>(params), mb(g * psi).c_str(), seconds);
+    const double per = static_cast<double>(steps > 0 ? steps : 1);
+    std::printf("\nreport: rank 0's traffic on dp per train step (wire bytes: what a ring algorithm moves per\n"
+                "        rank; checkpoints not counted)\n");
+    double total = 0;
+    for (int i = 0; i < TrafficMeter::kKinds; ++i) {
+      total += static_cast<double>(traffic.wire(i));
+      if (traffic.calls(i) == 0) continue;
+      std::printf("  %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i), static_cast<double>(traffic.calls(i)) / per,
+                  mb(static_cast<double>(traffic.wire(i)) / per).c_str(), traffic.seconds(i) / per);
+    }
+    // DDP and stages 1/2: 2 psi (all-reduce = reduce-scatter + all-gather); stage 3 gathers
+    // the blocks again in backward: 3 psi (the non-block parameters stay whole, a little less).
+    const double vol = (zero == 3 ? 3.0 : 2.0) * (n - 1) / n * g * psi;
+    std::printf("  %-15s %20s   formula (%s psi x (N-1)/N x %g bytes): %s\n", "total", mb(total / per).c_str(),
+                zero == 3 ? "3" : "2", g, mb(vol).c_str());
+    out["wire_bytes_per_step"] = total / per;
+    out["wire_bytes_formula"] = vol;
   }
   return out;
 }

@@ -6,9 +6,33 @@
 
 namespace dtcli {
 
-// Prints the memory ledger per rank next to the model-state formulas and, with a mesh,
-// rank 0's all-reduce traffic next to the gradient bytes; returns all of it as JSON.
-nlohmann::json print_report(dt_mesh* mesh, int64_t params, const std::string& precision, int64_t ranks,
-                            int64_t steps);
+// Rank 0's traffic on dp during train steps only (checkpoints gather too, at stage 3):
+// read around each step.
+class TrafficMeter {
+ public:
+  static constexpr int kKinds = 3;  // all_reduce, reduce_scatter, all_gather
+  static const char* kind(int i);
+  void before(dt_mesh* mesh) { read(mesh, start_); }
+  void after(dt_mesh* mesh);
+  int64_t calls(int i) const { return calls_[i]; }
+  int64_t wire(int i) const { return wire_[i]; }
+  double seconds(int i) const { return seconds_[i]; }
+
+ private:
+  struct Snap {
+    int64_t calls[kKinds] = {}, wire[kKinds] = {};
+    double seconds[kKinds] = {};
+  };
+  static void read(dt_mesh* mesh, Snap& s);
+  Snap start_;
+  int64_t calls_[kKinds] = {}, wire_[kKinds] = {};
+  double seconds_[kKinds] = {};
+};
+
+// Prints each rank's memory ledger next to the model-state formulas of ZeRO stage `zero`
+// (0 = DDP) and, with a mesh, rank 0's traffic per collective on dp next to the paper's
+// volume; returns all of it as JSON.
+nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
+                            int64_t ranks, int zero, int64_t steps);
 
 }  // namespace dtcli
