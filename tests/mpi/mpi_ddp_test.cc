@@ -3,6 +3,7 @@
 // weights match single-rank training, and every process ends with the same weights.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "engine/trainer.h"
 #include "mpi/mpi_test_util.h"
@@ -79,6 +80,45 @@ TEST_F(MpiTest, DdpAndZeroMatchSingleRankTraining) {
     MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
     EXPECT_EQ(std::memcmp(root.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
   }
+}
+
+// A ZeRO-3 checkpoint under mpirun: rank 0 writes the gathered state while the others wait;
+// every process then loads it into one device and finds the weights it trained, bit for bit.
+TEST_F(MpiTest, Zero3CheckpointSavedUnderMpirunLoadsOnOneDevice) {
+  const int n = world_size();
+  if (8 % (2 * n) != 0) GTEST_SKIP() << "needs a world size dividing 4";
+  const std::string dir = "/tmp/dtrain_mpi_zero3_np" + std::to_string(n);
+  std::vector<double> trained;
+  {
+    nn::GPT model(tiny(DType::BF16));
+    optim::AdamW opt(model.parameters(), optim::AdamWOptions{});
+    engine::ParallelOptions p;
+    p.zero = 3;
+    engine::Trainer t(mpi_mesh(), model, opt, engine::TrainOptions{}, p);
+    for (int s = 0; s < 3; ++s) {
+      dt::test::TokenBatch b = dt::test::random_token_batch(8, 16, 32, 60 + s);
+      t.train_step(b.in, b.tg);
+    }
+    t.save(dir);  // collective: every rank gathers, rank 0 writes, all wait
+    t.gather_model();
+    for (nn::Parameter* q : model.parameters()) {
+      const std::vector<double> v = dt::test::to_f64(q->value);
+      trained.insert(trained.end(), v.begin(), v.end());
+    }
+  }
+  nn::GPT one(tiny(DType::BF16));
+  optim::AdamW opt(one.parameters(), optim::AdamWOptions{});
+  engine::Trainer single(nullptr, one, opt, engine::TrainOptions{});
+  single.load(dir);
+  EXPECT_EQ(single.step(), 3);
+  std::vector<double> loaded;
+  for (nn::Parameter* q : one.parameters()) {
+    const std::vector<double> v = dt::test::to_f64(q->value);
+    loaded.insert(loaded.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(loaded, trained) << "rank " << world_rank();
+  MPI_Barrier(MPI_COMM_WORLD);  // everyone has read it before rank 0 cleans up
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace
