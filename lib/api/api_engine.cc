@@ -39,6 +39,9 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr,
   par.zero = static_cast<int>(r.get_int("zero", 0));
   DT_CHECK(par.zero >= 0 && par.zero <= 3,
            "option \"zero\" = " + std::to_string(par.zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");
+  DT_CHECK(par.zero == 0 || !r.has("bucket_bytes"),
+           "option \"bucket_bytes\" applies to DDP (\"zero\" = 0) only; with \"zero\" = " + std::to_string(par.zero) +
+               " gradients are reduced one unit (a block) at a time");
   par.bucket_bytes = r.get_int("bucket_bytes", par.bucket_bytes);
   DT_CHECK(par.bucket_bytes >= 1,
            "option \"bucket_bytes\" = " + std::to_string(par.bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");

@@ -31,9 +31,18 @@ namespace {
 
 int64_t elem(DType t) { return static_cast<int64_t>(dtype_size(t)); }
 
-void trace_comm(const std::string& what, double since_us) {
-  if (since_us < 0 || !trace_enabled()) return;
-  trace_record("comm", what, trace_track(trace_current_rank(), true), since_us, trace_now_us());
+// Waits for `work` (the "idle" span on the compute track), then records the collective on
+// the comm track from its launch (`since_us`) to now.
+void wait_traced(comm::WorkPtr& work, double& since_us, const std::string& kind, const std::string& unit, int64_t bytes) {
+  {
+    TraceSpan idle("idle", "wait for " + kind + " " + unit);
+    work->wait();
+  }
+  work.reset();
+  if (since_us >= 0 && trace_enabled())
+    trace_record("comm", kind + " " + unit + " (" + std::to_string(bytes) + " B)", trace_track(trace_current_rank(), true),
+                 since_us, trace_now_us());
+  since_us = -1.0;
 }
 
 }  // namespace
@@ -173,14 +182,7 @@ void ZeroSharding::prefetch_values(int k) {
 }
 
 void ZeroSharding::wait_gather(Unit& u) {
-  if (!u.gather) return;
-  {
-    TraceSpan idle("idle", "wait for all_gather " + u.name);
-    u.gather->wait();
-  }
-  u.gather.reset();
-  trace_comm("all_gather " + u.name + " (" + std::to_string(u.padded * elem(u.dtype)) + " B)", u.gather_us);
-  u.gather_us = -1.0;
+  if (u.gather) wait_traced(u.gather, u.gather_us, "all_gather", u.name, u.padded * elem(u.dtype));
 }
 
 void ZeroSharding::need_values(int k) {
@@ -226,13 +228,7 @@ void ZeroSharding::reduce_grads(int k) {
 
 void ZeroSharding::complete_reduction(Unit& u) {
   if (!u.reduce) return;
-  {
-    TraceSpan idle("idle", "wait for reduce_scatter " + u.name);
-    u.reduce->wait();
-  }
-  u.reduce.reset();
-  trace_comm("reduce_scatter " + u.name + " (" + std::to_string(u.padded * elem(u.dtype)) + " B)", u.reduce_us);
-  u.reduce_us = -1.0;
+  wait_traced(u.reduce, u.reduce_us, "reduce_scatter", u.name, u.padded * elem(u.dtype));
   if (stage_ == 1) return;  // the shard grad is that slice of the whole buffer
   Tensor mine = u.full_grad.slice0(dp_.rank() * u.shard, (dp_.rank() + 1) * u.shard);
   kernels::add(u.shard_grad, mine, u.shard_grad);  // accumulates over micro-batches

@@ -392,6 +392,9 @@ TEST(Model, ZeroStagesThroughTheCApi) {
   bad.i("zero", 4);
   dt_engine* z = nullptr;
   expect_error(dt_engine_create(two, r.m, r.opt, bad.o, &z), DT_ERR_INVALID_ARGUMENT, {"\"zero\" = 4", "0 (DDP", "1, 2 or 3"});
+  Opts mixed;
+  mixed.i("zero", 2).i("bucket_bytes", 1 << 20);
+  expect_error(dt_engine_create(two, r.m, r.opt, mixed.o, &z), DT_ERR_INVALID_ARGUMENT, {"\"bucket_bytes\"", "DDP", "\"zero\" = 2"});
   int64_t cur = 0;
   expect_error(dt_memory_rank_stats("cpu", -1, DT_MEM_PARAM, &cur, nullptr), DT_ERR_INVALID_ARGUMENT, {"rank = -1", "0 to 1023"});
   dt_mesh_destroy(two);

@@ -181,6 +181,7 @@ for want in ("all_gather block.0", "reduce_scatter block.0", "forward block 0", 
 PY
   $D generate --checkpoint z3/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a zero-3 run"
   expect_error "--zero" $D train "${TINY[@]}" --steps 1 --dp 2 --zero 4 --out z4
+  expect_error "--zero --dp" $D train "${TINY[@]}" --steps 1 --zero 2 --out z5
   ;;
 *) fail "unknown case $CASE" ;;
 esac

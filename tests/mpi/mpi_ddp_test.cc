@@ -5,28 +5,18 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/trainer.h"
+#include "multirank/dp_test_util.h"
 #include "mpi/mpi_test_util.h"
 #include "unit/test_util.h"
 
 namespace dt::comm::mpitest {
 namespace {
 
-nn::GPTConfig tiny(DType dtype) {
-  nn::GPTConfig c;
-  c.vocab_size = 32;
-  c.context = 16;
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.n_head = 2;
-  c.seed = 9;
-  c.dtype = dtype;
-  return c;
-}
+nn::GPTConfig tiny(DType dtype) { return dt::test::dp_tiny_gpt(dtype, 9); }
 
 std::vector<double> train(std::shared_ptr<Mesh> mesh, DType dtype, int64_t micro, int zero, std::vector<double>* weights) {
   nn::GPT model(tiny(dtype));
-  optim::AdamW opt(model.parameters(), optim::AdamWOptions{3e-3f, 0.9f, 0.95f, 1e-8f, 0.01f});
+  optim::AdamW opt(model.parameters(), dt::test::dp_adamw());
   engine::TrainOptions o;
   o.micro_batches = micro;
   o.max_grad_norm = 1.0;

@@ -11,32 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/trace.h"
-#include "engine/trainer.h"
 #include "multirank/coll_util.h"
-#include "unit/test_util.h"
+#include "multirank/dp_test_util.h"
 
 namespace dt {
 namespace {
 
-nn::GPTConfig tiny(DType dtype) {
-  nn::GPTConfig c;
-  c.vocab_size = 32;
-  c.context = 16;
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.n_head = 2;
-  c.dtype = dtype;
-  c.seed = 5;
-  return c;
-}
-
-engine::TrainOptions options(int64_t micro) {
-  engine::TrainOptions o;
-  o.micro_batches = micro;
-  o.max_grad_norm = 1.0;
-  o.schedule = optim::LrSchedule::warmup_cosine(3e-3f, 2, 10, 0.1f);
-  return o;
-}
+nn::GPTConfig tiny(DType dtype) { return test::dp_tiny_gpt(dtype); }
+engine::TrainOptions options(int64_t micro) { return test::dp_options(micro); }
+using test::rel_dist;
 
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;
@@ -49,7 +32,7 @@ struct TrainRun {
 
 TrainRun train(std::shared_ptr<comm::Mesh> mesh, DType dtype, int64_t micro, int64_t bucket_bytes = 4096) {
   nn::GPT model(tiny(dtype));
-  optim::AdamW opt(model.parameters(), optim::AdamWOptions{3e-3f, 0.9f, 0.95f, 1e-8f, 0.01f});
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
   engine::ParallelOptions p;
   p.bucket_bytes = bucket_bytes;
   engine::Trainer t(mesh, model, opt, options(micro), p);
@@ -66,13 +49,6 @@ TrainRun train(std::shared_ptr<comm::Mesh> mesh, DType dtype, int64_t micro, int
     for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(test::same_bits(a[k]->value, b[k]->value)) << "replica " << i << " " << a[k]->name;
   }
   return r;
-}
-
-double rel_dist(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t k = 0; k < a[i].size(); ++k) d += (a[i][k] - b[i][k]) * (a[i][k] - b[i][k]), n += b[i][k] * b[i][k];
-  return std::sqrt(d / n);
 }
 
 TEST(DDP, MatchesSingleRankTraining) {

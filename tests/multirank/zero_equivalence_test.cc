@@ -10,36 +10,17 @@
 #include <filesystem>
 
 #include "core/allocator.h"
-#include "engine/trainer.h"
 #include "multirank/coll_util.h"
-#include "unit/test_util.h"
+#include "multirank/dp_test_util.h"
 
 namespace dt {
 namespace {
 
-// Unit sizes divide by 2 and 4 (embed_head 1600 elements, each block 12704), so there is
-// no padding and the formulas hold exactly.
-nn::GPTConfig tiny(DType dtype) {
-  nn::GPTConfig c;
-  c.vocab_size = 32;
-  c.context = 16;
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.n_head = 2;
-  c.dtype = dtype;
-  c.seed = 5;
-  return c;
-}
-
-engine::TrainOptions options(int64_t micro) {
-  engine::TrainOptions o;
-  o.micro_batches = micro;
-  o.max_grad_norm = 1.0;
-  o.schedule = optim::LrSchedule::warmup_cosine(3e-3f, 2, 10, 0.1f);
-  return o;
-}
-
-optim::AdamWOptions adam() { return optim::AdamWOptions{3e-3f, 0.9f, 0.95f, 1e-8f, 0.01f}; }
+nn::GPTConfig tiny(DType dtype) { return test::dp_tiny_gpt(dtype); }
+engine::TrainOptions options(int64_t micro) { return test::dp_options(micro); }
+optim::AdamWOptions adam() { return test::dp_adamw(); }
+using test::rel_dist;
+using test::values_of;
 
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;
@@ -55,12 +36,6 @@ struct TrainRun {
   std::vector<std::vector<double>> params;
 };
 
-std::vector<std::vector<double>> values_of(nn::GPT& m) {
-  std::vector<std::vector<double>> out;
-  for (nn::Parameter* q : m.parameters()) out.push_back(test::to_f64(q->value));
-  return out;
-}
-
 TrainRun train(std::shared_ptr<comm::Mesh> mesh, DType dtype, int64_t micro, int zero, int steps = kSteps) {
   nn::GPT model(tiny(dtype));
   optim::AdamW opt(model.parameters(), adam());
@@ -73,13 +48,6 @@ TrainRun train(std::shared_ptr<comm::Mesh> mesh, DType dtype, int64_t micro, int
   r.params = values_of(model);
   for (int i = 1; i < t.local_replicas(); ++i) EXPECT_EQ(values_of(t.model(i)), r.params) << "replica " << i;
   return r;
-}
-
-double rel_dist(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    for (size_t k = 0; k < a[i].size(); ++k) d += (a[i][k] - b[i][k]) * (a[i][k] - b[i][k]), n += b[i][k] * b[i][k];
-  return std::sqrt(d / n);
 }
 
 TEST(ZeRO, EveryStageMatchesSingleRankTraining) {

@@ -77,6 +77,9 @@ int run_train(const TrainArgs& a) {
     set(eo.get(), "total_steps", a.steps);
     set(eo.get(), "min_lr_ratio", a.min_lr_ratio);
   }
+  if (a.zero > 0 && a.dp < 2)
+    throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
+                   "(one rank has nothing to shard)");
   // --dp N: N ranks of this process (the local backend), data parallel.
   Mesh mesh;
   if (a.dp > 1) {

@@ -1,0 +1,51 @@
+// What the data-parallel equivalence tests share (DDP, ZeRO, in process and under mpirun):
+// the small GPT they train, its optimizer settings, and how runs are compared.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "engine/trainer.h"
+#include "unit/test_util.h"
+
+namespace dt::test {
+
+// 2 blocks of width 32 over a 32-token vocabulary. Its ZeRO units divide by 2 and 4
+// (non-block parameters 1600 elements, each block 12704), so nothing is padded.
+inline nn::GPTConfig dp_tiny_gpt(DType dtype, uint64_t seed = 5) {
+  nn::GPTConfig c;
+  c.vocab_size = 32;
+  c.context = 16;
+  c.n_layer = 2;
+  c.d_model = 32;
+  c.n_head = 2;
+  c.dtype = dtype;
+  c.seed = seed;
+  return c;
+}
+
+// Clipping on and a warmup-cosine schedule, so both are part of what must match.
+inline engine::TrainOptions dp_options(int64_t micro) {
+  engine::TrainOptions o;
+  o.micro_batches = micro;
+  o.max_grad_norm = 1.0;
+  o.schedule = optim::LrSchedule::warmup_cosine(3e-3f, 2, 10, 0.1f);
+  return o;
+}
+
+inline optim::AdamWOptions dp_adamw() { return optim::AdamWOptions{3e-3f, 0.9f, 0.95f, 1e-8f, 0.01f}; }
+
+inline std::vector<std::vector<double>> values_of(nn::GPT& m) {
+  std::vector<std::vector<double>> out;
+  for (nn::Parameter* q : m.parameters()) out.push_back(to_f64(q->value));
+  return out;
+}
+
+// ||a - b|| / ||b|| over every parameter element.
+inline double rel_dist(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t k = 0; k < a[i].size(); ++k) d += (a[i][k] - b[i][k]) * (a[i][k] - b[i][k]), n += b[i][k] * b[i][k];
+  return std::sqrt(d / n);
+}
+
+}  // namespace dt::test
