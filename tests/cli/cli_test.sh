@@ -183,6 +183,25 @@ PY
   expect_error "--zero" $D train "${TINY[@]}" --steps 1 --dp 2 --zero 4 --out z4
   expect_error "--zero --dp" $D train "${TINY[@]}" --steps 1 --zero 2 --out z5
   ;;
+mpi)
+  # dtrain train under mpirun (MPIEXEC from ctest): one rank per process, DDP and ZeRO-3,
+  # the losses of one rank to rounding; rank 0 alone writes the run's files.
+  $D train "${TINY[@]}" --steps 10 --eval-problems 0 --out m1 --json m1.json >/dev/null 2>&1 || fail "mpi: one rank"
+  for z in 0 3; do
+    "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --backend mpi --zero $z --steps 10 --eval-problems 0 \
+      --out mz$z --json mz$z.json >mpi$z.txt 2>&1 || { cat mpi$z.txt; fail "mpirun zero $z"; }
+    [ "$(grep -c '^trained 10 steps' mpi$z.txt)" = 1 ] || { cat mpi$z.txt; fail "mpirun zero $z: not exactly one rank printed"; }
+  done
+  python3 - <<'PY' || fail "mpirun losses differ from one rank"
+import json
+a = [json.load(open(f))["final_loss"] for f in ("m1.json", "mz0.json", "mz3.json")]
+print("final loss one rank %.9f, mpirun DDP %.9f, mpirun ZeRO-3 %.9f" % tuple(a))
+assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
+PY
+  $D generate --checkpoint mz3/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun ZeRO-3 run"
+  expect_error "--backend tcp local mpi" $D train "${TINY[@]}" --steps 1 --backend tcp --out mt
+  expect_error "--dp --backend" "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --steps 1 --backend mpi --dp 2 --out mt
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo "cli $CASE passed"

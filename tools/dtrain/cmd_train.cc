@@ -21,7 +21,7 @@ struct TrainArgs {
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, zero = 0;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
-  std::string out = "runs/latest", json, trace;
+  std::string out = "runs/latest", json, trace, backend = "local";
   int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
   bool resume = false, no_progress = false, report = false;
 };
@@ -43,7 +43,7 @@ std::vector<std::pair<int64_t, double>> resume_metrics(const std::string& path, 
   return pts;
 }
 
-int run_train(const TrainArgs& a) {
+int run_train(TrainArgs a) {
   if (a.threads > 0) {
     Options c = make_options();
     set(c.get(), "threads", a.threads);
@@ -77,12 +77,30 @@ int run_train(const TrainArgs& a) {
     set(eo.get(), "total_steps", a.steps);
     set(eo.get(), "min_lr_ratio", a.min_lr_ratio);
   }
+  // --backend mpi: one rank per process of mpirun, all of them data parallel. Rank 0 prints
+  // and writes the run's files; the others train alongside (their stdout goes nowhere).
+  Mesh mesh;
+  bool lead = true;
+  if (a.backend == "mpi") {
+    if (a.dp != 1) throw CliError("--dp with --backend mpi: the ranks are mpirun's processes (-np N); leave --dp out");
+    dt_mesh* m = nullptr;
+    check(dt_mesh_create("mpi", 0, nullptr, &m), "creating the mesh (--backend mpi: run under mpirun)");
+    mesh.reset(m);
+    int32_t world = 1, me = 0;
+    check(dt_mesh_world_size(m, &world), "dt_mesh_world_size");
+    check(dt_mesh_local_rank(m, 0, &me), "dt_mesh_local_rank");
+    a.dp = world;
+    lead = me == 0;
+    if (!lead && !std::freopen("/dev/null", "w", stdout)) throw CliError("cannot silence stdout of rank " + std::to_string(me));
+    if (!lead && !a.trace.empty()) a.trace += ".rank" + std::to_string(me) + ".json";  // each process its own
+  } else if (a.backend != "local") {
+    throw CliError("--backend \"" + a.backend + "\"; accepted: local (--dp ranks as threads), mpi (under mpirun)");
+  }
   if (a.zero > 0 && a.dp < 2)
     throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
-                   "(one rank has nothing to shard)");
+                   "(or --backend mpi under mpirun -np >= 2; one rank has nothing to shard)");
   // --dp N: N ranks of this process (the local backend), data parallel.
-  Mesh mesh;
-  if (a.dp > 1) {
+  if (a.dp > 1 && !mesh) {
     Options mo = make_options();
     set(mo.get(), "dp", a.dp);
     dt_mesh* m = nullptr;
@@ -113,9 +131,11 @@ int run_train(const TrainArgs& a) {
     int64_t per_epoch = 0;
     check(dt_loader_batches_per_epoch(loader.get(), &per_epoch), "dt_loader_batches_per_epoch");
     check(dt_loader_seek(loader.get(), step / per_epoch, step % per_epoch), "dt_loader_seek");
-    curve = resume_metrics(metrics_path, step);
-    std::fprintf(stderr, "resumed %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
-  } else {
+    if (lead) {
+      curve = resume_metrics(metrics_path, step);
+      std::fprintf(stderr, "resumed %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
+    }
+  } else if (lead) {
     write_file(metrics_path, "");
   }
   std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld%s\n",
@@ -124,10 +144,11 @@ int run_train(const TrainArgs& a) {
               a.dp > 1 ? (" over dp = " + std::to_string(a.dp) + " ranks" + (a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : std::string(", DDP"))).c_str() : "");
   std::fflush(stdout);
 
-  std::ofstream metrics(metrics_path, std::ios::app);
+  std::ofstream metrics;  // rank 0's alone under mpirun
+  if (lead) metrics.open(metrics_path, std::ios::app);
   TrafficMeter traffic;  // --report's traffic per train step
   Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
-  Progress bar(a.steps, step, !a.no_progress);
+  Progress bar(a.steps, step, !a.no_progress && lead);
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
   const double t0 = now_seconds();
   const int64_t first = step;
@@ -143,7 +164,7 @@ int run_train(const TrainArgs& a) {
     ++step;
     const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
                                        "dt_engine_last_stats_json");
-    metrics << line << "\n";
+    if (lead) metrics << line << "\n";
     curve.emplace_back(step, loss);
     smooth = std::isnan(smooth) ? loss : 0.95 * smooth + 0.05 * loss;
     tokens_per_s = static_cast<double>((step - first) * a.batch * T) / (now_seconds() - t0);
@@ -151,9 +172,9 @@ int run_train(const TrainArgs& a) {
     std::snprintf(status, sizeof status, "loss %.4f | %.0f tok/s", smooth, tokens_per_s);
     bar.update(step, status);
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
-      metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
-      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
-      write_loss_svg(svg, curve, "dtrain train: " + a.data);
+      if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
+      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");  // collective
+      if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
   }
   if (first < last) {
@@ -186,7 +207,7 @@ int run_train(const TrainArgs& a) {
                 static_cast<long long>(a.digits), em.seconds);
     summary["exact_match"] = {{"right", em.right}, {"total", em.total}, {"accuracy", acc}, {"seconds", em.seconds}};
   }
-  if (!a.json.empty()) write_file(a.json, summary.dump(2) + "\n");
+  if (!a.json.empty() && lead) write_file(a.json, summary.dump(2) + "\n");
   return 0;
 }
 
@@ -209,6 +230,8 @@ void add_train_command(CLI::App& app) {
   c->add_option("--steps", a->steps, "Optimizer steps in all (a resumed run continues to it)")->capture_default_str();
   c->add_option("--batch", a->batch, "Examples per step")->capture_default_str();
   c->add_option("--dp", a->dp, "Data-parallel ranks in this process (DDP; --batch is the global batch)")
+      ->capture_default_str();
+  c->add_option("--backend", a->backend, "local: --dp ranks as threads of this process; mpi: one rank per process of mpirun")
       ->capture_default_str();
   c->add_option("--zero", a->zero, "ZeRO stage over the --dp ranks: 0 DDP, 1 optimizer state sharded, 2 + grads, 3 + weights (FSDP)")
       ->check(CLI::Range(0, 3))

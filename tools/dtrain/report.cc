@@ -3,6 +3,7 @@
 // (dt_memory_rank_stats); traffic is rank 0's on the dp axis, in wire bytes (what a
 // bandwidth-optimal algorithm moves, the volume the ZeRO paper counts).
 #include <cstdio>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "report.h"
@@ -24,10 +25,12 @@ const char* TrafficMeter::kind(int i) {
 
 void TrafficMeter::read(dt_mesh* mesh, Snap& s) {
   if (!mesh) return;
+  int32_t first = 0;  // this process's first rank (under mpirun, its only one)
+  check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
   for (int i = 0; i < kKinds; ++i) {
     int64_t bytes = 0;
-    check(dt_mesh_comm_stats(mesh, 0, "dp", kind(i), &s.calls[i], &bytes, &s.seconds[i]), "comm stats");
-    check(dt_mesh_comm_wire_bytes(mesh, 0, "dp", kind(i), &s.wire[i]), "comm wire bytes");
+    check(dt_mesh_comm_stats(mesh, first, "dp", kind(i), &s.calls[i], &bytes, &s.seconds[i]), "comm stats");
+    check(dt_mesh_comm_wire_bytes(mesh, first, "dp", kind(i), &s.wire[i]), "comm wire bytes");
   }
 }
 
@@ -55,11 +58,22 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
   const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
                                                      {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
                                                      {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE}};
-  for (int32_t r = 0; r < static_cast<int32_t>(ranks); ++r) {
+  // This process's ranks (under mpirun one; without a mesh the process is the one rank).
+  std::vector<int32_t> mine = {0};
+  if (mesh) {
+    int32_t count = 0;
+    check(dt_mesh_local_rank_count(mesh, &count), "dt_mesh_local_rank_count");
+    mine.resize(static_cast<size_t>(count));
+    for (int32_t i = 0; i < count; ++i) check(dt_mesh_local_rank(mesh, i, &mine[static_cast<size_t>(i)]), "dt_mesh_local_rank");
+  }
+  for (int32_t r : mine) {
     nlohmann::json row = {{"rank", r}};
     for (const auto& [name, tag] : tags) {
       int64_t cur = 0, peak = 0;
-      check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
+      if (mesh)
+        check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
+      else
+        check(dt_memory_stats("cpu", tag, &cur, &peak), "memory stats");
       const std::string tn = name;
       const double f = tn == "param" ? f_param : tn == "grad" ? f_grad : tn == "optimizer" ? f_opt : -1;
       row[tn] = {{"current", cur}, {"peak", peak}};
@@ -78,8 +92,8 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
         [&](char* b, size_t c, size_t* need) { return dt_mesh_comm_report_json(mesh, b, c, need); }, "comm report"));
     out["comm"] = comm;
     const double per = static_cast<double>(steps > 0 ? steps : 1);
-    std::printf("\nreport: rank 0's traffic on dp per train step (wire bytes: what a ring algorithm moves per\n"
-                "        rank; checkpoints not counted)\n");
+    std::printf("\nreport: traffic on dp per train step of this process's first rank (wire bytes: what a\n"
+                "        ring algorithm moves per rank; checkpoints not counted)\n");
     double total = 0;
     for (int i = 0; i < TrafficMeter::kKinds; ++i) {
       total += static_cast<double>(traffic.wire(i));
