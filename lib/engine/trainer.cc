@@ -100,6 +100,13 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   return stats[0];
 }
 
+std::vector<io::CheckpointTensor> Trainer::state_tensors() {
+  if (zero_ == 0 || dp_ == 1) return replicas_[0]->state_tensors();
+  std::vector<std::vector<io::CheckpointTensor>> all(replicas_.size());
+  on_all([&](int li, int) { all[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->state_tensors(); });
+  return all[0];
+}
+
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
   if (dp_ == 1 || !mesh_) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after

@@ -52,7 +52,9 @@ class Trainer {
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
   nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
 
-  std::vector<io::CheckpointTensor> state_tensors() { return replicas_[0]->state_tensors(); }
+  // Replica 0's state in the single-rank layout (under ZeRO every replica takes part in
+  // gathering it; at stage 3 the values then stay whole until the next step).
+  std::vector<io::CheckpointTensor> state_tensors();
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
             const std::string& stem = "checkpoint");
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");

@@ -5,6 +5,7 @@
 // memory stays within its shards plus two gathered blocks (and the embeddings), the wire
 // bytes per step are DDP's for stages 1/2 and about 1.5x for stage 3, an overflow on one
 // rank makes every rank skip, and a ZeRO checkpoint loads into any layout.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -222,6 +223,16 @@ TEST(ZeRO, ACheckpointResumesBitwiseAndLoadsIntoAnyLayout) {
     t.save(dir);
     t.gather_model();
     saved = values_of(model);
+    // The state in memory has the single-rank names too (gathered over dp).
+    nn::GPT one(tiny(DType::BF16));
+    optim::AdamW one_opt(one.parameters(), adam());
+    engine::Trainer single(nullptr, one, one_opt, options(1));
+    std::vector<std::string> want, got;
+    for (auto& ct : single.state_tensors()) want.push_back(ct.name);
+    for (auto& ct : t.state_tensors()) got.push_back(ct.name);
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, want);
   }
   // The same layout: 3 + 3 steps equal 6 straight, bitwise.
   {
