@@ -140,9 +140,10 @@ int64_t TrainEngine::count_targets(const Tensor& tg) const {
 }
 
 double TrainEngine::forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTActs& a) {
-  // GPT::forward_loss, in pieces. ZeRO units: 0 = embeddings, final norm and head (kept
-  // whole from the embedding to the end of backward), 1 + i = block i. While one block
-  // runs, the next one's gather is in flight.
+  // GPT::forward_loss, in pieces. ZeRO units: 0 = embeddings, final norm and head, 1 + i =
+  // block i. At stage 3 each is gathered just before it runs (unit 0 twice: for the
+  // embedding, then for the head, whose backward follows at once) while the previous one
+  // computes, and freed after: at most two units are whole at a time.
   const int n = model_.num_blocks();
   zero_need(0);
   if (zero_) zero_->prefetch_values(1);
@@ -150,15 +151,17 @@ double TrainEngine::forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTAc
     TraceSpan span("compute", "forward embed");
     model_.embed(in, a);
   }
+  if (zero_) zero_->release_values(0);
   for (int i = 0; i < n; ++i) {
     zero_need(1 + i);
-    if (zero_) zero_->prefetch_values(2 + i);
+    if (zero_) zero_->prefetch_values(i + 1 < n ? 2 + i : 0);  // the next block, or the head
     {
       TraceSpan span("compute", "forward block " + std::to_string(i));
       model_.forward_blocks(i, i + 1, a);
     }
     if (zero_) zero_->release_values(1 + i);
   }
+  zero_need(0);
   TraceSpan span("compute", "forward head");
   model_.head(a);
   a.targets = tg;
@@ -181,10 +184,12 @@ double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_sc
     nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
     model_.backward_head(a.dlogits, a);
   }
+  // The embeddings' backward needs only their grads, so unit 0's values can go now.
+  if (zero_) zero_->release_values(0);
   for (int i = n - 1; i >= 0; --i) {
     if (zero_) {
       zero_need(1 + i);
-      zero_->prefetch_values(i);  // the block before (unit i), not unit 0: it is still whole
+      if (i > 0) zero_->prefetch_values(i);  // the block before (unit i)
       zero_->begin_grads(1 + i);
     }
     {
@@ -199,7 +204,6 @@ double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_sc
     model_.backward_embed(a);
   }
   announce(rest_params_, 0, last);
-  if (zero_) zero_->release_values(0);
   return mean * static_cast<double>(a.ce.count);
 }
 

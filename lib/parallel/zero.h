@@ -17,7 +17,8 @@
 //            shard), so between steps a rank holds 1/dp of the grads.
 //   stage 3  + values sharded: a unit's whole values are all-gathered just before its
 //            forward and again before its backward and freed right after; the engine
-//            prefetches the next unit so its gather overlaps the current one's compute.
+//            prefetches the next unit so its gather overlaps the current one's compute, and
+//            never holds more than two units whole.
 //
 // Padding elements are zero in values and grads, and stay zero through SGD and AdamW
 // updates, so they change nothing. Every collective is on the dp communicator, issued in

@@ -102,7 +102,7 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                   mb(static_cast<double>(traffic.wire(i)) / per).c_str(), traffic.seconds(i) / per);
     }
     // DDP and stages 1/2: 2 psi (all-reduce = reduce-scatter + all-gather); stage 3 gathers
-    // the blocks again in backward: 3 psi (the non-block parameters stay whole, a little less).
+    // every unit again for backward: 3 psi.
     const double vol = (zero == 3 ? 3.0 : 2.0) * (n - 1) / n * g * psi;
     std::printf("  %-15s %20s   formula (%s psi x (N-1)/N x %g bytes): %s\n", "total", mb(total / per).c_str(),
                 zero == 3 ? "3" : "2", g, mb(vol).c_str());
