@@ -15,7 +15,6 @@ struct ZeroSharding::Unit {
   std::string name;
   nn::ParamList params;
   std::vector<int64_t> offsets;  // element offset of each parameter in the flat buffer
-  std::vector<Shape> shapes;     // each parameter's (kept while its value is released)
   int64_t numel = 0, padded = 0, shard = 0;
   DType dtype = DType::F32;
   Device device;
@@ -66,7 +65,7 @@ ZeroSharding::ZeroSharding(int stage, const std::vector<nn::ParamList>& units, c
                "ZeroSharding: parameter \"" + p->name + "\" differs in dtype or device from the rest of unit \"" +
                    u->name + "\"");
       u->offsets.push_back(u->numel);
-      u->shapes.push_back(p->value.shape());
+      DT_ASSERT(p->shape == p->value.shape());  // Parameter::shape outlives a released value
       u->numel += p->value.numel();
     }
     u->padded = (u->numel + n - 1) / n * n;
@@ -122,15 +121,9 @@ int64_t ZeroSharding::padding_elements() const {
   return p;
 }
 
-static int64_t count_of(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 void ZeroSharding::bind_values(Unit& u) {
   for (size_t i = 0; i < u.params.size(); ++i)
-    u.params[i]->value = u.full_value.slice0(u.offsets[i], u.offsets[i] + count_of(u.shapes[i])).reshape(u.shapes[i]);
+    u.params[i]->value = u.full_value.slice0(u.offsets[i], u.offsets[i] + u.params[i]->numel()).reshape(u.params[i]->shape);
 }
 
 void ZeroSharding::unbind_values(Unit& u) {
@@ -139,16 +132,16 @@ void ZeroSharding::unbind_values(Unit& u) {
 
 void ZeroSharding::bind_grads(Unit& u) {
   for (size_t i = 0; i < u.params.size(); ++i)
-    u.params[i]->grad = u.full_grad.slice0(u.offsets[i], u.offsets[i] + count_of(u.shapes[i])).reshape(u.shapes[i]);
+    u.params[i]->grad = u.full_grad.slice0(u.offsets[i], u.offsets[i] + u.params[i]->numel()).reshape(u.params[i]->shape);
 }
 
 void ZeroSharding::copy_shard_in(const Unit& u, const std::function<const Tensor*(size_t)>& src, Tensor& dst) const {
   const int64_t lo = dp_.rank() * u.shard, hi = lo + u.shard, es = static_cast<int64_t>(dtype_size(dst.dtype()));
   for (size_t i = 0; i < u.params.size(); ++i) {
-    const int64_t b = std::max(lo, u.offsets[i]), e = std::min(hi, u.offsets[i] + count_of(u.shapes[i]));
+    const int64_t b = std::max(lo, u.offsets[i]), e = std::min(hi, u.offsets[i] + u.params[i]->numel());
     if (b >= e) continue;
     const Tensor* t = src(i);
-    DT_ASSERT(t && t->defined() && t->dtype() == dst.dtype() && t->numel() == count_of(u.shapes[i]));
+    DT_ASSERT(t && t->defined() && t->dtype() == dst.dtype() && t->numel() == u.params[i]->numel());
     std::memcpy(static_cast<char*>(dst.raw()) + (b - lo) * es, static_cast<const char*>(t->raw()) + (b - u.offsets[i]) * es,
                 static_cast<size_t>((e - b) * es));
   }
@@ -292,7 +285,7 @@ std::vector<io::CheckpointTensor> ZeroSharding::whole_state(const optim::Optimiz
     dp_.all_gather(t.raw(), whole.raw(), u.shard, t.dtype());
     for (size_t i = 0; i < u.params.size(); ++i)
       out.push_back({u.params[i]->name + "." + suffix,
-                     whole.slice0(u.offsets[i], u.offsets[i] + count_of(u.shapes[i])).reshape(u.shapes[i]),
+                     whole.slice0(u.offsets[i], u.offsets[i] + u.params[i]->numel()).reshape(u.params[i]->shape),
                      nn::ShardSpec{}});
   }
   return out;
@@ -302,7 +295,7 @@ std::vector<std::pair<std::string, Tensor>> ZeroSharding::whole_state_templates(
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& u : units_)
     for (size_t i = 0; i < u->params.size(); ++i)
-      out.emplace_back(u->params[i]->name, Tensor::zeros(u->shapes[i], u->dtype, Device::cpu(), MemTag::Workspace));
+      out.emplace_back(u->params[i]->name, Tensor::zeros(u->params[i]->shape, u->dtype, Device::cpu(), MemTag::Workspace));
   for (const auto& [name, t] : shard_opt.state()) {
     std::string suffix;
     const int k = unit_of_state(name, suffix);
@@ -312,7 +305,7 @@ std::vector<std::pair<std::string, Tensor>> ZeroSharding::whole_state_templates(
     }
     const Unit& u = *units_[static_cast<size_t>(k)];
     for (size_t i = 0; i < u.params.size(); ++i)
-      out.emplace_back(u.params[i]->name + "." + suffix, Tensor::zeros(u.shapes[i], t.dtype(), Device::cpu(), MemTag::Workspace));
+      out.emplace_back(u.params[i]->name + "." + suffix, Tensor::zeros(u.params[i]->shape, t.dtype(), Device::cpu(), MemTag::Workspace));
   }
   return out;
 }
