@@ -62,9 +62,7 @@ TEST(DDP, MatchesSingleRankTraining) {
         // its partial sum once more, and bf16 weights carry it on (measured <= 7e-5 loss,
         // <= 4.4e-3 parameters). Tolerances about 100x and 5x above those.
         const double loss_tol = dtype == DType::F32 ? 1e-5 : 2e-3, param_tol = dtype == DType::F32 ? 1e-4 : 2e-2;
-        double worst = 0;
-        for (int s = 0; s < kSteps; ++s)
-          worst = std::max(worst, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+        const double worst = test::worst_rel_loss(got.losses, ref.losses);
         const double dist = rel_dist(got.params, ref.params);
         std::printf("%s micro %lld dp %d: worst step loss rel diff %.2e, param rel dist %.2e (loss %.4f -> %.4f)\n",
                     dtype_name(dtype), static_cast<long long>(micro), dp, worst, dist, got.losses.front(),

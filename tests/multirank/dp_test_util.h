@@ -1,6 +1,7 @@
 // What the data-parallel equivalence tests share (DDP, ZeRO, in process and under mpirun):
 // the small GPT they train, its optimizer settings, and how runs are compared.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -46,6 +47,13 @@ inline double rel_dist(const std::vector<std::vector<double>>& a, const std::vec
   for (size_t i = 0; i < a.size(); ++i)
     for (size_t k = 0; k < a[i].size(); ++k) d += (a[i][k] - b[i][k]) * (a[i][k] - b[i][k]), n += b[i][k] * b[i][k];
   return std::sqrt(d / n);
+}
+
+// The largest |got - ref| / |ref| over the steps' losses.
+inline double worst_rel_loss(const std::vector<double>& got, const std::vector<double>& ref) {
+  double worst = 0;
+  for (size_t s = 0; s < ref.size(); ++s) worst = std::max(worst, std::abs(got[s] - ref[s]) / std::abs(ref[s]));
+  return worst;
 }
 
 }  // namespace dt::test

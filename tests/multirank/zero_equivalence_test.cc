@@ -62,9 +62,7 @@ TEST(ZeRO, EveryStageMatchesSingleRankTraining) {
           // (and the squared norm summed over shards), bf16 rounding each rank's partial
           // sum and carrying it in bf16 weights.
           const double loss_tol = dtype == DType::F32 ? 1e-5 : 2e-3, param_tol = dtype == DType::F32 ? 1e-4 : 2e-2;
-          double worst = 0;
-          for (int s = 0; s < kSteps; ++s)
-            worst = std::max(worst, std::abs(got.losses[s] - ref.losses[s]) / std::abs(ref.losses[s]));
+          const double worst = test::worst_rel_loss(got.losses, ref.losses);
           const double dist = rel_dist(got.params, ref.params);
           std::printf("%s micro %lld zero %d dp %d: worst step loss rel diff %.2e, param rel dist %.2e\n",
                       dtype_name(dtype), static_cast<long long>(micro), zero, dp, worst, dist);
