@@ -1,5 +1,7 @@
 #include "comm/mpi/mpi_world.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +62,18 @@ bool mpi_usable() {
   return inited && !finalized;
 }
 
+// Open MPI loads its transports as plugins (dlopen) that resolve symbols of libmpi and
+// libopen-pal from the global namespace. A C or C++ program linked to libdtrain has them
+// there; a Python, Java or Go host that loads libdtrain (or its binding) privately does
+// not, and MPI_Init then fails in a plugin. Re-opening libmpi, already mapped, with
+// RTLD_GLOBAL puts it in the global namespace before MPI starts, for every host at once.
+static void promote_mpi_to_global() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&MPI_Init_thread), &info) == 0 || info.dli_fname == nullptr) return;
+  // RTLD_NOLOAD: never a second copy, only a change of visibility; the handle is kept.
+  dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
 int ensure_mpi() {
   std::lock_guard<std::mutex> lk(mpi_mutex());
   int inited = 0, finalized = 0;
@@ -67,6 +81,7 @@ int ensure_mpi() {
   MPI_Finalized(&finalized);
   if (finalized) fail(DT_ERR_COMM, "backend \"mpi\": MPI was already finalized in this process; it cannot restart");
   if (!inited) {
+    promote_mpi_to_global();
     int provided = 0;
     int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) fail(DT_ERR_COMM, "backend \"mpi\": MPI_Init_thread failed: " + mpi_error_string(rc));

@@ -1,0 +1,43 @@
+"""dtrain: distributed training and inference with libdtrain, from Python.
+
+    import dtrain
+    with dtrain.Mesh("local", 2) as mesh, dtrain.GPT(preset="gpt-tiny") as model:
+        engine = dtrain.Engine(mesh, model, dtrain.Optimizer(model, "adamw", lr=3e-3))
+        ...
+
+Every handle has close() and works as a context manager; a failed call raises the
+DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...).
+"""
+from . import native
+from .errors import *  # noqa: F401,F403
+from .tensor import BF16, F16, F32, I32, I64, Tensor  # noqa: F401
+from ._handle import Options  # noqa: F401
+from .mesh import Mesh  # noqa: F401
+from .model import GPT, MLP, Model, Optimizer, Sequential, loss  # noqa: F401
+from .engine import Engine  # noqa: F401
+from .data import Dataset, Loader  # noqa: F401
+
+__version__ = native.dt_version()
+
+
+def configure(**settings):
+    """Process-wide settings: threads, memory_limit_bytes, pool_cache_bytes."""
+    opts = Options(settings)
+    try:
+        native.dt_configure(opts._h)
+    finally:
+        opts.close()
+
+
+def memory_stats(device="cpu", tag="all", rank=None):
+    """(current, peak) bytes held on `device` under `tag`, for the process or one rank."""
+    tags = {native.dt_mem_tag_name(i): i for i in range(8)}
+    if tag not in tags:
+        raise ValueError("tag %r: accepted: %s" % (tag, ", ".join(tags)))
+    if rank is None:
+        return tuple(native.dt_memory_stats(device, tags[tag]))
+    return tuple(native.dt_memory_rank_stats(device, rank, tags[tag]))
+
+
+def device_count(kind="cuda"):
+    return native.dt_device_count(kind)

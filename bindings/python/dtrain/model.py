@@ -1,0 +1,93 @@
+"""dtrain.Model (a GPT, an MLP or a sequential network) and dtrain.Optimizer."""
+import contextlib
+
+from . import native
+from ._handle import Handle, handle_of, options_ptr
+from .tensor import Tensor
+
+
+class Model(Handle):
+    """A model with named parameters. Make one with dtrain.GPT, dtrain.MLP,
+    dtrain.Sequential or Model.from_checkpoint."""
+
+    _destroy = staticmethod(native.dt_module_destroy)
+
+    @classmethod
+    def _make(cls, create, config):
+        with contextlib.ExitStack() as stack:
+            return cls(create(options_ptr(config, stack)))
+
+    @classmethod
+    def from_checkpoint(cls, path_stem):
+        """The GPT a checkpoint was saved from (fresh weights: load them with Engine.load)."""
+        return cls(native.dt_module_create_from_checkpoint(path_stem))
+
+    @property
+    def param_count(self):
+        """Number of scalar parameters."""
+        return native.dt_module_param_count(self._h)
+
+    @property
+    def param_names(self):
+        h = self._h
+        return [native.dt_module_param_name(h, i) for i in range(native.dt_module_param_count_tensors(h))]
+
+    def param(self, name):
+        """A tensor viewing parameter `name` (writes go to the weights)."""
+        return Tensor(None, None, _ptr=native.dt_module_param(self._h, name))
+
+    def forward(self, x):
+        """Forward of a sequential or MLP model: x f32 [N, in] -> a new Tensor [N, out]."""
+        return Tensor(None, None, _ptr=native.dt_module_forward(self._h, handle_of(x, Tensor, "x")))
+
+    def backward(self, dy):
+        """Backward of the last forward; accumulates gradients; returns dx."""
+        return Tensor(None, None, _ptr=native.dt_module_backward(self._h, handle_of(dy, Tensor, "dy")))
+
+    def zero_grad(self):
+        native.dt_module_zero_grad(self._h)
+
+
+def GPT(**config):
+    """A GPT: preset ("gpt-tiny", "gpt-small", "llama-tiny") and any dt_module_create_gpt key
+    (vocab_size, context, n_layer, n_head, d_model, seed, precision, ...)."""
+    return Model._make(native.dt_module_create_gpt, config)
+
+
+def MLP(sizes, **config):
+    """An MLP: sizes "in,hidden...,out" (or a list of ints), act, seed."""
+    if not isinstance(sizes, str):
+        sizes = ",".join(str(int(s)) for s in sizes)
+    return Model._make(native.dt_module_create_mlp, dict(config, sizes=sizes))
+
+
+def Sequential(layers, **config):
+    """A sequential network: layers "linear:4:32,gelu,..." (or a list of such strings)."""
+    if not isinstance(layers, str):
+        layers = ",".join(layers)
+    return Model._make(native.dt_module_create_sequential, dict(config, layers=layers))
+
+
+class Optimizer(Handle):
+    """Optimizer(model, kind="adamw", **options): "adamw" (lr, beta1, beta2, eps,
+    weight_decay) or "sgd" (lr, momentum, weight_decay, nesterov)."""
+
+    _destroy = staticmethod(native.dt_optimizer_destroy)
+
+    def __init__(self, model, kind="adamw", **options):
+        with contextlib.ExitStack() as stack:
+            super().__init__(native.dt_optimizer_create(handle_of(model, Model, "model"), kind,
+                                                        options_ptr(options, stack)))
+
+    def step(self):
+        """Updates the model from its accumulated gradients (host-driven loops)."""
+        native.dt_optimizer_step(self._h)
+
+    def set_lr(self, lr):
+        native.dt_optimizer_set_lr(self._h, lr)
+
+
+def loss(kind, pred, target):
+    """(mean loss, d loss / d pred) of "mse" or "cross_entropy"."""
+    value, dpred = native.dt_loss(kind, handle_of(pred, Tensor, "pred"), handle_of(target, Tensor, "target"))
+    return value, Tensor(None, None, _ptr=dpred)
