@@ -11,6 +11,12 @@ packages=(
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libcli11-dev                                # the dtrain command line's flags and --help
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
+  swig                                        # the Python, Java and Go bindings' wrappers
+  python3-dev python3-venv python3-pip python3-setuptools  # build and pip-install the Python binding
+  python3-pytest python3-numpy                # its tests (numpy: zero-copy buffers)
+  golang-go                                   # the Go binding (cgo)
+  openjdk-17-jdk-headless junit5              # the Java binding and its JUnit tests
+  bindgen                                     # regenerates the Rust -sys bindings (drift check)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the build into a fresh prefix, then builds and runs a consumer twice: through
-# find_package(dtrain) and through pkg-config. Usage: check_install.sh BUILD_DIR WORK_DIR SRC_DIR
+# Installs the build into a fresh prefix, then builds and runs a consumer twice: a CMake
+# project through find_package(dtrain), and a plain Makefile through pkg-config. The
+# bindings' tests (tests/bindings) build against the same prefix. Usage: check_install.sh BUILD_DIR WORK_DIR SRC_DIR
 set -euo pipefail
 build=$1 work=$2 src=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -18,6 +19,7 @@ cmake --build "$work/cmake-consumer" >/dev/null
 LD_LIBRARY_PATH="$libdir" "$work/cmake-consumer/consumer"
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc "$src/consumer.c" $(pkg-config --cflags --libs dtrain) -o "$work/pc-consumer"
-LD_LIBRARY_PATH="$libdir" "$work/pc-consumer"
+mkdir -p "$work/make-consumer"
+make -s -f "$src/Makefile" OUT="$work/make-consumer" >/dev/null
+LD_LIBRARY_PATH="$libdir" "$work/make-consumer/consumer"
 echo "install check passed"

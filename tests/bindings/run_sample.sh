@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs a sample with the checkpoint stem WORK/sample-ckpt/gpt and keeps its stdout in
+# WORK/sample.out for same_losses.sh. Usage: run_sample.sh WORK COMMAND [ARGS...]
+set -euo pipefail
+work=$1
+shift
+rm -rf "$work" && mkdir -p "$work"
+"$@" "$work/sample-ckpt/gpt" | tee "$work/sample.out"
+grep -q "^step 30 loss" "$work/sample.out"
+grep -q "^saved " "$work/sample.out"
+grep -q "^123+456=" "$work/sample.out"
+echo "sample passed"
