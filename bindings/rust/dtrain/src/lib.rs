@@ -1,0 +1,229 @@
+//! Safe Rust API for libdtrain, over the raw `dtrain-sys` bindings of its C ABI.
+//!
+//! ```no_run
+//! use dtrain::{DType, Dataset, Engine, Loader, Mesh, Model, Optimizer, Tensor};
+//! # fn main() -> dtrain::Result<()> {
+//! let mesh = Mesh::new("local", 2, &[])?;
+//! let model = Model::gpt(&[("preset", "gpt-tiny".into()), ("seed", 1.into())])?;
+//! let opt = Optimizer::new(&model, "adamw", &[("lr", 0.003.into())])?;
+//! let mut engine = Engine::new(Some(&mesh), &model, &opt, &[])?;
+//! let data = Dataset::new("addition", &[("digits", 3.into()), ("split", "train".into())])?;
+//! let mut loader = Loader::new(&data, &[("batch", 16.into())])?;
+//! let t = data.context()? as i64;
+//! let (mut x, mut y) = (Tensor::new(DType::I32, &[16, t])?, Tensor::new(DType::I32, &[16, t])?);
+//! loader.next(&mut x, &mut y)?;
+//! println!("loss {:.8}", engine.train_step(&x, &y)?);
+//! # Ok(()) }
+//! ```
+//!
+//! * Every fallible call returns [`Result`]; an [`Error`] carries the library's [`Status`]
+//!   and its message (read on the same thread right after the failing call).
+//! * Handles ([`Tensor`], [`Mesh`], [`Model`], [`Optimizer`], [`Engine`], [`Dataset`],
+//!   [`Loader`], [`Options`]) release themselves on drop; `close()` releases early and is
+//!   idempotent, and a closed handle used again is an `Err`, never a crash. A handle made
+//!   from another keeps it alive, so they may be dropped in any order.
+//! * Handles are `Send` (the C library lets a handle move between threads) but not `Sync`
+//!   (one thread at a time); handles that share state lock each other out (handle.rs).
+//!
+//!   ```compile_fail
+//!   fn shared<T: Sync>() {}
+//!   shared::<dtrain::Engine>(); // an engine is not Sync
+//!   ```
+//!   ```compile_fail
+//!   fn shared<T: Sync>() {}
+//!   shared::<dtrain::Tensor>(); // nor is a tensor (or a model, mesh, ...)
+//!   ```
+//! * Options are slices of `(key, Value)` pairs: `&[("lr", 0.003.into())]`, `&[]` for none.
+
+mod data;
+mod engine;
+mod error;
+mod handle;
+mod mesh;
+mod model;
+mod options;
+mod tensor;
+
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::path::Path;
+
+pub use dtrain_sys as sys;
+
+pub use data::{Dataset, Loader};
+pub use engine::Engine;
+pub use error::{status_name, Error, Result, Status};
+pub use mesh::{CommStats, Mesh, ReduceOp};
+pub use model::{loss, Model, Optimizer};
+pub use options::{Options, Pairs, Value};
+pub use tensor::{matmul, softmax, DType, Element, Tensor};
+
+use error::{check, static_str};
+use options::{cstring, CallOptions};
+
+/// The loaded library's version, "MAJOR.MINOR.PATCH".
+pub fn version() -> &'static str {
+    // SAFETY: a static string.
+    unsafe { static_str(sys::dt_version()) }
+}
+
+/// The loaded library's version as major*10000 + minor*100 + patch.
+pub fn version_number() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { sys::dt_version_number() }
+}
+
+/// The version of the header these bindings were generated from.
+pub const HEADER_VERSION_NUMBER: i32 = sys::DT_VERSION_NUMBER as i32;
+
+/// Process-wide settings: "threads", "memory_limit_bytes", "pool_cache_bytes".
+pub fn configure(options: &Pairs) -> Result<()> {
+    let opts = CallOptions::new(options)?;
+    // SAFETY: valid options or NULL.
+    check(unsafe { sys::dt_configure(opts.ptr()) })
+}
+
+/// What a block of memory holds (`dt_mem_tag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemTag {
+    /// In queries: the sum over every tag.
+    All,
+    Param,
+    Grad,
+    Optimizer,
+    Activation,
+    KvCache,
+    CommBuffer,
+    Workspace,
+}
+
+impl MemTag {
+    pub fn code(self) -> i32 {
+        (match self {
+            MemTag::All => sys::DT_MEM_ALL,
+            MemTag::Param => sys::DT_MEM_PARAM,
+            MemTag::Grad => sys::DT_MEM_GRAD,
+            MemTag::Optimizer => sys::DT_MEM_OPTIMIZER,
+            MemTag::Activation => sys::DT_MEM_ACTIVATION,
+            MemTag::KvCache => sys::DT_MEM_KV_CACHE,
+            MemTag::CommBuffer => sys::DT_MEM_COMM_BUFFER,
+            MemTag::Workspace => sys::DT_MEM_WORKSPACE,
+        }) as i32
+    }
+
+    /// "all", "param", "grad", ...
+    pub fn name(self) -> &'static str {
+        // SAFETY: a static string.
+        unsafe { static_str(sys::dt_mem_tag_name(self.code())) }
+    }
+}
+
+/// Bytes held now and at the peak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    pub current: i64,
+    pub peak: i64,
+}
+
+/// Bytes held by tensors on `device` ("cpu", "cuda:N") under `tag`.
+pub fn memory_stats(device: &str, tag: MemTag) -> Result<MemoryStats> {
+    let d = cstring(device, "device")?;
+    let mut s = MemoryStats::default();
+    // SAFETY: valid string and out-pointers.
+    check(unsafe { sys::dt_memory_stats(d.as_ptr(), tag.code(), &mut s.current, &mut s.peak) })?;
+    Ok(s)
+}
+
+/// The same for the memory of one rank.
+pub fn memory_rank_stats(device: &str, rank: i32, tag: MemTag) -> Result<MemoryStats> {
+    let d = cstring(device, "device")?;
+    let mut s = MemoryStats::default();
+    // SAFETY: valid string and out-pointers.
+    check(unsafe {
+        sys::dt_memory_rank_stats(d.as_ptr(), rank, tag.code(), &mut s.current, &mut s.peak)
+    })?;
+    Ok(s)
+}
+
+/// Sets every peak on `device` to its current value.
+pub fn memory_reset_peak(device: &str) -> Result<()> {
+    let d = cstring(device, "device")?;
+    // SAFETY: valid string.
+    check(unsafe { sys::dt_memory_reset_peak(d.as_ptr()) })
+}
+
+/// The memory ledger of `device` as JSON.
+pub fn memory_report_json(device: &str) -> Result<String> {
+    let d = cstring(device, "device")?;
+    // SAFETY: valid string; read_json passes a buffer of `cap` bytes.
+    read_json(|buf, cap, needed| unsafe {
+        sys::dt_memory_report_json(d.as_ptr(), buf, cap, needed)
+    })
+}
+
+/// Number of devices of `kind` ("cpu" is 1; "cuda" is 0 without a usable GPU).
+pub fn device_count(kind: &str) -> Result<i32> {
+    let k = cstring(kind, "device kind")?;
+    let mut n = 0i32;
+    // SAFETY: valid string and out-pointer.
+    check(unsafe { sys::dt_device_count(k.as_ptr(), &mut n) })?;
+    Ok(n)
+}
+
+/// A checkpoint's metadata as JSON ({"step":..,"config":{..},"tensors":..}).
+pub fn checkpoint_info_json(path_stem: impl AsRef<Path>) -> Result<String> {
+    let stem = path_cstring(path_stem.as_ref())?;
+    // SAFETY: valid string; read_json passes a buffer of `cap` bytes.
+    read_json(|buf, cap, needed| unsafe {
+        sys::dt_checkpoint_info_json(stem.as_ptr(), buf, cap, needed)
+    })
+}
+
+/// Starts (clearing what was recorded) or stops recording the timeline.
+pub fn trace_enable(on: bool) -> Result<()> {
+    // SAFETY: no pointers.
+    check(unsafe { sys::dt_trace_enable(i32::from(on)) })
+}
+
+/// Writes the recorded timeline as Chrome trace-event JSON to `path`.
+pub fn trace_write(path: impl AsRef<Path>) -> Result<()> {
+    let p = path_cstring(path.as_ref())?;
+    // SAFETY: valid string.
+    check(unsafe { sys::dt_trace_write(p.as_ptr()) })
+}
+
+/// Calls a "write JSON into buf" function twice: once for the size, once to fill (again
+/// if it grew in between).
+pub(crate) fn read_json(
+    mut f: impl FnMut(*mut c_char, usize, *mut usize) -> sys::dt_status,
+) -> Result<String> {
+    let mut needed = 0usize;
+    check(f(std::ptr::null_mut(), 0, &mut needed))?;
+    loop {
+        let mut buf = vec![0u8; needed.max(1)];
+        let cap = buf.len();
+        check(f(buf.as_mut_ptr() as *mut c_char, cap, &mut needed))?;
+        if needed <= cap {
+            let end = buf.iter().position(|&b| b == 0).unwrap_or(cap);
+            buf.truncate(end);
+            return Ok(String::from_utf8_lossy(&buf).into_owned());
+        }
+    }
+}
+
+/// A path as a C string (its bytes, on Unix).
+pub(crate) fn path_cstring(path: &Path) -> Result<CString> {
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes().to_vec()
+    };
+    #[cfg(not(unix))]
+    let bytes = path
+        .to_str()
+        .ok_or_else(|| Error::invalid(format!("dtrain: path {path:?} is not UTF-8")))?
+        .as_bytes()
+        .to_vec();
+    CString::new(bytes)
+        .map_err(|_| Error::invalid(format!("dtrain: path {path:?} contains a NUL byte")))
+}
