@@ -1,0 +1,215 @@
+package dtrain
+
+import (
+	"math"
+	"runtime"
+
+	"dtrain.dev/dtrain/internal/cdt"
+)
+
+// Engine trains a GPT with an optimizer of it, alone or data parallel over a mesh, and
+// evaluates, generates from and checkpoints it (dt_engine). It keeps its mesh, model and
+// optimizer alive, so those may be closed first.
+type Engine struct{ obj object[cdt.Engine] }
+
+// NewEngine creates an engine. mesh: nil (this process alone) or a mesh whose only axis
+// above 1 is "dp" (data parallel). model: a GPT; optimizer: made over model. opts: nil or
+// "micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps",
+// "min_lr_ratio", "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero".
+func NewEngine(mesh *Mesh, model *Model, optimizer *Optimizer, opts Options) (*Engine, error) {
+	var hmesh cdt.Mesh
+	if mesh != nil {
+		var err error
+		if hmesh, err = mesh.handle(); err != nil {
+			return nil, err
+		}
+	}
+	hm, err := model.handle()
+	if err != nil {
+		return nil, err
+	}
+	ho, err := optimizer.handle()
+	if err != nil {
+		return nil, err
+	}
+	o, free, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	var p cdt.Engine
+	err = check(cdt.Dt_engine_create(hmesh, hm, ho, o, &p))
+	runtime.KeepAlive(mesh)
+	runtime.KeepAlive(model)
+	runtime.KeepAlive(optimizer)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{}
+	e.obj.set(p, cdt.Dt_engine_destroy)
+	runtime.SetFinalizer(e, func(e *Engine) { e.obj.release() })
+	return e, nil
+}
+
+func (e *Engine) handle() (cdt.Engine, error) {
+	if e == nil {
+		return 0, nilHandle("Engine")
+	}
+	return e.obj.get("Engine")
+}
+
+// Close releases the engine and its references to the mesh, model and optimizer.
+// Idempotent.
+func (e *Engine) Close() error {
+	if e != nil {
+		runtime.SetFinalizer(e, nil)
+		e.obj.release()
+	}
+	return nil
+}
+
+type batchFunc func(cdt.Engine, cdt.Tensor, cdt.Tensor, *float64) cdt.Status
+
+func (e *Engine) batch(f batchFunc, inputs, targets *Tensor) (float64, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	hi, err := inputs.handle()
+	if err != nil {
+		return 0, err
+	}
+	ht, err := targets.handle()
+	if err != nil {
+		return 0, err
+	}
+	var loss float64
+	err = check(f(h, hi, ht, &loss))
+	runtime.KeepAlive(e)
+	runtime.KeepAlive(inputs)
+	runtime.KeepAlive(targets)
+	return loss, err
+}
+
+// TrainStep takes one optimizer step on a batch (inputs, targets: i32 [B, T] CPU tensors)
+// and returns the batch's mean loss before the update.
+func (e *Engine) TrainStep(inputs, targets *Tensor) (float64, error) {
+	return e.batch(cdt.Dt_engine_train_step, inputs, targets)
+}
+
+// Eval returns the mean loss of a batch without changing anything.
+func (e *Engine) Eval(inputs, targets *Tensor) (float64, error) {
+	return e.batch(cdt.Dt_engine_eval, inputs, targets)
+}
+
+// Save writes parameters and optimizer state as "<pathStem>.index.json" and a data file.
+func (e *Engine) Save(pathStem string) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	err = check(cdt.Dt_engine_save(h, pathStem))
+	runtime.KeepAlive(e)
+	return err
+}
+
+// Load reads what Save wrote at pathStem (ErrIO for a missing or corrupt file); on
+// failure nothing changed.
+func (e *Engine) Load(pathStem string) error {
+	h, err := e.handle()
+	if err != nil {
+		return err
+	}
+	err = check(cdt.Dt_engine_load(h, pathStem))
+	runtime.KeepAlive(e)
+	return err
+}
+
+// Step returns the optimizer steps taken so far (restored by Load).
+func (e *Engine) Step() (int, error) {
+	h, err := e.handle()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = check(cdt.Dt_engine_step(h, &n))
+	runtime.KeepAlive(e)
+	return int(n), err
+}
+
+// maxGenerateCapacity bounds what Generate allocates per prompt for an absurd
+// max_new_tokens (which the library then rejects: it must fit the context).
+const maxGenerateCapacity = 1 << 20
+
+// Generate continues each prompt (token ids) and returns the new tokens of each. opts: nil
+// or "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
+// "stop_token".
+func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
+	h, err := e.handle()
+	if err != nil {
+		return nil, err
+	}
+	if len(prompts) == 0 || len(prompts) > math.MaxInt32 {
+		return nil, invalid("Generate needs 1 to %d prompts, not %d", math.MaxInt32, len(prompts))
+	}
+	capacity := int64(16)
+	if n, ok := intOption(opts, "max_new_tokens"); ok {
+		capacity = n
+	}
+	if capacity < 1 {
+		capacity = 1
+	} else if capacity > maxGenerateCapacity {
+		capacity = maxGenerateCapacity
+	}
+	var tokens []int32
+	lengths := make([]int64, len(prompts))
+	for i, p := range prompts {
+		if len(p) == 0 {
+			return nil, invalid("prompt %d is empty; every prompt needs at least one token", i)
+		}
+		tokens = append(tokens, p...)
+		lengths[i] = int64(len(p))
+	}
+	o, free, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer free()
+	out := make([]int32, int64(len(prompts))*capacity)
+	outLengths := make([]int64, len(prompts))
+	err = check(cdt.Dt_engine_generate(h, &tokens[0], &lengths[0], int32(len(prompts)), o,
+		&out[0], capacity, &outLengths[0]))
+	runtime.KeepAlive(e)
+	if err != nil {
+		return nil, err
+	}
+	result := make([][]int32, len(prompts))
+	for i := range result {
+		start := int64(i) * capacity
+		end := start + outLengths[i]
+		result[i] = out[start:end:end]
+	}
+	return result, nil
+}
+
+// LastStatsJSON returns the last train step's metrics as one JSON line ("" before any).
+func (e *Engine) LastStatsJSON() (string, error) {
+	h, err := e.handle()
+	if err != nil {
+		return "", err
+	}
+	defer runtime.KeepAlive(e)
+	return readJSON(func(buf []byte, needed *int64) cdt.Status { return cdt.Dt_engine_last_stats_json(h, buf, needed) })
+}
+
+// LastGenerateStatsJSON returns the last Generate's statistics as JSON ("" before any).
+func (e *Engine) LastGenerateStatsJSON() (string, error) {
+	h, err := e.handle()
+	if err != nil {
+		return "", err
+	}
+	defer runtime.KeepAlive(e)
+	return readJSON(func(buf []byte, needed *int64) cdt.Status {
+		return cdt.Dt_engine_last_generate_stats_json(h, buf, needed)
+	})
+}

@@ -1,0 +1,3 @@
+module dtrain.dev/dtrain
+
+go 1.19

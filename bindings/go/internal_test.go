@@ -1,0 +1,64 @@
+package dtrain
+
+import (
+	"testing"
+
+	"dtrain.dev/dtrain/internal/cdt"
+)
+
+// The Go constants must keep the header's values (the codes are only ever appended).
+func TestConstantsMatchHeader(t *testing.T) {
+	pairs := []struct {
+		name      string
+		got, want int
+	}{
+		{"StatusOK", int(StatusOK), cdt.DT_OK},
+		{"StatusInvalidArgument", int(StatusInvalidArgument), cdt.DT_ERR_INVALID_ARGUMENT},
+		{"StatusOutOfMemory", int(StatusOutOfMemory), cdt.DT_ERR_OUT_OF_MEMORY},
+		{"StatusUnsupported", int(StatusUnsupported), cdt.DT_ERR_UNSUPPORTED},
+		{"StatusNotFound", int(StatusNotFound), cdt.DT_ERR_NOT_FOUND},
+		{"StatusIO", int(StatusIO), cdt.DT_ERR_IO},
+		{"StatusComm", int(StatusComm), cdt.DT_ERR_COMM},
+		{"StatusTimeout", int(StatusTimeout), cdt.DT_ERR_TIMEOUT},
+		{"StatusAborted", int(StatusAborted), cdt.DT_ERR_ABORTED},
+		{"StatusInternal", int(StatusInternal), cdt.DT_ERR_INTERNAL},
+		{"F32", int(F32), cdt.DT_F32},
+		{"BF16", int(BF16), cdt.DT_BF16},
+		{"F16", int(F16), cdt.DT_F16},
+		{"I32", int(I32), cdt.DT_I32},
+		{"I64", int(I64), cdt.DT_I64},
+		{"MemAll", int(MemAll), cdt.DT_MEM_ALL},
+		{"MemParam", int(MemParam), cdt.DT_MEM_PARAM},
+		{"MemGrad", int(MemGrad), cdt.DT_MEM_GRAD},
+		{"MemOptimizer", int(MemOptimizer), cdt.DT_MEM_OPTIMIZER},
+		{"MemActivation", int(MemActivation), cdt.DT_MEM_ACTIVATION},
+		{"MemKVCache", int(MemKVCache), cdt.DT_MEM_KV_CACHE},
+		{"MemCommBuffer", int(MemCommBuffer), cdt.DT_MEM_COMM_BUFFER},
+		{"MemWorkspace", int(MemWorkspace), cdt.DT_MEM_WORKSPACE},
+		{"ReduceSum", int(ReduceSum), cdt.DT_REDUCE_SUM},
+		{"ReduceAvg", int(ReduceAvg), cdt.DT_REDUCE_AVG},
+		{"ReduceMax", int(ReduceMax), cdt.DT_REDUCE_MAX},
+		{"ReduceMin", int(ReduceMin), cdt.DT_REDUCE_MIN},
+		{"ReduceProd", int(ReduceProd), cdt.DT_REDUCE_PROD},
+		{"MaxDims", MaxDims, cdt.DT_MAX_DIMS},
+		{"VersionNumber", VersionNumber(), cdt.DT_VERSION_NUMBER},
+	}
+	for _, p := range pairs {
+		if p.got != p.want {
+			t.Errorf("%s = %d, the header says %d", p.name, p.got, p.want)
+		}
+	}
+}
+
+// A closed wrapper holds 0, so a finalizer that runs later destroys nothing.
+func TestCloseClearsHandle(t *testing.T) {
+	x, err := NewTensor(F32, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Close()
+	if x.obj.p.Load() != 0 {
+		t.Fatal("Close left the handle set")
+	}
+	x.obj.release() // what a stray finalizer would do: nothing
+}
