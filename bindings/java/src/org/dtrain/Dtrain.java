@@ -1,0 +1,97 @@
+package org.dtrain;
+
+import java.util.Map;
+import org.dtrain.internal.DtrainNative;
+
+/** Library-wide calls: version, settings, the memory ledger, devices, trace, losses. */
+public final class Dtrain {
+  /** Bytes held now and at the peak. */
+  public record MemoryStats(long currentBytes, long peakBytes) {}
+
+  /** A loss and d loss / d pred (owned by the caller: close it). */
+  public record LossWithGrad(double loss, Tensor grad) {}
+
+  private Dtrain() {}
+
+  /** "MAJOR.MINOR.PATCH" of the loaded library. */
+  public static String version() {
+    return DtrainNative.dt_version();
+  }
+
+  /** major*10000 + minor*100 + patch of the loaded library. */
+  public static int versionNumber() {
+    return DtrainNative.dt_version_number();
+  }
+
+  /** The version these bindings were generated from. */
+  public static final int BINDING_VERSION_NUMBER = DtrainNative.DT_VERSION_NUMBER;
+
+  /** A status code's name ("DT_OK", "DT_ERR_IO", ...; "DT_ERR_UNKNOWN" for others). */
+  public static String statusName(int status) {
+    return DtrainNative.dt_status_string(status);
+  }
+
+  /** Process-wide settings: "threads", "memory_limit_bytes", "pool_cache_bytes". */
+  public static void configure(Options options) {
+    DtrainNative.dt_configure(Handle.require(options, "options"));
+  }
+
+  public static void configure(Map<String, ?> options) {
+    try (Options o = Options.of(Handle.requireArg(options, "options"))) {
+      configure(o);
+    }
+  }
+
+  /** Bytes held by tensors on {@code device} ("cpu", "cuda:N") under {@code tag}. */
+  public static MemoryStats memoryStats(String device, MemTag tag) {
+    long[] v = DtrainNative.dt_memory_stats(Handle.requireArg(device, "device"),
+        Handle.requireArg(tag, "tag").code());
+    return new MemoryStats(v[0], v[1]);
+  }
+
+  /** The same for one rank's memory. */
+  public static MemoryStats memoryRankStats(String device, int rank, MemTag tag) {
+    long[] v = DtrainNative.dt_memory_rank_stats(Handle.requireArg(device, "device"), rank,
+        Handle.requireArg(tag, "tag").code());
+    return new MemoryStats(v[0], v[1]);
+  }
+
+  /** Sets every peak on {@code device} to its current value. */
+  public static void memoryResetPeak(String device) {
+    DtrainNative.dt_memory_reset_peak(Handle.requireArg(device, "device"));
+  }
+
+  /** The ledger of {@code device} as JSON. */
+  public static String memoryReportJson(String device) {
+    return DtrainNative.dt_memory_report_json(Handle.requireArg(device, "device"));
+  }
+
+  /** Number of devices of {@code kind} ("cpu": 1; "cuda": 0 without a usable GPU). */
+  public static int deviceCount(String kind) {
+    return DtrainNative.dt_device_count(Handle.requireArg(kind, "kind"));
+  }
+
+  /** Starts (clearing) or stops recording the timeline. */
+  public static void traceEnable(boolean on) {
+    DtrainNative.dt_trace_enable(on ? 1 : 0);
+  }
+
+  /** Writes the recorded timeline as Chrome trace-event JSON. */
+  public static void traceWrite(String path) {
+    DtrainNative.dt_trace_write(Handle.requireArg(path, "path"));
+  }
+
+  /** A loss ("mse" or "cross_entropy") of pred against target. */
+  public static double loss(String kind, Tensor pred, Tensor target) {
+    return DtrainNative.dt_loss(Handle.requireArg(kind, "kind"), Handle.require(pred, "pred"),
+        Handle.require(target, "target"));
+  }
+
+  /** A loss and its gradient with respect to pred. */
+  public static LossWithGrad lossWithGrad(String kind, Tensor pred, Tensor target) {
+    double[] loss = new double[1];
+    long grad = DtrainNative.dt_loss_with_grad(Handle.requireArg(kind, "kind"),
+        Handle.require(pred, "pred"), Handle.require(target, "target"), loss);
+    return new LossWithGrad(loss[0], Tensor.adopt(grad));
+  }
+}

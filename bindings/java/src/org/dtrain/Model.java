@@ -1,0 +1,125 @@
+package org.dtrain;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import org.dtrain.internal.DtrainNative;
+
+/**
+ * A model with named parameters (dt_module): a GPT ({@link #gpt}), an MLP or a sequential
+ * container. (Not "Module": that name is java.lang.Module's.) Optimizers, engines and
+ * parameter views made from it keep it alive, so it may be closed before them.
+ */
+public final class Model extends Handle {
+  private Model(long handle) {
+    super(handle);
+  }
+
+  /** A GPT of the "gpt-small" shape. */
+  public static Model gpt() {
+    return gpt((Options) null);
+  }
+
+  /** A GPT. config keys: "preset" ("gpt-tiny", "gpt-small", "llama-tiny"), "vocab_size",
+   *  "context", "n_layer", "n_head", "d_model", "seed", "precision", ... (see dtrain.h). */
+  public static Model gpt(Options config) {
+    return new Model(DtrainNative.dt_module_create_gpt(optional(config)));
+  }
+
+  public static Model gpt(Map<String, ?> config) {
+    try (Options options = Options.ofNullable(config)) {
+      return gpt(options);
+    }
+  }
+
+  /** An MLP: "sizes" ("in,hidden...,out", required), "act", "seed". */
+  public static Model mlp(Options config) {
+    return new Model(DtrainNative.dt_module_create_mlp(require(config, "config")));
+  }
+
+  public static Model mlp(Map<String, ?> config) {
+    try (Options options = Options.of(requireArg(config, "config"))) {
+      return mlp(options);
+    }
+  }
+
+  /** A sequential container: "layers" (e.g. "linear:4:32,gelu,linear:32:1"), "seed", "init_std". */
+  public static Model sequential(Options config) {
+    return new Model(DtrainNative.dt_module_create_sequential(require(config, "config")));
+  }
+
+  public static Model sequential(Map<String, ?> config) {
+    try (Options options = Options.of(requireArg(config, "config"))) {
+      return sequential(options);
+    }
+  }
+
+  /** The GPT a checkpoint was saved from, freshly initialized (load weights with Engine.load). */
+  public static Model fromCheckpoint(String pathStem) {
+    return new Model(DtrainNative.dt_module_create_from_checkpoint(requireArg(pathStem, "pathStem")));
+  }
+
+  /** A checkpoint's metadata as JSON ({"step":..,"config":{..},"tensors":..}). */
+  public static String checkpointInfoJson(String pathStem) {
+    return DtrainNative.dt_checkpoint_info_json(requireArg(pathStem, "pathStem"));
+  }
+
+  /** Number of scalar parameters. */
+  public long paramCount() {
+    return DtrainNative.dt_module_param_count(ptr());
+  }
+
+  /** Number of parameter tensors. */
+  public long paramTensorCount() {
+    return DtrainNative.dt_module_param_count_tensors(ptr());
+  }
+
+  /** Name of parameter tensor {@code index}. */
+  public String paramName(long index) {
+    return DtrainNative.dt_module_param_name(ptr(), index);
+  }
+
+  /** Every parameter tensor's name, in the library's fixed order. */
+  public List<String> paramNames() {
+    long n = paramTensorCount();
+    List<String> names = new ArrayList<>((int) n);
+    for (long i = 0; i < n; ++i) names.add(paramName(i));
+    return Collections.unmodifiableList(names);
+  }
+
+  /** A tensor viewing parameter {@code name} (keeps the model alive). */
+  public Tensor param(String name) {
+    return Tensor.adopt(DtrainNative.dt_module_param(ptr(), requireArg(name, "name")));
+  }
+
+  /** Forward of a sequential or MLP model: x f32 [N, in] to a new [N, out] tensor. */
+  public Tensor forward(Tensor x) {
+    return Tensor.adopt(DtrainNative.dt_module_forward(ptr(), require(x, "x")));
+  }
+
+  /** Backward of the last forward from dy; gradients accumulate. */
+  public void backward(Tensor dy) {
+    DtrainNative.dt_module_backward_no_dx(ptr(), require(dy, "dy"));
+  }
+
+  /** Backward of the last forward, returning the input's gradient [N, in]. */
+  public Tensor backwardWithInputGrad(Tensor dy) {
+    return Tensor.adopt(DtrainNative.dt_module_backward(ptr(), require(dy, "dy")));
+  }
+
+  /** Sets every parameter's gradient to zero. */
+  public void zeroGrad() {
+    DtrainNative.dt_module_zero_grad(ptr());
+  }
+
+  @Override
+  void destroy(long p) {
+    DtrainNative.dt_module_destroy(p);
+  }
+
+  @Override
+  public String toString() {
+    return isClosed() ? "Model(closed)" : "Model(" + paramCount() + " parameters)";
+  }
+}

@@ -1,0 +1,47 @@
+package org.dtrain;
+
+import java.util.Map;
+import org.dtrain.internal.DtrainNative;
+
+/**
+ * Updates every parameter of one model (dt_optimizer): "adamw" (options "lr", "beta1",
+ * "beta2", "eps", "weight_decay") or "sgd" ("lr", "momentum", "weight_decay", "nesterov").
+ * Keeps the model alive.
+ */
+public final class Optimizer extends Handle {
+  public Optimizer(Model model, String kind) {
+    this(model, kind, (Options) null);
+  }
+
+  public Optimizer(Model model, String kind, Options options) {
+    super(DtrainNative.dt_optimizer_create(require(model, "model"), requireArg(kind, "kind"),
+        optional(options)));
+  }
+
+  public Optimizer(Model model, String kind, Map<String, ?> options) {
+    super(create(model, kind, options));
+  }
+
+  private static long create(Model model, String kind, Map<String, ?> map) {
+    long m = require(model, "model");
+    requireArg(kind, "kind");
+    try (Options options = Options.ofNullable(map)) {
+      return DtrainNative.dt_optimizer_create(m, kind, optional(options));
+    }
+  }
+
+  /** One update from the accumulated gradients (host-driven loops; the engine steps itself). */
+  public void step() {
+    DtrainNative.dt_optimizer_step(ptr());
+  }
+
+  /** The learning rate of the following steps. */
+  public void setLr(double lr) {
+    DtrainNative.dt_optimizer_set_lr(ptr(), lr);
+  }
+
+  @Override
+  void destroy(long p) {
+    DtrainNative.dt_optimizer_destroy(p);
+  }
+}

@@ -1,0 +1,119 @@
+package org.dtrain;
+
+import java.util.Map;
+import org.dtrain.internal.DtrainNative;
+
+/**
+ * A bag of typed values under string keys (dt_options), read by the call it is passed to;
+ * that call rejects unknown keys and values of the wrong type, naming what it accepts.
+ * Build one fluently, {@code new Options().set("lr", 0.003).set("seed", 1)}, or from a map,
+ * {@code Options.of(Map.of("lr", 0.003))}. Every call that takes Options also takes a
+ * {@code Map<String, ?>}.
+ */
+public final class Options extends Handle {
+  /** An empty bag. */
+  public Options() {
+    super(DtrainNative.dt_options_create());
+  }
+
+  /**
+   * A bag holding every entry of {@code values}: Integer, Long, Short, Byte as int;
+   * Double, Float as double; Boolean as bool; String (any CharSequence) as string.
+   */
+  public static Options of(Map<String, ?> values) {
+    requireArg(values, "values");
+    Options options = new Options();
+    try {
+      values.forEach(options::set);
+    } catch (RuntimeException e) {
+      options.close();
+      throw e;
+    }
+    return options;
+  }
+
+  /** Options.of(values), or null when values is null. */
+  static Options ofNullable(Map<String, ?> values) {
+    return values == null ? null : of(values);
+  }
+
+  /** Sets {@code key} to a value of the type that the value's class maps to (see of()). */
+  public Options set(String key, Object value) {
+    requireArg(key, "key");
+    if (value == null) throw new NullPointerException("value of option \"" + key + "\" must not be null");
+    if (value instanceof Boolean b) return setBool(key, b);
+    if (value instanceof Integer || value instanceof Long || value instanceof Short
+        || value instanceof Byte) {
+      return setInt(key, ((Number) value).longValue());
+    }
+    if (value instanceof Double || value instanceof Float) {
+      return setDouble(key, ((Number) value).doubleValue());
+    }
+    if (value instanceof CharSequence s) return setString(key, s.toString());
+    throw new IllegalArgumentException("option \"" + key + "\": a " + value.getClass().getName()
+        + " is not an option value (use an int, long, double, boolean or String)");
+  }
+
+  public Options setInt(String key, long value) {
+    DtrainNative.dt_options_set_int(ptr(), requireArg(key, "key"), value);
+    return this;
+  }
+
+  public Options setDouble(String key, double value) {
+    DtrainNative.dt_options_set_double(ptr(), requireArg(key, "key"), value);
+    return this;
+  }
+
+  public Options setBool(String key, boolean value) {
+    DtrainNative.dt_options_set_bool(ptr(), requireArg(key, "key"), value ? 1 : 0);
+    return this;
+  }
+
+  public Options setString(String key, String value) {
+    DtrainNative.dt_options_set_string(ptr(), requireArg(key, "key"),
+        requireArg(value, "value of option \"" + key + "\""));
+    return this;
+  }
+
+  /** The int at {@code key}: DtrainException NOT_FOUND if absent, INVALID_ARGUMENT if another type. */
+  public long getInt(String key) {
+    return DtrainNative.dt_options_get_int(ptr(), requireArg(key, "key"));
+  }
+
+  /** The double at {@code key} (an int value is read as a double too). */
+  public double getDouble(String key) {
+    return DtrainNative.dt_options_get_double(ptr(), requireArg(key, "key"));
+  }
+
+  public boolean getBool(String key) {
+    return DtrainNative.dt_options_get_bool(ptr(), requireArg(key, "key")) != 0;
+  }
+
+  public String getString(String key) {
+    return DtrainNative.dt_options_get_string(ptr(), requireArg(key, "key"));
+  }
+
+  /** Number of keys. */
+  public long count() {
+    return DtrainNative.dt_options_count(ptr());
+  }
+
+  /** The int at key, or {@code fallback} when the key is absent or holds another type. */
+  long getIntOr(String key, long fallback) {
+    try {
+      return getInt(key);
+    } catch (DtrainException e) {
+      return fallback;
+    }
+  }
+
+  @Override
+  void destroy(long p) {
+    DtrainNative.dt_options_destroy(p);
+  }
+
+  @Override
+  public String toString() {
+    return isClosed() ? "Options(closed)" : "Options(" + count() + " keys)";
+  }
+}

@@ -1,0 +1,308 @@
+package org.dtrain;
+
+import java.nio.ByteBuffer;
+import java.nio.ReadOnlyBufferException;
+import java.util.Arrays;
+import org.dtrain.internal.DtrainNative;
+
+/**
+ * A dense, row-major n-dimensional array on one device (dt_tensor), or a mesh tensor with
+ * one piece per local rank ({@link #onMesh}). Host copies take the Java array of the
+ * dtype, or a direct ByteBuffer of native-order bytes; they cross JNI without an extra copy
+ * and a wrong length or dtype throws IllegalArgumentException before the native call:
+ * <ul>
+ *   <li>float[]: F32; int[]: I32; long[]: I64; short[]: the raw bits of BF16 or F16;
+ *   <li>double[]: values of any floating dtype (converted through f32 by the library);
+ *   <li>byte[] and ByteBuffer: the raw bytes of any dtype (length = nbytes()).
+ * </ul>
+ */
+public final class Tensor extends Handle {
+  private final DType dtype;
+  private final long[] shape;
+  private final long numel;
+
+  /** A zero-filled CPU tensor; no shape is a scalar. */
+  public Tensor(DType dtype, long... shape) {
+    this(dtype, shape, "cpu", null);
+  }
+
+  /** A zero-filled tensor on {@code device} ("cpu" or "cuda:N"). */
+  public Tensor(DType dtype, long[] shape, String device) {
+    this(dtype, shape, device, null);
+  }
+
+  /** A zero-filled tensor; options: null or {"tag": a MemTag name}. */
+  public Tensor(DType dtype, long[] shape, String device, Options options) {
+    super(DtrainNative.dt_tensor_create(requireArg(dtype, "dtype").code(),
+        requireArg(shape, "shape"), requireArg(device, "device"), optional(options)));
+    this.dtype = dtype;
+    this.shape = shape.clone();
+    this.numel = product(this.shape);
+  }
+
+  /** Adopts a handle the library made (queried once: dtype and shape never change). */
+  private Tensor(long handle, boolean adopted) {
+    super(handle);
+    this.dtype = DType.of(DtrainNative.dt_tensor_dtype(handle));
+    this.shape = DtrainNative.dt_tensor_shape(handle);
+    this.numel = product(this.shape);
+  }
+
+  static Tensor adopt(long handle) {
+    try {
+      return new Tensor(handle, true);
+    } catch (RuntimeException e) {
+      DtrainNative.dt_tensor_destroy(handle);
+      throw e;
+    }
+  }
+
+  /** A zero-filled mesh tensor: one CPU piece of {@code shape} per local rank of mesh. */
+  public static Tensor onMesh(Mesh mesh, DType dtype, long... shape) {
+    return onMesh(mesh, dtype, shape, null);
+  }
+
+  public static Tensor onMesh(Mesh mesh, DType dtype, long[] shape, Options options) {
+    long m = require(mesh, "mesh");
+    requireArg(dtype, "dtype");
+    requireArg(shape, "shape");
+    return adopt(DtrainNative.dt_tensor_create_on_mesh(m, dtype.code(), shape, optional(options)));
+  }
+
+  private static long product(long[] shape) {
+    long n = 1;
+    for (long d : shape) n *= d;
+    return n;
+  }
+
+  public DType dtype() {
+    return dtype;
+  }
+
+  /** The sizes (a copy); empty for a scalar. */
+  public long[] shape() {
+    return shape.clone();
+  }
+
+  public int ndim() {
+    return shape.length;
+  }
+
+  /** Elements (of one piece, for a mesh tensor). */
+  public long numel() {
+    return numel;
+  }
+
+  public long nbytes() {
+    return numel * dtype.size();
+  }
+
+  /** "cpu" or "cuda:N". */
+  public String device() {
+    return DtrainNative.dt_tensor_device(ptr());
+  }
+
+  /** One per local rank for a mesh tensor; 1 for any other tensor. */
+  public int pieceCount() {
+    return DtrainNative.dt_tensor_piece_count(ptr());
+  }
+
+  /** A plain tensor viewing piece {@code localIndex} (shares storage, keeps it alive). */
+  public Tensor piece(int localIndex) {
+    return adopt(DtrainNative.dt_tensor_piece(ptr(), localIndex));
+  }
+
+  // ---- host copies ------------------------------------------------------------------
+
+  private void expect(DType want, long length, String what) {
+    if (dtype != want) {
+      throw new IllegalArgumentException(what + " needs a " + want + " tensor; this one is " + dtype);
+    }
+    expectLength(length, what);
+  }
+
+  private void expectLength(long length, String what) {
+    if (length != numel) {
+      throw new IllegalArgumentException(what + " holds " + length + " elements; the tensor "
+          + Arrays.toString(shape) + " holds " + numel);
+    }
+  }
+
+  private void expectHalf(long length, String what) {
+    if (dtype != DType.BF16 && dtype != DType.F16) {
+      throw new IllegalArgumentException(what + " needs a BF16 or F16 tensor; this one is " + dtype);
+    }
+    expectLength(length, what);
+  }
+
+  private void expectFloating(long length, String what) {
+    if (!dtype.isFloating()) {
+      throw new IllegalArgumentException(what + " needs a floating tensor; this one is " + dtype);
+    }
+    expectLength(length, what);
+  }
+
+  private void expectBytes(long length, String what) {
+    if (length != nbytes()) {
+      throw new IllegalArgumentException(what + " holds " + length + " bytes; the tensor holds " + nbytes());
+    }
+  }
+
+  private int arrayLength() {
+    if (numel > Integer.MAX_VALUE - 8) {
+      throw new UnsupportedOperationException("a tensor of " + numel + " elements does not fit a Java array");
+    }
+    return (int) numel;
+  }
+
+  public void copyFrom(float[] src) {
+    expect(DType.F32, requireArg(src, "src").length, "float[]");
+    DtrainNative.dtj_tensor_copy_from_f32(ptr(), src);
+  }
+
+  public void copyFrom(int[] src) {
+    expect(DType.I32, requireArg(src, "src").length, "int[]");
+    DtrainNative.dtj_tensor_copy_from_i32(ptr(), src);
+  }
+
+  public void copyFrom(long[] src) {
+    expect(DType.I64, requireArg(src, "src").length, "long[]");
+    DtrainNative.dtj_tensor_copy_from_i64(ptr(), src);
+  }
+
+  /** The raw 16-bit patterns of a BF16 or F16 tensor. */
+  public void copyFrom(short[] src) {
+    expectHalf(requireArg(src, "src").length, "short[]");
+    DtrainNative.dtj_tensor_copy_from_i16(ptr(), src);
+  }
+
+  /** Values into any floating tensor (rounded to its dtype). */
+  public void copyFrom(double[] src) {
+    expectFloating(requireArg(src, "src").length, "double[]");
+    DtrainNative.dtj_tensor_copy_from_f64(ptr(), src);
+  }
+
+  /** Raw bytes, nbytes() of them, in native byte order. */
+  public void copyFrom(byte[] src) {
+    expectBytes(requireArg(src, "src").length, "byte[]");
+    DtrainNative.dtj_tensor_copy_from_i8(ptr(), src);
+  }
+
+  /**
+   * Raw bytes from a direct buffer: its remaining() bytes (= nbytes()) from its position, in
+   * native byte order; the position is left unchanged. No copy is made on the Java side.
+   */
+  public void copyFrom(ByteBuffer src) {
+    requireArg(src, "src");
+    if (!src.isDirect()) throw new IllegalArgumentException("src must be a direct ByteBuffer");
+    expectBytes(src.remaining(), "the buffer's remaining()");
+    DtrainNative.dtj_tensor_copy_from_buffer(ptr(), src, src.position(), src.remaining());
+  }
+
+  /** Copies {@code src}'s values into this tensor, converting the dtype (equal numel). */
+  public void copyFrom(Tensor src) {
+    DtrainNative.dt_tensor_copy(require(src, "src"), ptr());
+  }
+
+  public void copyTo(float[] dst) {
+    expect(DType.F32, requireArg(dst, "dst").length, "float[]");
+    DtrainNative.dtj_tensor_copy_to_f32(ptr(), dst);
+  }
+
+  public void copyTo(int[] dst) {
+    expect(DType.I32, requireArg(dst, "dst").length, "int[]");
+    DtrainNative.dtj_tensor_copy_to_i32(ptr(), dst);
+  }
+
+  public void copyTo(long[] dst) {
+    expect(DType.I64, requireArg(dst, "dst").length, "long[]");
+    DtrainNative.dtj_tensor_copy_to_i64(ptr(), dst);
+  }
+
+  public void copyTo(short[] dst) {
+    expectHalf(requireArg(dst, "dst").length, "short[]");
+    DtrainNative.dtj_tensor_copy_to_i16(ptr(), dst);
+  }
+
+  public void copyTo(double[] dst) {
+    expectFloating(requireArg(dst, "dst").length, "double[]");
+    DtrainNative.dtj_tensor_copy_to_f64(ptr(), dst);
+  }
+
+  public void copyTo(byte[] dst) {
+    expectBytes(requireArg(dst, "dst").length, "byte[]");
+    DtrainNative.dtj_tensor_copy_to_i8(ptr(), dst);
+  }
+
+  /** Raw bytes into a direct, writable buffer's remaining() (= nbytes()); position unchanged. */
+  public void copyTo(ByteBuffer dst) {
+    requireArg(dst, "dst");
+    if (!dst.isDirect()) throw new IllegalArgumentException("dst must be a direct ByteBuffer");
+    if (dst.isReadOnly()) throw new ReadOnlyBufferException();
+    expectBytes(dst.remaining(), "the buffer's remaining()");
+    DtrainNative.dtj_tensor_copy_to_buffer(ptr(), dst, dst.position(), dst.remaining());
+  }
+
+  public float[] toFloatArray() {
+    float[] a = new float[dtype == DType.F32 ? arrayLength() : 0];
+    copyTo(a);
+    return a;
+  }
+
+  public int[] toIntArray() {
+    int[] a = new int[dtype == DType.I32 ? arrayLength() : 0];
+    copyTo(a);
+    return a;
+  }
+
+  public long[] toLongArray() {
+    long[] a = new long[dtype == DType.I64 ? arrayLength() : 0];
+    copyTo(a);
+    return a;
+  }
+
+  /** The values of a floating tensor as doubles. */
+  public double[] toDoubleArray() {
+    double[] a = new double[dtype.isFloating() ? arrayLength() : 0];
+    copyTo(a);
+    return a;
+  }
+
+  // ---- fills and operations ---------------------------------------------------------
+
+  /** Normal(mean, std) values keyed by (seed, name, global index offset + i). */
+  public void fillNormal(long seed, String name, long offset, float mean, float std) {
+    DtrainNative.dt_tensor_fill_normal(ptr(), seed, requireArg(name, "name"), offset, mean, std);
+  }
+
+  /** Uniform values in [low, high) keyed by (seed, name, global index offset + i). */
+  public void fillUniform(long seed, String name, long offset, float low, float high) {
+    DtrainNative.dt_tensor_fill_uniform(ptr(), seed, requireArg(name, "name"), offset, low, high);
+  }
+
+  /** c = a @ b. */
+  public static void matmul(Tensor a, Tensor b, Tensor c) {
+    matmul(a, b, false, false, c);
+  }
+
+  /** c = op(a) @ op(b), op transposing the last two dims when asked. */
+  public static void matmul(Tensor a, Tensor b, boolean transA, boolean transB, Tensor c) {
+    DtrainNative.dt_matmul(require(a, "a"), require(b, "b"), transA ? 1 : 0, transB ? 1 : 0,
+        require(c, "c"));
+  }
+
+  /** y = softmax(x) over the last dim. */
+  public static void softmax(Tensor x, Tensor y) {
+    DtrainNative.dt_softmax(require(x, "x"), require(y, "y"));
+  }
+
+  @Override
+  void destroy(long p) {
+    DtrainNative.dt_tensor_destroy(p);
+  }
+
+  @Override
+  public String toString() {
+    return "Tensor(" + dtype + ", " + Arrays.toString(shape) + (isClosed() ? ", closed)" : ", " + device() + ")");
+  }
+}

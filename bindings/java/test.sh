@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the Java binding against STAGE (an installed prefix), runs its JUnit 5 tests and
+# the sample, all outputs under WORK (wiped first):
+#   bash bindings/java/test.sh /work/main/build/default/stage /tmp/java-work
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 STAGE WORK" >&2
+  exit 2
+fi
+START=$(date +%s)
+STAGE=$(cd "$1" && pwd)
+rm -rf "$2"
+mkdir -p "$2"
+WORK=$(cd "$2" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+JUNIT=/usr/share/java/junit-platform-console-standalone.jar
+[ -f "$JUNIT" ] || { echo "missing $JUNIT (Debian package junit5)" >&2; exit 1; }
+
+echo "== building the binding"
+bash "$HERE/build.sh" "$STAGE" "$WORK"
+export LD_LIBRARY_PATH="$STAGE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Two in-process ranks share this machine's cores.
+JAVA_OPTS=(-Djava.library.path="$WORK" -Xcheck:jni)
+
+echo "== compiling the tests"
+mkdir -p "$WORK/test-classes"
+javac --release 17 -Xlint:all -Werror -cp "$WORK/dtrain.jar:$JUNIT" -d "$WORK/test-classes" \
+  $(find "$HERE/test" -name '*.java')
+
+echo "== testing (JUnit 5)"
+set +e
+java "${JAVA_OPTS[@]}" -Ddtrain.test.work="$WORK" -jar "$JUNIT" \
+  --class-path "$WORK/dtrain.jar:$WORK/test-classes" --select-package org.dtrain \
+  --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree 2>&1 | tee "$WORK/junit.out"
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -ne 0 ]; then
+  echo "JUnit failed (exit $rc)" >&2
+  exit 1
+fi
+# -Xcheck:jni reports misuse of JNI as warnings: treat any as a failure.
+if grep -q "WARNING in native method\|FATAL ERROR in native method" "$WORK/junit.out"; then
+  echo "-Xcheck:jni reported JNI misuse (see $WORK/junit.out)" >&2
+  exit 1
+fi
+
+echo "== building the sample"
+mkdir -p "$WORK/sample-classes"
+javac --release 17 -cp "$WORK/dtrain.jar" -d "$WORK/sample-classes" "$ROOT/samples/java/TrainGpt.java"
+
+echo "== running the sample"
+java -Djava.library.path="$WORK" -cp "$WORK/dtrain.jar:$WORK/sample-classes" TrainGpt "$WORK/sample-ckpt/gpt" \
+  >"$WORK/sample.out"
+cat "$WORK/sample.out"
+grep -q "^step 30 loss " "$WORK/sample.out" || { echo "the sample printed no step 30" >&2; exit 1; }
+grep -q "^saved $WORK/sample-ckpt/gpt$" "$WORK/sample.out" || { echo "the sample did not save" >&2; exit 1; }
+[ -f "$WORK/sample-ckpt/gpt.index.json" ] || { echo "no checkpoint index written" >&2; exit 1; }
+grep -q "^123+456=" "$WORK/sample.out" || { echo "the sample did not generate" >&2; exit 1; }
+
+echo "== java: all passed in $(( $(date +%s) - START ))s"
