@@ -22,9 +22,7 @@ public final class Dataset extends Handle {
 
   private static long create(String kind, Map<String, ?> map) {
     requireArg(kind, "kind");
-    try (Options options = Options.ofNullable(map)) {
-      return DtrainNative.dt_dataset_create(kind, optional(options));
-    }
+    return Options.with(map, o -> DtrainNative.dt_dataset_create(kind, optional(o)));
   }
 
   /** Number of examples. */

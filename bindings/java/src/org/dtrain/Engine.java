@@ -30,9 +30,7 @@ public final class Engine extends Handle {
     long me = optional(mesh);
     long mo = require(model, "model");
     long op = require(optimizer, "optimizer");
-    try (Options options = Options.ofNullable(map)) {
-      return DtrainNative.dt_engine_create(me, mo, op, optional(options));
-    }
+    return Options.with(map, o -> DtrainNative.dt_engine_create(me, mo, op, optional(o)));
   }
 
   /** One optimizer step on a batch of i32 [B, T] tensors; returns the loss before the update. */
@@ -81,9 +79,7 @@ public final class Engine extends Handle {
   }
 
   public int[][] generate(int[][] prompts, Map<String, ?> options) {
-    try (Options o = Options.ofNullable(options)) {
-      return generate(prompts, o, null);
-    }
+    return Options.with(options, o -> generate(prompts, o, null));
   }
 
   /** One prompt's new tokens. */

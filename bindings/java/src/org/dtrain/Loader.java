@@ -21,9 +21,7 @@ public final class Loader extends Handle {
 
   private static long create(Dataset dataset, Map<String, ?> map) {
     long d = require(dataset, "dataset");
-    try (Options options = Options.ofNullable(map)) {
-      return DtrainNative.dt_loader_create(d, optional(options));
-    }
+    return Options.with(map, o -> DtrainNative.dt_loader_create(d, optional(o)));
   }
 
   /** Writes the next batch into i32 CPU tensors [batch, context]; then advances. */

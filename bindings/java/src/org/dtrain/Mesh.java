@@ -29,9 +29,7 @@ public final class Mesh extends Handle {
 
   private static long create(String backend, int worldSize, Map<String, ?> map) {
     requireArg(backend, "backend");
-    try (Options options = Options.ofNullable(map)) {
-      return DtrainNative.dt_mesh_create(backend, worldSize, optional(options));
-    }
+    return Options.with(map, o -> DtrainNative.dt_mesh_create(backend, worldSize, optional(o)));
   }
 
   /** Ranks in the world. */

@@ -28,9 +28,7 @@ public final class Model extends Handle {
   }
 
   public static Model gpt(Map<String, ?> config) {
-    try (Options options = Options.ofNullable(config)) {
-      return gpt(options);
-    }
+    return Options.with(config, Model::gpt);
   }
 
   /** An MLP: "sizes" ("in,hidden...,out", required), "act", "seed". */
@@ -39,9 +37,7 @@ public final class Model extends Handle {
   }
 
   public static Model mlp(Map<String, ?> config) {
-    try (Options options = Options.of(requireArg(config, "config"))) {
-      return mlp(options);
-    }
+    return Options.with(requireArg(config, "config"), Model::mlp);
   }
 
   /** A sequential container: "layers" (e.g. "linear:4:32,gelu,linear:32:1"), "seed", "init_std". */
@@ -50,9 +46,7 @@ public final class Model extends Handle {
   }
 
   public static Model sequential(Map<String, ?> config) {
-    try (Options options = Options.of(requireArg(config, "config"))) {
-      return sequential(options);
-    }
+    return Options.with(requireArg(config, "config"), Model::sequential);
   }
 
   /** The GPT a checkpoint was saved from, freshly initialized (load weights with Engine.load). */

@@ -25,9 +25,7 @@ public final class Optimizer extends Handle {
   private static long create(Model model, String kind, Map<String, ?> map) {
     long m = require(model, "model");
     requireArg(kind, "kind");
-    try (Options options = Options.ofNullable(map)) {
-      return DtrainNative.dt_optimizer_create(m, kind, optional(options));
-    }
+    return Options.with(map, o -> DtrainNative.dt_optimizer_create(m, kind, optional(o)));
   }
 
   /** One update from the accumulated gradients (host-driven loops; the engine steps itself). */

@@ -1,6 +1,7 @@
 package org.dtrain;
 
 import java.util.Map;
+import java.util.function.Function;
 import org.dtrain.internal.DtrainNative;
 
 /**
@@ -35,6 +36,16 @@ public final class Options extends Handle {
   /** Options.of(values), or null when values is null. */
   static Options ofNullable(Map<String, ?> values) {
     return values == null ? null : of(values);
+  }
+
+  /**
+   * How a call that takes a Map reaches the library: {@code call} gets Options.ofNullable(
+   * values), which is closed once it returns (the library keeps no reference to it).
+   */
+  static <R> R with(Map<String, ?> values, Function<Options, R> call) {
+    try (Options options = ofNullable(values)) {
+      return call.apply(options);
+    }
   }
 
   /** Sets {@code key} to a value of the type that the value's class maps to (see of()). */

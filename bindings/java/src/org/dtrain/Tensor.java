@@ -114,38 +114,49 @@ public final class Tensor extends Handle {
 
   // ---- host copies ------------------------------------------------------------------
 
-  private void expect(DType want, long length, String what) {
-    if (dtype != want) {
-      throw new IllegalArgumentException(what + " needs a " + want + " tensor; this one is " + dtype);
+  /**
+   * The rule of the class comment, for every Java array type: IllegalArgumentException
+   * unless {@code array} (argument {@code name}, not null) fits this tensor's dtype and size.
+   */
+  private void checkArray(Object array, String name) {
+    requireArg(array, name);
+    if (array instanceof float[] a) {
+      expect(dtype == DType.F32, "F32", a.length, "float[]");
+    } else if (array instanceof int[] a) {
+      expect(dtype == DType.I32, "I32", a.length, "int[]");
+    } else if (array instanceof long[] a) {
+      expect(dtype == DType.I64, "I64", a.length, "long[]");
+    } else if (array instanceof short[] a) {
+      expect(dtype == DType.BF16 || dtype == DType.F16, "BF16 or F16", a.length, "short[]");
+    } else if (array instanceof double[] a) {
+      expect(dtype.isFloating(), "floating", a.length, "double[]");
+    } else { // byte[], the one other array overload
+      expectBytes(((byte[]) array).length, "byte[]");
     }
-    expectLength(length, what);
   }
 
-  private void expectLength(long length, String what) {
+  private void expect(boolean dtypeFits, String want, long length, String what) {
+    if (!dtypeFits) {
+      throw new IllegalArgumentException(what + " needs a " + want + " tensor; this one is " + dtype);
+    }
     if (length != numel) {
       throw new IllegalArgumentException(what + " holds " + length + " elements; the tensor "
           + Arrays.toString(shape) + " holds " + numel);
     }
   }
 
-  private void expectHalf(long length, String what) {
-    if (dtype != DType.BF16 && dtype != DType.F16) {
-      throw new IllegalArgumentException(what + " needs a BF16 or F16 tensor; this one is " + dtype);
-    }
-    expectLength(length, what);
-  }
-
-  private void expectFloating(long length, String what) {
-    if (!dtype.isFloating()) {
-      throw new IllegalArgumentException(what + " needs a floating tensor; this one is " + dtype);
-    }
-    expectLength(length, what);
-  }
-
   private void expectBytes(long length, String what) {
     if (length != nbytes()) {
       throw new IllegalArgumentException(what + " holds " + length + " bytes; the tensor holds " + nbytes());
     }
+  }
+
+  /** A direct buffer (argument {@code name}), writable when {@code written}, of nbytes() remaining. */
+  private void checkBuffer(ByteBuffer buffer, String name, boolean written) {
+    requireArg(buffer, name);
+    if (!buffer.isDirect()) throw new IllegalArgumentException(name + " must be a direct ByteBuffer");
+    if (written && buffer.isReadOnly()) throw new ReadOnlyBufferException();
+    expectBytes(buffer.remaining(), "the buffer's remaining()");
   }
 
   private int arrayLength() {
@@ -156,35 +167,35 @@ public final class Tensor extends Handle {
   }
 
   public void copyFrom(float[] src) {
-    expect(DType.F32, requireArg(src, "src").length, "float[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_f32(ptr(), src);
   }
 
   public void copyFrom(int[] src) {
-    expect(DType.I32, requireArg(src, "src").length, "int[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_i32(ptr(), src);
   }
 
   public void copyFrom(long[] src) {
-    expect(DType.I64, requireArg(src, "src").length, "long[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_i64(ptr(), src);
   }
 
   /** The raw 16-bit patterns of a BF16 or F16 tensor. */
   public void copyFrom(short[] src) {
-    expectHalf(requireArg(src, "src").length, "short[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_i16(ptr(), src);
   }
 
   /** Values into any floating tensor (rounded to its dtype). */
   public void copyFrom(double[] src) {
-    expectFloating(requireArg(src, "src").length, "double[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_f64(ptr(), src);
   }
 
   /** Raw bytes, nbytes() of them, in native byte order. */
   public void copyFrom(byte[] src) {
-    expectBytes(requireArg(src, "src").length, "byte[]");
+    checkArray(src, "src");
     DtrainNative.dtj_tensor_copy_from_i8(ptr(), src);
   }
 
@@ -193,9 +204,7 @@ public final class Tensor extends Handle {
    * native byte order; the position is left unchanged. No copy is made on the Java side.
    */
   public void copyFrom(ByteBuffer src) {
-    requireArg(src, "src");
-    if (!src.isDirect()) throw new IllegalArgumentException("src must be a direct ByteBuffer");
-    expectBytes(src.remaining(), "the buffer's remaining()");
+    checkBuffer(src, "src", false);
     DtrainNative.dtj_tensor_copy_from_buffer(ptr(), src, src.position(), src.remaining());
   }
 
@@ -205,41 +214,38 @@ public final class Tensor extends Handle {
   }
 
   public void copyTo(float[] dst) {
-    expect(DType.F32, requireArg(dst, "dst").length, "float[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_f32(ptr(), dst);
   }
 
   public void copyTo(int[] dst) {
-    expect(DType.I32, requireArg(dst, "dst").length, "int[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_i32(ptr(), dst);
   }
 
   public void copyTo(long[] dst) {
-    expect(DType.I64, requireArg(dst, "dst").length, "long[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_i64(ptr(), dst);
   }
 
   public void copyTo(short[] dst) {
-    expectHalf(requireArg(dst, "dst").length, "short[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_i16(ptr(), dst);
   }
 
   public void copyTo(double[] dst) {
-    expectFloating(requireArg(dst, "dst").length, "double[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_f64(ptr(), dst);
   }
 
   public void copyTo(byte[] dst) {
-    expectBytes(requireArg(dst, "dst").length, "byte[]");
+    checkArray(dst, "dst");
     DtrainNative.dtj_tensor_copy_to_i8(ptr(), dst);
   }
 
   /** Raw bytes into a direct, writable buffer's remaining() (= nbytes()); position unchanged. */
   public void copyTo(ByteBuffer dst) {
-    requireArg(dst, "dst");
-    if (!dst.isDirect()) throw new IllegalArgumentException("dst must be a direct ByteBuffer");
-    if (dst.isReadOnly()) throw new ReadOnlyBufferException();
-    expectBytes(dst.remaining(), "the buffer's remaining()");
+    checkBuffer(dst, "dst", true);
     DtrainNative.dtj_tensor_copy_to_buffer(ptr(), dst, dst.position(), dst.remaining());
   }
 

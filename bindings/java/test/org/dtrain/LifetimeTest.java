@@ -12,30 +12,23 @@ import org.junit.jupiter.api.Test;
 class LifetimeTest {
   @Test
   void parentsClosedBeforeTheEngine() {
-    Mesh mesh = new Mesh("local", 2);
-    Model model = Model.gpt(Fixtures.GPT);
-    Optimizer opt = new Optimizer(model, "adamw", Fixtures.ADAMW);
-    Engine engine = new Engine(mesh, model, opt);
-    Dataset data = new Dataset("addition", Fixtures.DATA);
-    Loader loader = new Loader(data, Fixtures.LOADER);
-    Tensor inputs = new Tensor(DType.I32, Fixtures.BATCH, data.context());
-    Tensor targets = new Tensor(DType.I32, Fixtures.BATCH, data.context());
+    Fixtures.Training run = new Fixtures.Training();
     // The engine keeps mesh, model and optimizer alive; the loader keeps the dataset.
-    mesh.close();
-    model.close();
-    opt.close();
-    data.close();
-    loader.next(inputs, targets);
-    double loss = engine.trainStep(inputs, targets);
+    run.mesh.close();
+    run.model.close();
+    run.opt.close();
+    run.data.close();
+    run.loader.next(run.inputs, run.targets);
+    double loss = run.engine.trainStep(run.inputs, run.targets);
     assertTrue(Double.isFinite(loss));
-    assertEquals(1, engine.step());
-    loader.close();
-    engine.close();
+    assertEquals(1, run.engine.step());
+    run.loader.close();
+    run.engine.close();
     // Tensors after everything.
-    assertEquals(DType.I32, inputs.dtype());
-    assertTrue(inputs.toIntArray().length > 0);
-    inputs.close();
-    targets.close();
+    assertEquals(DType.I32, run.inputs.dtype());
+    assertTrue(run.inputs.toIntArray().length > 0);
+    run.inputs.close();
+    run.targets.close();
   }
 
   @Test

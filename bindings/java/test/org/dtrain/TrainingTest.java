@@ -28,23 +28,16 @@ class TrainingTest {
   /** Trains the sample's configuration; stops after `steps` (saving at `stem` when not null). */
   private static List<Double> train(int steps, String stem) {
     List<Double> losses = new ArrayList<>();
-    try (Mesh mesh = new Mesh("local", 2);
-        Model model = Model.gpt(Fixtures.GPT);
-        Optimizer opt = new Optimizer(model, "adamw", Fixtures.ADAMW);
-        Engine engine = new Engine(mesh, model, opt);
-        Dataset data = new Dataset("addition", Fixtures.DATA);
-        Loader loader = new Loader(data, Fixtures.LOADER);
-        Tensor inputs = new Tensor(DType.I32, Fixtures.BATCH, data.context());
-        Tensor targets = new Tensor(DType.I32, Fixtures.BATCH, data.context())) {
-      assertEquals("", engine.lastStatsJson(), "no stats before a step");
+    try (Fixtures.Training run = new Fixtures.Training()) {
+      assertEquals("", run.engine.lastStatsJson(), "no stats before a step");
       for (int s = 0; s < steps; s++) {
-        loader.next(inputs, targets);
-        losses.add(engine.trainStep(inputs, targets));
+        run.loader.next(run.inputs, run.targets);
+        losses.add(run.engine.trainStep(run.inputs, run.targets));
       }
-      assertEquals(steps, engine.step());
-      String stats = engine.lastStatsJson();
+      assertEquals(steps, run.engine.step());
+      String stats = run.engine.lastStatsJson();
       assertTrue(stats.contains("\"loss\"") && stats.contains("\"step\""), stats);
-      if (stem != null) engine.save(stem);
+      if (stem != null) run.engine.save(stem);
     }
     return losses;
   }
@@ -68,23 +61,16 @@ class TrainingTest {
     assertTrue(info.contains("\"step\":" + RESUME_AT) || info.contains("\"step\": " + RESUME_AT), info);
 
     // A fresh engine of the checkpoint's model; the loader seeks to where the run stopped.
-    try (Mesh mesh = new Mesh("local", 2);
-        Model model = Model.fromCheckpoint(stem);
-        Optimizer opt = new Optimizer(model, "adamw", Fixtures.ADAMW);
-        Engine engine = new Engine(mesh, model, opt);
-        Dataset data = new Dataset("addition", Fixtures.DATA);
-        Loader loader = new Loader(data, Fixtures.LOADER);
-        Tensor inputs = new Tensor(DType.I32, Fixtures.BATCH, data.context());
-        Tensor targets = new Tensor(DType.I32, Fixtures.BATCH, data.context())) {
-      engine.load(stem);
-      long step = engine.step();
+    try (Fixtures.Training run = new Fixtures.Training(() -> Model.fromCheckpoint(stem))) {
+      run.engine.load(stem);
+      long step = run.engine.step();
       assertEquals(RESUME_AT, step);
-      long perEpoch = loader.batchesPerEpoch();
+      long perEpoch = run.loader.batchesPerEpoch();
       assertTrue(perEpoch > RESUME_AT);
-      loader.seek(step / perEpoch, step % perEpoch);
-      assertEquals(new Loader.Position(0, RESUME_AT), loader.position());
-      loader.next(inputs, targets);
-      double resumed = engine.trainStep(inputs, targets);
+      run.loader.seek(step / perEpoch, step % perEpoch);
+      assertEquals(new Loader.Position(0, RESUME_AT), run.loader.position());
+      run.loader.next(run.inputs, run.targets);
+      double resumed = run.engine.trainStep(run.inputs, run.targets);
       assertEquals(straight.get(RESUME_AT), resumed, 0.0, "the resumed step's loss");
     }
   }

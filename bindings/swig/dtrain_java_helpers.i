@@ -1,0 +1,388 @@
+/* dtrain_java_helpers.i: the `dtj_*` C helpers of the Java layer, %included by dtrain_java.i
+ * after the typemaps (dtrain_java_types.i) and the error path (dtj_fail) they use.
+ *
+ * A helper stands in for a C function whose signature has no good Java form: outputs
+ * through pointers (returned as a long[] / double[]), the JSON writers' (buf, capacity,
+ * needed) protocol (a String), host copies of each Java array type and of double[] values,
+ * a ByteBuffer range, generate's arrays (lengths checked here) and its callback (a
+ * TokenListener). In order: the helpers in C; the C functions they replace, %ignored, and
+ * the Java names they take (%rename); their declarations as SWIG sees them, each after the
+ * %apply that gives its (pointer, length) pairs an array typemap. The typed host copies,
+ * alike but for the element type, are one macro (DTJ_COPY) that writes both C and
+ * declaration.
+ */
+
+%{
+/* Up to DT_MAX_DIMS integers or doubles that a helper returns as a Java array. */
+typedef struct { int32_t n; int64_t v[DT_MAX_DIMS]; } dtj_longs;
+typedef struct { int32_t n; double v[DT_MAX_DIMS]; } dtj_doubles;
+
+static dt_status dtj_tensor_shape(const dt_tensor* tensor, dtj_longs* out) {
+  int32_t ndim = 0;
+  dt_status s = dt_tensor_ndim(tensor, &ndim);
+  if (s != DT_OK) return s;
+  if (ndim < 0 || ndim > DT_MAX_DIMS) return dtj_fail(DT_ERR_INTERNAL, "tensor ndim out of range");
+  s = dt_tensor_shape(tensor, out->v, DT_MAX_DIMS);
+  if (s == DT_OK) out->n = ndim;
+  return s;
+}
+
+static dt_status dtj_memory_stats(const char* device, dt_mem_tag tag, dtj_longs* out) {
+  out->n = 2;
+  return dt_memory_stats(device, tag, &out->v[0], &out->v[1]);
+}
+
+static dt_status dtj_memory_rank_stats(const char* device, int32_t rank, dt_mem_tag tag,
+                                       dtj_longs* out) {
+  out->n = 2;
+  return dt_memory_rank_stats(device, rank, tag, &out->v[0], &out->v[1]);
+}
+
+static dt_status dtj_loader_position(dt_loader* loader, dtj_longs* out) {
+  out->n = 2;
+  return dt_loader_position(loader, &out->v[0], &out->v[1]);
+}
+
+/* {calls, bytes, seconds} */
+static dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis,
+                                     const char* kind, dtj_doubles* out) {
+  int64_t calls = 0, bytes = 0;
+  double seconds = 0;
+  dt_status s = dt_mesh_comm_stats(mesh, rank, axis, kind, &calls, &bytes, &seconds);
+  if (s != DT_OK) return s;
+  out->n = 3;
+  out->v[0] = (double)calls;
+  out->v[1] = (double)bytes;
+  out->v[2] = seconds;
+  return DT_OK;
+}
+
+/* The JSON writers: ask for the size, then write; *out is malloc'ed (freed by the wrapper). */
+typedef dt_status (*dtj_json_fn)(const void* arg, char* buf, size_t capacity, size_t* needed);
+
+static dt_status dtj_json(dtj_json_fn fn, const void* arg, char** out) {
+  size_t need = 0;
+  int attempt;
+  dt_status s = fn(arg, NULL, 0, &need);
+  if (s != DT_OK) return s;
+  for (attempt = 0; attempt < 8; ++attempt) {
+    size_t capacity = need > 0 ? need : 1, again = 0;
+    char* buf = (char*)malloc(capacity);
+    if (!buf) return dtj_fail(DT_ERR_OUT_OF_MEMORY, "no memory for a JSON report");
+    s = fn(arg, buf, capacity, &again);
+    if (s != DT_OK) { free(buf); return s; }
+    if (again <= capacity) { buf[capacity - 1] = '\0'; *out = buf; return DT_OK; }
+    free(buf); /* it grew between the two calls */
+    need = again;
+  }
+  return dtj_fail(DT_ERR_INTERNAL, "a JSON report kept growing while it was read");
+}
+
+/* Each writer as a dtj_json_fn: dtj_json_NAME calls CFUNC with its argument as ARGTYPE. */
+#define DTJ_JSON_FN(NAME, CFUNC, ARGTYPE)                                     \
+  static dt_status dtj_json_##NAME(const void* a, char* b, size_t c, size_t* n) { \
+    return CFUNC((ARGTYPE)a, b, c, n);                                          \
+  }
+DTJ_JSON_FN(memory, dt_memory_report_json, const char*)
+DTJ_JSON_FN(comm, dt_mesh_comm_report_json, dt_mesh*)
+DTJ_JSON_FN(stats, dt_engine_last_stats_json, dt_engine*)
+DTJ_JSON_FN(gen_stats, dt_engine_last_generate_stats_json, dt_engine*)
+DTJ_JSON_FN(checkpoint, dt_checkpoint_info_json, const char*)
+
+static dt_status dtj_memory_report_json(const char* device, char** json_out) {
+  return dtj_json(dtj_json_memory, device, json_out);
+}
+static dt_status dtj_mesh_comm_report_json(dt_mesh* mesh, char** json_out) {
+  if (!mesh) return dt_mesh_comm_report_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_comm, mesh, json_out);
+}
+static dt_status dtj_engine_last_stats_json(dt_engine* engine, char** json_out) {
+  if (!engine) return dt_engine_last_stats_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_stats, engine, json_out);
+}
+static dt_status dtj_engine_last_generate_stats_json(dt_engine* engine, char** json_out) {
+  if (!engine) return dt_engine_last_generate_stats_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_gen_stats, engine, json_out);
+}
+static dt_status dtj_checkpoint_info_json(const char* path_stem, char** json_out) {
+  return dtj_json(dtj_json_checkpoint, path_stem, json_out);
+}
+
+/* double[] values into or out of a floating tensor go through `count` host floats
+ * (*staging) and, when the tensor is bf16 or f16, an f32 CPU *twin that the library
+ * converts to or from (dt_tensor_copy); *twin stays NULL for an f32 tensor. */
+static dt_status dtj_f32_staging(const dt_tensor* t, int64_t count, dt_tensor** twin,
+                                 float** staging) {
+  int64_t shape[DT_MAX_DIMS];
+  int32_t ndim = 0;
+  dt_dtype dtype = 0;
+  dt_status s = dt_tensor_dtype(t, &dtype);
+  *twin = NULL;
+  *staging = NULL;
+  if (s != DT_OK) return s;
+  if (dtype != DT_F32 && dtype != DT_BF16 && dtype != DT_F16)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "double[] values need a floating tensor (f32, bf16, f16)");
+  if (dtype != DT_F32) {
+    if ((s = dt_tensor_ndim(t, &ndim)) != DT_OK) return s;
+    if (ndim < 0 || ndim > DT_MAX_DIMS) return dtj_fail(DT_ERR_INTERNAL, "tensor ndim out of range");
+    if ((s = dt_tensor_shape(t, shape, DT_MAX_DIMS)) != DT_OK) return s;
+    if ((s = dt_tensor_create(DT_F32, shape, ndim, "cpu", NULL, twin)) != DT_OK) return s;
+  }
+  *staging = (float*)malloc((size_t)(count > 0 ? count : 1) * sizeof(float));
+  if (!*staging) {
+    dt_tensor_destroy(*twin);
+    *twin = NULL;
+    return dtj_fail(DT_ERR_OUT_OF_MEMORY, "no memory to convert double[]");
+  }
+  return DT_OK;
+}
+
+static dt_status dtj_tensor_copy_from_f64(dt_tensor* t, const double* data, int64_t count) {
+  dt_tensor* twin;
+  float* f;
+  int64_t i;
+  dt_status s = dtj_f32_staging(t, count, &twin, &f);
+  if (s != DT_OK) return s;
+  for (i = 0; i < count; ++i) f[i] = (float)data[i];
+  s = dt_tensor_copy_from_host(twin ? twin : t, f, (size_t)count * sizeof(float));
+  if (s == DT_OK && twin) s = dt_tensor_copy(twin, t);
+  free(f);
+  dt_tensor_destroy(twin);
+  return s;
+}
+
+static dt_status dtj_tensor_copy_to_f64(const dt_tensor* t, double* data, int64_t count) {
+  dt_tensor* twin;
+  float* f;
+  int64_t i;
+  dt_status s = dtj_f32_staging(t, count, &twin, &f);
+  if (s != DT_OK) return s;
+  if (twin) s = dt_tensor_copy(t, twin);
+  if (s == DT_OK) s = dt_tensor_copy_to_host(twin ? twin : t, f, (size_t)count * sizeof(float));
+  if (s == DT_OK) for (i = 0; i < count; ++i) data[i] = f[i];
+  free(f);
+  dt_tensor_destroy(twin);
+  return s;
+}
+
+/* A direct ByteBuffer: bytes [offset, offset + bytes) of its `capacity`. */
+static int dtj_range_ok(int64_t capacity, int64_t offset, int64_t bytes) {
+  return offset >= 0 && bytes >= 0 && offset <= capacity && bytes <= capacity - offset;
+}
+static dt_status dtj_tensor_copy_from_buffer(dt_tensor* t, void* address, int64_t capacity,
+                                             int64_t offset, int64_t bytes) {
+  if (!dtj_range_ok(capacity, offset, bytes))
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "buffer range out of bounds");
+  return dt_tensor_copy_from_host(t, (const char*)address + offset, (size_t)bytes);
+}
+static dt_status dtj_tensor_copy_to_buffer(const dt_tensor* t, void* address, int64_t capacity,
+                                           int64_t offset, int64_t bytes) {
+  if (!dtj_range_ok(capacity, offset, bytes))
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "buffer range out of bounds");
+  return dt_tensor_copy_to_host(t, (char*)address + offset, (size_t)bytes);
+}
+
+static dt_status dtj_dataset_example(const dt_dataset* dataset, int64_t index, int32_t* inputs,
+                                     int64_t inputs_len, int32_t* targets, int64_t targets_len) {
+  int64_t context = 0;
+  dt_status s = dt_dataset_context(dataset, &context);
+  if (s != DT_OK) return s;
+  if (inputs_len != context || targets_len != context)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "inputs and targets must each hold context tokens");
+  return dt_dataset_example(dataset, index, inputs, targets);
+}
+
+/* generate: the arrays' lengths are checked against n_prompts and the capacity here. */
+static dt_status dtj_generate_check(const int32_t* tokens, int64_t n_tokens,
+                                    const int64_t* lengths, int64_t n_prompts,
+                                    int64_t n_out_tokens, int64_t capacity,
+                                    int64_t n_out_lengths) {
+  int64_t i, total = 0;
+  (void)tokens;
+  if (n_prompts < 1 || n_prompts > INT32_MAX)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "generate needs at least one prompt");
+  for (i = 0; i < n_prompts; ++i) {
+    if (lengths[i] < 0 || lengths[i] > n_tokens - total)
+      return dtj_fail(DT_ERR_INVALID_ARGUMENT, "prompt lengths exceed the prompt tokens");
+    total += lengths[i];
+  }
+  if (total != n_tokens)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "prompt lengths do not add up to the prompt tokens");
+  if (capacity < 0 || n_out_lengths < n_prompts || n_out_tokens / n_prompts < capacity)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "output arrays are smaller than n_prompts x capacity");
+  return DT_OK;
+}
+
+static dt_status dtj_engine_generate(dt_engine* engine, const int32_t* tokens, int64_t n_tokens,
+                                     const int64_t* lengths, int64_t n_prompts,
+                                     const dt_options* options, int32_t* out_tokens,
+                                     int64_t n_out_tokens, int64_t capacity,
+                                     int64_t* out_lengths, int64_t n_out_lengths) {
+  dt_status s = dtj_generate_check(tokens, n_tokens, lengths, n_prompts, n_out_tokens, capacity,
+                                   n_out_lengths);
+  if (s != DT_OK) return s;
+  return dt_engine_generate(engine, tokens, lengths, (int32_t)n_prompts, options, out_tokens,
+                            capacity, out_lengths);
+}
+
+/* Streaming: each token goes to listener.onToken(int promptIndex, int token) on this
+ * thread. After the listener throws, it is called no more and its exception propagates. */
+typedef struct {
+  JNIEnv* env;
+  jobject listener;
+  jmethodID on_token;
+  int failed;
+} dtj_stream;
+
+static void dtj_stream_token(void* user, int32_t prompt_index, int32_t token) {
+  dtj_stream* st = (dtj_stream*)user;
+  if (st->failed) return;
+  (*st->env)->CallVoidMethod(st->env, st->listener, st->on_token, (jint)prompt_index, (jint)token);
+  if ((*st->env)->ExceptionCheck(st->env)) st->failed = 1;
+}
+
+static dt_status dtj_engine_generate_stream(dt_engine* engine, const int32_t* tokens,
+                                            int64_t n_tokens, const int64_t* lengths,
+                                            int64_t n_prompts, const dt_options* options,
+                                            jobject listener, JNIEnv* env, int32_t* out_tokens,
+                                            int64_t n_out_tokens, int64_t capacity,
+                                            int64_t* out_lengths, int64_t n_out_lengths) {
+  dtj_stream st;
+  jclass cls;
+  dt_status s = dtj_generate_check(tokens, n_tokens, lengths, n_prompts, n_out_tokens, capacity,
+                                   n_out_lengths);
+  if (s != DT_OK) return s;
+  if (!listener) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "listener is null");
+  cls = (*env)->GetObjectClass(env, listener);
+  st.env = env;
+  st.listener = listener;
+  st.on_token = (*env)->GetMethodID(env, cls, "onToken", "(II)V");
+  st.failed = 0;
+  (*env)->DeleteLocalRef(env, cls);
+  if (!st.on_token) return DT_ERR_INVALID_ARGUMENT; /* NoSuchMethodError is pending */
+  return dt_engine_generate_stream(engine, tokens, lengths, (int32_t)n_prompts, options,
+                                   dtj_stream_token, &st, out_tokens, capacity, out_lengths);
+}
+
+/* Host-driven modules. */
+static dt_status dtj_module_backward_no_dx(dt_module* module, const dt_tensor* dy) {
+  return dt_module_backward(module, dy, NULL);
+}
+static dt_status dtj_loss(const char* kind, const dt_tensor* pred, const dt_tensor* target,
+                          double* out) {
+  return dt_loss(kind, pred, target, out, NULL);
+}
+/* Returns d loss / d pred; loss_out[0] receives the loss. */
+static dt_status dtj_loss_with_grad(const char* kind, const dt_tensor* pred,
+                                    const dt_tensor* target, double* loss_out,
+                                    int64_t loss_out_len, dt_tensor** out) {
+  if (loss_out_len < 1) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "loss_out needs one element");
+  return dt_loss(kind, pred, target, loss_out, out);
+}
+%}
+
+/* ---------------------------------------------------------------------------------- */
+/* C functions replaced by the helpers (which take their Java names)                    */
+/* ---------------------------------------------------------------------------------- */
+/* dt_NAME is not wrapped; dtj_NAME takes its name in Java. */
+%define DTJ_REPLACES(NAME)
+%ignore dt_##NAME;
+%rename(dt_##NAME) dtj_##NAME;
+%enddef
+DTJ_REPLACES(tensor_shape)
+DTJ_REPLACES(memory_stats)
+DTJ_REPLACES(memory_rank_stats)
+DTJ_REPLACES(memory_report_json)
+DTJ_REPLACES(mesh_comm_stats)
+DTJ_REPLACES(mesh_comm_report_json)
+DTJ_REPLACES(engine_last_stats_json)
+DTJ_REPLACES(engine_last_generate_stats_json)
+DTJ_REPLACES(checkpoint_info_json)
+DTJ_REPLACES(engine_generate)
+DTJ_REPLACES(engine_generate_stream)
+DTJ_REPLACES(dataset_example)
+DTJ_REPLACES(loader_position)
+DTJ_REPLACES(loss)
+/* Replaced by the typed copies, which keep their dtj_tensor_copy_{from,to}_<type> names. */
+%ignore dt_tensor_copy_from_host;
+%ignore dt_tensor_copy_to_host;
+/* No C function has these names: dt_loss with the gradient, dt_module_backward without dx. */
+%rename(dt_loss_with_grad) dtj_loss_with_grad;
+%rename(dt_module_backward_no_dx) dtj_module_backward_no_dx;
+
+/* ---------------------------------------------------------------------------------- */
+/* The helpers as SWIG sees them (defined static above, or by DTJ_COPY)                 */
+/* ---------------------------------------------------------------------------------- */
+dt_status dtj_tensor_shape(const dt_tensor* tensor, dtj_longs* out);
+dt_status dtj_memory_stats(const char* device, int32_t tag, dtj_longs* out);
+dt_status dtj_memory_rank_stats(const char* device, int32_t rank, int32_t tag, dtj_longs* out);
+dt_status dtj_loader_position(dt_loader* loader, dtj_longs* out);
+dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, const char* kind,
+                              dtj_doubles* out);
+dt_status dtj_memory_report_json(const char* device, char** json_out);
+dt_status dtj_mesh_comm_report_json(dt_mesh* mesh, char** json_out);
+dt_status dtj_engine_last_stats_json(dt_engine* engine, char** json_out);
+dt_status dtj_engine_last_generate_stats_json(dt_engine* engine, char** json_out);
+dt_status dtj_checkpoint_info_json(const char* path_stem, char** json_out);
+
+/* A tensor copy's (data, count) is one Java array through a critical region. */
+%define DTJ_COPY_ARGS(CTYPE)
+%apply (const CTYPE* CRIT_IN, int64_t LEN) { (const CTYPE* data, int64_t count) };
+%apply (CTYPE* CRIT_OUT, int64_t LEN) { (CTYPE* data, int64_t count) };
+%enddef
+
+/* Host copies of the array's own element type, `count` elements (the library checks the
+ * byte size): the two C helpers and their declarations. */
+%define DTJ_COPY(SUFFIX, CTYPE)
+%{
+static dt_status dtj_tensor_copy_from_##SUFFIX(dt_tensor* t, const CTYPE* data, int64_t count) {
+  return dt_tensor_copy_from_host(t, data, (size_t)count * sizeof(CTYPE));
+}
+static dt_status dtj_tensor_copy_to_##SUFFIX(const dt_tensor* t, CTYPE* data, int64_t count) {
+  return dt_tensor_copy_to_host(t, data, (size_t)count * sizeof(CTYPE));
+}
+%}
+DTJ_COPY_ARGS(CTYPE)
+dt_status dtj_tensor_copy_from_##SUFFIX(dt_tensor* tensor, const CTYPE* data, int64_t count);
+dt_status dtj_tensor_copy_to_##SUFFIX(const dt_tensor* tensor, CTYPE* data, int64_t count);
+%enddef
+DTJ_COPY(f32, float)
+DTJ_COPY(i32, int32_t)
+DTJ_COPY(i64, int64_t)
+DTJ_COPY(i16, int16_t)
+DTJ_COPY(i8, int8_t)
+
+DTJ_COPY_ARGS(double)
+dt_status dtj_tensor_copy_from_f64(dt_tensor* tensor, const double* data, int64_t count);
+dt_status dtj_tensor_copy_to_f64(const dt_tensor* tensor, double* data, int64_t count);
+
+%apply (void* BUFFER, int64_t CAPACITY) { (void* address, int64_t capacity) };
+dt_status dtj_tensor_copy_from_buffer(dt_tensor* tensor, void* address, int64_t capacity,
+                                      int64_t offset, int64_t bytes);
+dt_status dtj_tensor_copy_to_buffer(const dt_tensor* tensor, void* address, int64_t capacity,
+                                    int64_t offset, int64_t bytes);
+
+%apply (int32_t* ELEMS_OUT, int64_t LEN) { (int32_t* inputs, int64_t inputs_len),
+                                          (int32_t* targets, int64_t targets_len) };
+dt_status dtj_dataset_example(const dt_dataset* dataset, int64_t index, int32_t* inputs,
+                              int64_t inputs_len, int32_t* targets, int64_t targets_len);
+
+%apply (const int32_t* ELEMS_IN, int64_t LEN) { (const int32_t* tokens, int64_t n_tokens) };
+%apply (const int64_t* ELEMS_IN, int64_t LEN) { (const int64_t* lengths, int64_t n_prompts) };
+%apply (int32_t* ELEMS_OUT, int64_t LEN) { (int32_t* out_tokens, int64_t n_out_tokens) };
+%apply (int64_t* ELEMS_OUT, int64_t LEN) { (int64_t* out_lengths, int64_t n_out_lengths) };
+dt_status dtj_engine_generate(dt_engine* engine, const int32_t* tokens, int64_t n_tokens,
+                              const int64_t* lengths, int64_t n_prompts, const dt_options* options,
+                              int32_t* out_tokens, int64_t n_out_tokens, int64_t capacity,
+                              int64_t* out_lengths, int64_t n_out_lengths);
+dt_status dtj_engine_generate_stream(dt_engine* engine, const int32_t* tokens, int64_t n_tokens,
+                                     const int64_t* lengths, int64_t n_prompts,
+                                     const dt_options* options, jobject listener, JNIEnv* env,
+                                     int32_t* out_tokens, int64_t n_out_tokens, int64_t capacity,
+                                     int64_t* out_lengths, int64_t n_out_lengths);
+
+%apply (double* ELEMS_OUT, int64_t LEN) { (double* loss_out, int64_t loss_out_len) };
+dt_status dtj_module_backward_no_dx(dt_module* module, const dt_tensor* dy);
+dt_status dtj_loss(const char* kind, const dt_tensor* pred, const dt_tensor* target, double* out);
+dt_status dtj_loss_with_grad(const char* kind, const dt_tensor* pred, const dt_tensor* target,
+                             double* loss_out, int64_t loss_out_len, dt_tensor** out);
