@@ -8,58 +8,26 @@ import (
 
 // Dataset is a set of fixed-length examples (dt_dataset): context input tokens and the
 // context targets of each. Immutable; loaders keep it alive.
-type Dataset struct{ obj object[cdt.Dataset] }
+type Dataset struct{ obj *owned[cdt.Dataset] }
 
 // NewDataset creates a dataset. kind "text" (opts "path", "context"), "tokens" ("path",
 // "context", "width", "vocab_size") or "addition" ("digits", "size", "seed", "split").
 func NewDataset(kind string, opts Options) (*Dataset, error) {
-	o, free, err := newOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer free()
-	var p cdt.Dataset
-	if err := check(cdt.Dt_dataset_create(kind, o, &p)); err != nil {
-		return nil, err
-	}
-	d := &Dataset{}
-	d.obj.set(p, cdt.Dt_dataset_destroy)
-	runtime.SetFinalizer(d, func(d *Dataset) { d.obj.release() })
-	return d, nil
+	return create[Dataset](opts, func(o cdt.Options, p *cdt.Dataset) cdt.Status {
+		return cdt.Dt_dataset_create(kind, o, p)
+	}, cdt.Dt_dataset_destroy)
 }
 
-func (d *Dataset) handle() (cdt.Dataset, error) {
-	if d == nil {
-		return 0, nilHandle("Dataset")
-	}
-	return d.obj.get("Dataset")
-}
+func (d *Dataset) handle() (cdt.Dataset, error) { return handleOf(d) }
 
 // Close releases the handle; loaders made from it keep the data alive. Idempotent.
-func (d *Dataset) Close() error {
-	if d != nil {
-		runtime.SetFinalizer(d, nil)
-		d.obj.release()
-	}
-	return nil
-}
-
-func (d *Dataset) int64Query(f func(cdt.Dataset, *int64) cdt.Status) (int, error) {
-	h, err := d.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = check(f(h, &n))
-	runtime.KeepAlive(d)
-	return int(n), err
-}
+func (d *Dataset) Close() error { return closeHandle(d) }
 
 // Size returns the number of examples.
-func (d *Dataset) Size() (int, error) { return d.int64Query(cdt.Dt_dataset_size) }
+func (d *Dataset) Size() (int, error) { return asInt(query(d, cdt.Dt_dataset_size)) }
 
 // Context returns the tokens per example (T of the [B, T] batches).
-func (d *Dataset) Context() (int, error) { return d.int64Query(cdt.Dt_dataset_context) }
+func (d *Dataset) Context() (int, error) { return asInt(query(d, cdt.Dt_dataset_context)) }
 
 // Example returns example index: its input tokens and its targets (-1: no loss there).
 func (d *Dataset) Example(index int) (inputs, targets []int32, err error) {
@@ -82,7 +50,7 @@ func (d *Dataset) Example(index int) (inputs, targets []int32, err error) {
 
 // Loader yields batches of a dataset in a seeded order (dt_loader); it keeps the dataset
 // alive. One goroutine at a time.
-type Loader struct{ obj object[cdt.Loader] }
+type Loader struct{ obj *owned[cdt.Loader] }
 
 // NewLoader creates a loader. opts: "batch" (required), "seed" (default 0), "shuffle"
 // (default true).
@@ -91,71 +59,29 @@ func NewLoader(dataset *Dataset, opts Options) (*Loader, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, free, err := newOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer free()
-	var p cdt.Loader
-	err = check(cdt.Dt_loader_create(hd, o, &p))
+	l, err := create[Loader](opts, func(o cdt.Options, p *cdt.Loader) cdt.Status {
+		return cdt.Dt_loader_create(hd, o, p)
+	}, cdt.Dt_loader_destroy)
 	runtime.KeepAlive(dataset)
-	if err != nil {
-		return nil, err
-	}
-	l := &Loader{}
-	l.obj.set(p, cdt.Dt_loader_destroy)
-	runtime.SetFinalizer(l, func(l *Loader) { l.obj.release() })
-	return l, nil
+	return l, err
 }
 
-func (l *Loader) handle() (cdt.Loader, error) {
-	if l == nil {
-		return 0, nilHandle("Loader")
-	}
-	return l.obj.get("Loader")
-}
+func (l *Loader) handle() (cdt.Loader, error) { return handleOf(l) }
 
 // Close releases the loader. Idempotent.
-func (l *Loader) Close() error {
-	if l != nil {
-		runtime.SetFinalizer(l, nil)
-		l.obj.release()
-	}
-	return nil
-}
+func (l *Loader) Close() error { return closeHandle(l) }
 
 // Next writes the next batch into inputs and targets (i32 CPU tensors [batch, context])
 // and advances.
 func (l *Loader) Next(inputs, targets *Tensor) error {
-	h, err := l.handle()
-	if err != nil {
-		return err
-	}
-	hi, err := inputs.handle()
-	if err != nil {
-		return err
-	}
-	ht, err := targets.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_loader_next(h, hi, ht))
-	runtime.KeepAlive(l)
-	runtime.KeepAlive(inputs)
-	runtime.KeepAlive(targets)
-	return err
+	return withTensors(l, []*Tensor{inputs, targets}, func(h cdt.Loader, ts []cdt.Tensor) cdt.Status {
+		return cdt.Dt_loader_next(h, ts[0], ts[1])
+	})
 }
 
 // BatchesPerEpoch returns the number of full batches per epoch.
 func (l *Loader) BatchesPerEpoch() (int, error) {
-	h, err := l.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = check(cdt.Dt_loader_batches_per_epoch(h, &n))
-	runtime.KeepAlive(l)
-	return int(n), err
+	return asInt(query(l, cdt.Dt_loader_batches_per_epoch))
 }
 
 // Position returns where the next batch comes from: its epoch and index in the epoch.
@@ -172,11 +98,7 @@ func (l *Loader) Position() (epoch, batchIndex int, err error) {
 
 // Seek moves to batch batchIndex of epoch.
 func (l *Loader) Seek(epoch, batchIndex int) error {
-	h, err := l.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_loader_seek(h, int64(epoch), int64(batchIndex)))
-	runtime.KeepAlive(l)
-	return err
+	return invoke(l, func(h cdt.Loader) cdt.Status {
+		return cdt.Dt_loader_seek(h, int64(epoch), int64(batchIndex))
+	})
 }

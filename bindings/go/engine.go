@@ -10,7 +10,7 @@ import (
 // Engine trains a GPT with an optimizer of it, alone or data parallel over a mesh, and
 // evaluates, generates from and checkpoints it (dt_engine). It keeps its mesh, model and
 // optimizer alive, so those may be closed first.
-type Engine struct{ obj object[cdt.Engine] }
+type Engine struct{ obj *owned[cdt.Engine] }
 
 // NewEngine creates an engine. mesh: nil (this process alone) or a mesh whose only axis
 // above 1 is "dp" (data parallel). model: a GPT; optimizer: made over model. opts: nil or
@@ -32,62 +32,29 @@ func NewEngine(mesh *Mesh, model *Model, optimizer *Optimizer, opts Options) (*E
 	if err != nil {
 		return nil, err
 	}
-	o, free, err := newOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer free()
-	var p cdt.Engine
-	err = check(cdt.Dt_engine_create(hmesh, hm, ho, o, &p))
+	e, err := create[Engine](opts, func(o cdt.Options, p *cdt.Engine) cdt.Status {
+		return cdt.Dt_engine_create(hmesh, hm, ho, o, p)
+	}, cdt.Dt_engine_destroy)
 	runtime.KeepAlive(mesh)
 	runtime.KeepAlive(model)
 	runtime.KeepAlive(optimizer)
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{}
-	e.obj.set(p, cdt.Dt_engine_destroy)
-	runtime.SetFinalizer(e, func(e *Engine) { e.obj.release() })
-	return e, nil
+	return e, err
 }
 
-func (e *Engine) handle() (cdt.Engine, error) {
-	if e == nil {
-		return 0, nilHandle("Engine")
-	}
-	return e.obj.get("Engine")
-}
+func (e *Engine) handle() (cdt.Engine, error) { return handleOf(e) }
 
 // Close releases the engine and its references to the mesh, model and optimizer.
 // Idempotent.
-func (e *Engine) Close() error {
-	if e != nil {
-		runtime.SetFinalizer(e, nil)
-		e.obj.release()
-	}
-	return nil
-}
+func (e *Engine) Close() error { return closeHandle(e) }
 
 type batchFunc func(cdt.Engine, cdt.Tensor, cdt.Tensor, *float64) cdt.Status
 
+// batch runs TrainStep's or Eval's native call on a batch and returns the loss it fills.
 func (e *Engine) batch(f batchFunc, inputs, targets *Tensor) (float64, error) {
-	h, err := e.handle()
-	if err != nil {
-		return 0, err
-	}
-	hi, err := inputs.handle()
-	if err != nil {
-		return 0, err
-	}
-	ht, err := targets.handle()
-	if err != nil {
-		return 0, err
-	}
 	var loss float64
-	err = check(f(h, hi, ht, &loss))
-	runtime.KeepAlive(e)
-	runtime.KeepAlive(inputs)
-	runtime.KeepAlive(targets)
+	err := withTensors(e, []*Tensor{inputs, targets}, func(h cdt.Engine, ts []cdt.Tensor) cdt.Status {
+		return f(h, ts[0], ts[1], &loss)
+	})
 	return loss, err
 }
 
@@ -104,38 +71,17 @@ func (e *Engine) Eval(inputs, targets *Tensor) (float64, error) {
 
 // Save writes parameters and optimizer state as "<pathStem>.index.json" and a data file.
 func (e *Engine) Save(pathStem string) error {
-	h, err := e.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_engine_save(h, pathStem))
-	runtime.KeepAlive(e)
-	return err
+	return invoke(e, func(h cdt.Engine) cdt.Status { return cdt.Dt_engine_save(h, pathStem) })
 }
 
 // Load reads what Save wrote at pathStem (ErrIO for a missing or corrupt file); on
 // failure nothing changed.
 func (e *Engine) Load(pathStem string) error {
-	h, err := e.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_engine_load(h, pathStem))
-	runtime.KeepAlive(e)
-	return err
+	return invoke(e, func(h cdt.Engine) cdt.Status { return cdt.Dt_engine_load(h, pathStem) })
 }
 
 // Step returns the optimizer steps taken so far (restored by Load).
-func (e *Engine) Step() (int, error) {
-	h, err := e.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = check(cdt.Dt_engine_step(h, &n))
-	runtime.KeepAlive(e)
-	return int(n), err
-}
+func (e *Engine) Step() (int, error) { return asInt(query(e, cdt.Dt_engine_step)) }
 
 // maxGenerateCapacity bounds what Generate allocates per prompt for an absurd
 // max_new_tokens (which the library then rejects: it must fit the context).
@@ -194,22 +140,10 @@ func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
 
 // LastStatsJSON returns the last train step's metrics as one JSON line ("" before any).
 func (e *Engine) LastStatsJSON() (string, error) {
-	h, err := e.handle()
-	if err != nil {
-		return "", err
-	}
-	defer runtime.KeepAlive(e)
-	return readJSON(func(buf []byte, needed *int64) cdt.Status { return cdt.Dt_engine_last_stats_json(h, buf, needed) })
+	return reportJSON(e, cdt.Dt_engine_last_stats_json)
 }
 
 // LastGenerateStatsJSON returns the last Generate's statistics as JSON ("" before any).
 func (e *Engine) LastGenerateStatsJSON() (string, error) {
-	h, err := e.handle()
-	if err != nil {
-		return "", err
-	}
-	defer runtime.KeepAlive(e)
-	return readJSON(func(buf []byte, needed *int64) cdt.Status {
-		return cdt.Dt_engine_last_generate_stats_json(h, buf, needed)
-	})
+	return reportJSON(e, cdt.Dt_engine_last_generate_stats_json)
 }

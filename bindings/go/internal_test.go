@@ -1,7 +1,11 @@
 package dtrain
 
 import (
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"dtrain.dev/dtrain/internal/cdt"
 )
@@ -61,4 +65,51 @@ func TestCloseClearsHandle(t *testing.T) {
 		t.Fatal("Close left the handle set")
 	}
 	x.obj.release() // what a stray finalizer would do: nothing
+}
+
+// Close and the finalizer on the inner owned release a handle once between them: a closed
+// handle is not released again when it is collected, and one never closed is released by
+// the finalizer. The handles are fake ones, counted by their destroy function.
+func TestReleasedExactlyOnce(t *testing.T) {
+	var released [3]atomic.Int32
+	destroy := func(p cdt.Tensor) { released[p].Add(1) }
+	closed := &Tensor{obj: newOwned(cdt.Tensor(1), destroy)}
+	closed.Close()
+	closed.Close()
+	_ = &Tensor{obj: newOwned(cdt.Tensor(2), destroy)} // never closed
+	closed = nil
+	deadline := time.Now().Add(5 * time.Second)
+	for released[2].Load() == 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.GC() // one more round, for a second release that should not come
+	time.Sleep(10 * time.Millisecond)
+	if a, b := released[1].Load(), released[2].Load(); a != 1 || b != 1 {
+		t.Fatalf("the closed handle was released %d times, the dropped one %d; want 1 and 1", a, b)
+	}
+}
+
+// The binding's own errors name the handle type: for a nil pointer, and for a zero value
+// that no constructor made (which reads as closed, and closes as a no-op).
+func TestHandleErrorsNameTheType(t *testing.T) {
+	var zero Optimizer
+	_, err := zero.handle()
+	if err == nil || err.Error() != "DT_ERR_INVALID_ARGUMENT: dtrain: the Optimizer is closed" {
+		t.Fatalf("zero Optimizer: %v", err)
+	}
+	if err := zero.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var nilLoader *Loader
+	_, err = nilLoader.handle()
+	want := "DT_ERR_INVALID_ARGUMENT: dtrain: a nil *Loader was passed where a Loader is required"
+	if err == nil || err.Error() != want {
+		t.Fatalf("nil Loader: %v", err)
+	}
+	names := []string{kindOf[Tensor](), kindOf[Mesh](), kindOf[Model](), kindOf[Optimizer](),
+		kindOf[Engine](), kindOf[Dataset](), kindOf[Loader]()}
+	if got := strings.Join(names, " "); got != "Tensor Mesh Model Optimizer Engine Dataset Loader" {
+		t.Fatalf("kindOf: %s", got)
+	}
 }

@@ -12,30 +12,15 @@ const MaxDims = 8
 
 // Tensor is a dense, row-major, n-dimensional array on one device (dt_tensor), or a mesh
 // tensor with one piece per local rank (Mesh.NewTensor).
-type Tensor struct{ obj object[cdt.Tensor] }
+type Tensor struct{ obj *owned[cdt.Tensor] }
 
-func wrapTensor(p cdt.Tensor) *Tensor {
-	t := &Tensor{}
-	t.obj.set(p, cdt.Dt_tensor_destroy)
-	runtime.SetFinalizer(t, func(t *Tensor) { t.obj.release() })
-	return t
-}
+// wrapTensor wraps a tensor a native call has made: a view, a piece, a result.
+func wrapTensor(p cdt.Tensor) *Tensor { return wrap[Tensor](p, cdt.Dt_tensor_destroy) }
 
-func (t *Tensor) handle() (cdt.Tensor, error) {
-	if t == nil {
-		return 0, nilHandle("Tensor")
-	}
-	return t.obj.get("Tensor")
-}
+func (t *Tensor) handle() (cdt.Tensor, error) { return handleOf(t) }
 
 // Close releases the tensor (its bytes return to the pool). Idempotent.
-func (t *Tensor) Close() error {
-	if t != nil {
-		runtime.SetFinalizer(t, nil)
-		t.obj.release()
-	}
-	return nil
-}
+func (t *Tensor) Close() error { return closeHandle(t) }
 
 // NewTensor creates a zero-filled CPU tensor of dtype and shape (no sizes: a scalar).
 func NewTensor(dtype DType, shape ...int) (*Tensor, error) {
@@ -49,16 +34,9 @@ func NewTensorOn(device string, dtype DType, shape []int, opts Options) (*Tensor
 	if err != nil {
 		return nil, err
 	}
-	o, free, err := newOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer free()
-	var p cdt.Tensor
-	if err := check(cdt.Dt_tensor_create(int32(dtype), firstInt64(dims), int32(len(dims)), device, o, &p)); err != nil {
-		return nil, err
-	}
-	return wrapTensor(p), nil
+	return create[Tensor](opts, func(o cdt.Options, p *cdt.Tensor) cdt.Status {
+		return cdt.Dt_tensor_create(int32(dtype), firstInt64(dims), int32(len(dims)), device, o, p)
+	}, cdt.Dt_tensor_destroy)
 }
 
 func shapeArg(shape []int) ([]int64, error) {
@@ -81,29 +59,19 @@ func firstInt64(s []int64) *int64 {
 
 // DType returns the element type.
 func (t *Tensor) DType() (DType, error) {
-	h, err := t.handle()
-	if err != nil {
-		return 0, err
-	}
-	var d int32
-	err = check(cdt.Dt_tensor_dtype(h, &d))
-	runtime.KeepAlive(t)
+	d, err := query(t, cdt.Dt_tensor_dtype)
 	return DType(d), err
 }
 
 // Shape returns the sizes of the dimensions (of one piece, for a mesh tensor).
 func (t *Tensor) Shape() ([]int, error) {
-	h, err := t.handle()
+	ndim, err := query(t, cdt.Dt_tensor_ndim)
 	if err != nil {
 		return nil, err
 	}
-	defer runtime.KeepAlive(t)
-	var ndim int32
-	if err := check(cdt.Dt_tensor_ndim(h, &ndim)); err != nil {
-		return nil, err
-	}
 	dims := make([]int64, MaxDims)
-	if err := check(cdt.Dt_tensor_shape(h, &dims[0], MaxDims)); err != nil {
+	err = invoke(t, func(h cdt.Tensor) cdt.Status { return cdt.Dt_tensor_shape(h, &dims[0], MaxDims) })
+	if err != nil {
 		return nil, err
 	}
 	shape := make([]int, ndim)
@@ -114,52 +82,16 @@ func (t *Tensor) Shape() ([]int, error) {
 }
 
 // Numel returns the number of elements.
-func (t *Tensor) Numel() (int, error) {
-	h, err := t.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = check(cdt.Dt_tensor_numel(h, &n))
-	runtime.KeepAlive(t)
-	return int(n), err
-}
+func (t *Tensor) Numel() (int, error) { return asInt(query(t, cdt.Dt_tensor_numel)) }
 
 // NBytes returns the size of the data in bytes.
-func (t *Tensor) NBytes() (int, error) {
-	h, err := t.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = check(cdt.Dt_tensor_nbytes(h, &n))
-	runtime.KeepAlive(t)
-	return int(n), err
-}
+func (t *Tensor) NBytes() (int, error) { return asInt(query(t, cdt.Dt_tensor_nbytes)) }
 
 // Device returns the device the tensor lives on ("cpu", "cuda:0", ...).
-func (t *Tensor) Device() (string, error) {
-	h, err := t.handle()
-	if err != nil {
-		return "", err
-	}
-	var s string
-	err = check(cdt.Dt_tensor_device(h, &s))
-	runtime.KeepAlive(t)
-	return s, err
-}
+func (t *Tensor) Device() (string, error) { return query(t, cdt.Dt_tensor_device) }
 
 // PieceCount returns the number of pieces: one per local rank for a mesh tensor, else 1.
-func (t *Tensor) PieceCount() (int, error) {
-	h, err := t.handle()
-	if err != nil {
-		return 0, err
-	}
-	var n int32
-	err = check(cdt.Dt_tensor_piece_count(h, &n))
-	runtime.KeepAlive(t)
-	return int(n), err
-}
+func (t *Tensor) PieceCount() (int, error) { return asInt(query(t, cdt.Dt_tensor_piece_count)) }
 
 // Piece returns a plain tensor that views piece localIndex of a mesh tensor (sharing its
 // storage; writes through either are seen by both).
@@ -181,131 +113,90 @@ func (t *Tensor) Piece(localIndex int) (*Tensor, error) {
 	return wrapTensor(p), nil
 }
 
-// expect checks, before any copy, that the tensor holds want elements of dtype (or, for
-// dtype 0, want bytes) and returns its handle.
-func (t *Tensor) expect(dtype DType, n int, what string) (cdt.Tensor, error) {
-	h, err := t.handle()
-	if err != nil {
-		return 0, err
-	}
-	defer runtime.KeepAlive(t)
+// expect checks, before any copy, that the tensor holds n elements of dtype (or, for
+// dtype 0, n bytes); what names the slice in the error.
+func (t *Tensor) expect(dtype DType, n int, what string) error {
 	if dtype == 0 {
-		var nb int64
-		if err := check(cdt.Dt_tensor_nbytes(h, &nb)); err != nil {
-			return 0, err
+		nb, err := query(t, cdt.Dt_tensor_nbytes)
+		if err != nil {
+			return err
 		}
 		if int64(n) != nb {
-			return 0, invalid("%s has %d bytes; the tensor has %d", what, n, nb)
+			return invalid("%s has %d bytes; the tensor has %d", what, n, nb)
 		}
-		return h, nil
+		return nil
 	}
-	var d int32
-	if err := check(cdt.Dt_tensor_dtype(h, &d)); err != nil {
-		return 0, err
+	d, err := t.DType()
+	if err != nil {
+		return err
 	}
-	if DType(d) != dtype {
-		return 0, invalid("%s holds %s elements; the tensor's dtype is %s", what, dtype, DType(d))
+	if d != dtype {
+		return invalid("%s holds %s elements; the tensor's dtype is %s", what, dtype, d)
 	}
-	var numel int64
-	if err := check(cdt.Dt_tensor_numel(h, &numel)); err != nil {
-		return 0, err
+	numel, err := query(t, cdt.Dt_tensor_numel)
+	if err != nil {
+		return err
 	}
 	if int64(n) != numel {
-		return 0, invalid("%s has %d elements; the tensor has %d", what, n, numel)
+		return invalid("%s has %d elements; the tensor has %d", what, n, numel)
 	}
-	return h, nil
+	return nil
 }
 
 // The copies below move data straight between the slice's memory and the tensor, with no
 // intermediate buffer. The slice must have exactly the tensor's element count and the
 // matching dtype (or, for the byte forms, exactly its byte size).
 
-// CopyFromFloat32 copies src into an f32 tensor.
-func (t *Tensor) CopyFromFloat32(src []float32) error {
-	h, err := t.expect(F32, len(src), "the []float32")
-	if err != nil {
+// copyHost runs one of those copies (dt_tensor_copy_from_host or _to_host) between t and
+// the memory of s, once expect has checked s against t; what names s in its errors.
+func copyHost[E float32 | int32 | int64 | byte](t *Tensor, dtype DType, s []E, what string,
+	move func(cdt.Tensor, unsafe.Pointer, int64) cdt.Status) error {
+	if err := t.expect(dtype, len(s), what); err != nil {
 		return err
 	}
-	err = check(cdt.Dt_tensor_copy_from_host(h, unsafe.Pointer(&src[0]), int64(len(src))*4))
-	runtime.KeepAlive(t)
-	return err
+	return invoke(t, func(h cdt.Tensor) cdt.Status {
+		return move(h, unsafe.Pointer(&s[0]), int64(len(s))*int64(unsafe.Sizeof(s[0])))
+	})
+}
+
+// CopyFromFloat32 copies src into an f32 tensor.
+func (t *Tensor) CopyFromFloat32(src []float32) error {
+	return copyHost(t, F32, src, "the []float32", cdt.Dt_tensor_copy_from_host)
 }
 
 // CopyFromInt32 copies src into an i32 tensor.
 func (t *Tensor) CopyFromInt32(src []int32) error {
-	h, err := t.expect(I32, len(src), "the []int32")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_from_host(h, unsafe.Pointer(&src[0]), int64(len(src))*4))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, I32, src, "the []int32", cdt.Dt_tensor_copy_from_host)
 }
 
 // CopyFromInt64 copies src into an i64 tensor.
 func (t *Tensor) CopyFromInt64(src []int64) error {
-	h, err := t.expect(I64, len(src), "the []int64")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_from_host(h, unsafe.Pointer(&src[0]), int64(len(src))*8))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, I64, src, "the []int64", cdt.Dt_tensor_copy_from_host)
 }
 
 // CopyFromBytes copies the raw bytes of src (the tensor's dtype, native byte order).
 func (t *Tensor) CopyFromBytes(src []byte) error {
-	h, err := t.expect(0, len(src), "the []byte")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_from_host(h, unsafe.Pointer(&src[0]), int64(len(src))))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, 0, src, "the []byte", cdt.Dt_tensor_copy_from_host)
 }
 
 // CopyToFloat32 copies an f32 tensor into dst.
 func (t *Tensor) CopyToFloat32(dst []float32) error {
-	h, err := t.expect(F32, len(dst), "the []float32")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_to_host(h, unsafe.Pointer(&dst[0]), int64(len(dst))*4))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, F32, dst, "the []float32", cdt.Dt_tensor_copy_to_host)
 }
 
 // CopyToInt32 copies an i32 tensor into dst.
 func (t *Tensor) CopyToInt32(dst []int32) error {
-	h, err := t.expect(I32, len(dst), "the []int32")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_to_host(h, unsafe.Pointer(&dst[0]), int64(len(dst))*4))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, I32, dst, "the []int32", cdt.Dt_tensor_copy_to_host)
 }
 
 // CopyToInt64 copies an i64 tensor into dst.
 func (t *Tensor) CopyToInt64(dst []int64) error {
-	h, err := t.expect(I64, len(dst), "the []int64")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_to_host(h, unsafe.Pointer(&dst[0]), int64(len(dst))*8))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, I64, dst, "the []int64", cdt.Dt_tensor_copy_to_host)
 }
 
 // CopyToBytes copies the tensor's raw bytes into dst.
 func (t *Tensor) CopyToBytes(dst []byte) error {
-	h, err := t.expect(0, len(dst), "the []byte")
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy_to_host(h, unsafe.Pointer(&dst[0]), int64(len(dst))))
-	runtime.KeepAlive(t)
-	return err
+	return copyHost(t, 0, dst, "the []byte", cdt.Dt_tensor_copy_to_host)
 }
 
 // Float32s returns a new slice with the contents of an f32 tensor.
@@ -330,78 +221,38 @@ func (t *Tensor) Int32s() ([]int32, error) {
 
 // CopyTo copies the tensor into dst, converting the dtype; element counts must match.
 func (t *Tensor) CopyTo(dst *Tensor) error {
-	src, err := t.handle()
-	if err != nil {
-		return err
-	}
-	d, err := dst.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_copy(src, d))
-	runtime.KeepAlive(t)
-	runtime.KeepAlive(dst)
-	return err
+	return withTensors(t, []*Tensor{dst}, func(src cdt.Tensor, ts []cdt.Tensor) cdt.Status {
+		return cdt.Dt_tensor_copy(src, ts[0])
+	})
 }
 
 // FillNormal fills a floating tensor with normal values (mean, std) keyed by
 // (seed, name, element index); offset is the global index of element 0.
 func (t *Tensor) FillNormal(seed uint64, name string, offset int64, mean, std float32) error {
-	h, err := t.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_fill_normal(h, seed, name, offset, mean, std))
-	runtime.KeepAlive(t)
-	return err
+	return invoke(t, func(h cdt.Tensor) cdt.Status {
+		return cdt.Dt_tensor_fill_normal(h, seed, name, offset, mean, std)
+	})
 }
 
 // FillUniform fills a floating tensor with values in [lo, hi), keyed as for FillNormal.
 func (t *Tensor) FillUniform(seed uint64, name string, offset int64, lo, hi float32) error {
-	h, err := t.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_tensor_fill_uniform(h, seed, name, offset, lo, hi))
-	runtime.KeepAlive(t)
-	return err
+	return invoke(t, func(h cdt.Tensor) cdt.Status {
+		return cdt.Dt_tensor_fill_uniform(h, seed, name, offset, lo, hi)
+	})
 }
 
 // MatMul computes c = op(a) @ op(b), op transposing the last two dims when asked.
 func MatMul(a, b *Tensor, transA, transB bool, c *Tensor) error {
-	ha, err := a.handle()
-	if err != nil {
-		return err
-	}
-	hb, err := b.handle()
-	if err != nil {
-		return err
-	}
-	hc, err := c.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_matmul(ha, hb, boolArg(transA), boolArg(transB), hc))
-	runtime.KeepAlive(a)
-	runtime.KeepAlive(b)
-	runtime.KeepAlive(c)
-	return err
+	return withTensors(a, []*Tensor{b, c}, func(ha cdt.Tensor, ts []cdt.Tensor) cdt.Status {
+		return cdt.Dt_matmul(ha, ts[0], boolArg(transA), boolArg(transB), ts[1])
+	})
 }
 
 // Softmax computes y = softmax(x) over the last dim.
 func Softmax(x, y *Tensor) error {
-	hx, err := x.handle()
-	if err != nil {
-		return err
-	}
-	hy, err := y.handle()
-	if err != nil {
-		return err
-	}
-	err = check(cdt.Dt_softmax(hx, hy))
-	runtime.KeepAlive(x)
-	runtime.KeepAlive(y)
-	return err
+	return withTensors(x, []*Tensor{y}, func(hx cdt.Tensor, ts []cdt.Tensor) cdt.Status {
+		return cdt.Dt_softmax(hx, ts[0])
+	})
 }
 
 func boolArg(b bool) int32 {
