@@ -72,6 +72,12 @@ func Configure(opts Options) error {
 	return check(cdt.Dt_configure(o))
 }
 
+// Shutdown ends what libdtrain started in this process: it finalizes MPI if libdtrain
+// initialized it. A Go program exits without running C's atexit handlers, where libdtrain
+// would otherwise do this, so a program that made an "mpi" mesh calls it last (defer it
+// first in main) or mpirun reports the process as failed. Idempotent.
+func Shutdown() error { return check(cdt.Dt_shutdown()) }
+
 // MemoryStats returns the bytes tensors hold on device ("cpu", "cuda:N") under tag
 // (MemAll for the sum): now, and the peak since start or the last MemoryResetPeak.
 func MemoryStats(device string, tag MemTag) (current, peak int64, err error) {

@@ -69,4 +69,5 @@ if [ "$steps" != 30 ] || ! grep -qx "saved $work/sample-ckpt/gpt" "$work/sample.
   exit 1
 fi
 [ -f "$work/sample-ckpt/gpt.index.json" ] || { echo "FAIL: no checkpoint written" >&2; exit 1; }
+bash "$root/tests/bindings/sample_under_mpirun.sh" "$work/sample_mpi.out" "$work/sample-mpi/gpt" "$work/sample-go"
 echo "== go binding: all green"

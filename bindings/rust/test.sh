@@ -71,5 +71,7 @@ if [[ "$steps" != 30 ]] || ! grep -qx "saved $work/sample-ckpt/gpt" "$work/sampl
   echo "FAIL: unexpected sample output" >&2
   exit 1
 fi
+bash "$repo/tests/bindings/sample_under_mpirun.sh" "$work/sample_mpi.out" "$work/sample-mpi/gpt" \
+  "$CARGO_TARGET_DIR/debug/dtrain-sample"
 
 echo "== rust: all passed in $((SECONDS - start)) s"

@@ -159,6 +159,15 @@ DT_API dt_status dt_options_count(const dt_options* options, int64_t* out);
  *  Either every key is applied or none is. Thread-safe; call it before heavy work. */
 DT_API dt_status dt_configure(const dt_options* options);
 
+/** Ends what libdtrain started in this process: MPI_Finalize, if libdtrain initialized MPI
+ *  (an MPI the host initialized is the host's to finalize). libdtrain does this by itself
+ *  when the process calls exit(); call it last from hosts whose runtime ends the process
+ *  without running atexit handlers (Go), or mpirun reports the process as failed. After it
+ *  an "mpi" mesh cannot be made (DT_ERR_COMM) and live ones fail their collectives. Safe to
+ *  call more than once, and a no-op in a build without MPI. Call it with no other call in
+ *  flight. */
+DT_API dt_status dt_shutdown(void);
+
 /* ------------------------------------------------------------------------------------ */
 /* Tensors                                                                              */
 /* ------------------------------------------------------------------------------------ */

@@ -1,10 +1,13 @@
-// Process-wide settings, the memory ledger and device queries.
+// Process-wide settings and shutdown, the memory ledger and device queries.
 #include <cstring>
 
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
 #include "lib/api/firewall.h"
+#if defined(DTRAIN_HAVE_MPI)
+#include "comm/mpi/mpi_world.h"
+#endif
 
 using dt::api::guard;
 using dt::api::need;
@@ -27,6 +30,14 @@ dt_status dt_configure(const dt_options* options) {
                                           std::to_string(s.pool_cache_bytes) + "; accepted: >= 0");
     dt::allocator_configure(s);
     dt::set_kernel_threads(static_cast<int>(threads));
+  });
+}
+
+dt_status dt_shutdown(void) {
+  return guard("dt_shutdown", [&] {
+#if defined(DTRAIN_HAVE_MPI)
+    dt::comm::mpi::finalize_if_started_here();
+#endif
   });
 }
 

@@ -25,9 +25,21 @@ func main() {
 		stem = os.Args[1]
 	}
 
-	mesh, err := dtrain.NewMesh("local", 2, nil) // data parallel over 2 ranks
+	defer dtrain.Shutdown() // runs last: ends MPI, which Go's exit would skip
+	backend, world := "local", 2 // data parallel over 2 ranks in this process
+	if os.Getenv("DTRAIN_BACKEND") == "mpi" {
+		backend, world = "mpi", 0 // under mpirun: one rank per process
+	}
+	mesh, err := dtrain.NewMesh(backend, world, nil)
 	check(err)
 	defer mesh.Close()
+	rank, err := mesh.LocalRank(0)
+	check(err)
+	say := func(format string, args ...any) { // rank 0 speaks for all
+		if rank == 0 {
+			fmt.Printf(format, args...)
+		}
+	}
 	model, err := dtrain.NewGPT(dtrain.Options{"preset": "gpt-tiny", "seed": 1})
 	check(err)
 	defer model.Close()
@@ -57,10 +69,10 @@ func main() {
 		check(loader.Next(inputs, targets))
 		loss, err := engine.TrainStep(inputs, targets)
 		check(err)
-		fmt.Printf("step %d loss %.8f\n", step, loss)
+		say("step %d loss %.8f\n", step, loss)
 	}
 	check(engine.Save(stem))
-	fmt.Printf("saved %s\n", stem)
+	say("saved %s\n", stem)
 
 	prompt := "123+456="
 	tokens := make([]int32, len(prompt))
@@ -77,5 +89,5 @@ func main() {
 			text.WriteByte('?') // not printable
 		}
 	}
-	fmt.Printf("%s%s\n", prompt, text.String())
+	say("%s%s\n", prompt, text.String())
 }

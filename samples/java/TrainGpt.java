@@ -16,8 +16,10 @@ import org.dtrain.Tensor;
 public class TrainGpt {
   public static void main(String[] args) {
     String stem = args.length > 0 ? args[0] : "sample-ckpt/gpt";
+    // DTRAIN_BACKEND=mpi under mpirun: one rank per process, and rank 0 prints.
+    boolean mpi = "mpi".equals(System.getenv("DTRAIN_BACKEND"));
 
-    try (Mesh mesh = new Mesh("local", 2);
+    try (Mesh mesh = mpi ? new Mesh("mpi", 0) : new Mesh("local", 2);
         Model model = Model.gpt(Map.of("preset", "gpt-tiny", "seed", 1));
         Optimizer optimizer = new Optimizer(model, "adamw", Map.of("lr", 0.003));
         Engine engine = new Engine(mesh, model, optimizer);
@@ -26,14 +28,15 @@ public class TrainGpt {
         Tensor inputs = new Tensor(DType.I32, 16, dataset.context());
         Tensor targets = new Tensor(DType.I32, 16, dataset.context())) {
 
+      boolean printer = mesh.localRank(0) == 0;
       for (int step = 1; step <= 30; step++) {
         loader.next(inputs, targets);
         double loss = engine.trainStep(inputs, targets);
-        System.out.println("step " + step + " loss " + String.format(Locale.ROOT, "%.8f", loss));
+        if (printer) System.out.println("step " + step + " loss " + String.format(Locale.ROOT, "%.8f", loss));
       }
 
       engine.save(stem);
-      System.out.println("saved " + stem);
+      if (printer) System.out.println("saved " + stem);
 
       String prompt = "123+456=";
       byte[] bytes = prompt.getBytes(StandardCharsets.US_ASCII);
@@ -45,7 +48,7 @@ public class TrainGpt {
       for (int token : generated) {
         line.append(token >= 0x20 && token < 0x7f ? (char) token : '?');
       }
-      System.out.println(line);
+      if (printer) System.out.println(line);
     }
   }
 }

@@ -317,4 +317,15 @@ TEST(Mesh, CommLedgerStatsAndJson) {
   dt_mesh_destroy(m);
 }
 
+// dt_shutdown finalizes only an MPI libdtrain started: in a process that never made an
+// "mpi" mesh it does nothing, any number of times, and local meshes keep working.
+TEST(Shutdown, WithoutMpiStartedIsANoOpAndLocalMeshesGoOn) {
+  OK(dt_shutdown());
+  OK(dt_shutdown());
+  dt_mesh* m = nullptr;
+  OK(dt_mesh_create("local", 2, nullptr, &m));
+  OK(dt_mesh_barrier(m, "world"));
+  dt_mesh_destroy(m);
+}
+
 }  // namespace

@@ -15,6 +15,6 @@ for pair in "$@"; do
     echo "$name differs from $first_name:"; diff <(printf '%s\n' "$first") <(printf '%s\n' "$lines") || true
     exit 1
   fi
-  printf '%-8s %s | %s\n' "$name" "$(printf '%s\n' "$lines" | head -1)" "$(printf '%s\n' "$lines" | tail -1)"
+  printf "%-10s %s | %s\n" "$name" "$(printf '%s\n' "$lines" | head -1)" "$(printf '%s\n' "$lines" | tail -1)"
 done
 echo "identical loss sequences in $# runs"

@@ -29,6 +29,12 @@ def configure(**settings):
         opts.close()
 
 
+def shutdown():
+    """Finalizes MPI if libdtrain initialized it. libdtrain also does this at exit; call it
+    yourself only where the process ends without running atexit handlers."""
+    native.dt_shutdown()
+
+
 def memory_stats(device="cpu", tag="all", rank=None):
     """(current, peak) bytes held on `device` under `tag`, for the process or one rank."""
     tags = {native.dt_mem_tag_name(i): i for i in range(8)}

@@ -24,10 +24,12 @@ struct Notice {
   char text[496] = {};
 };
 
+bool g_started_here = false;  // ensure_mpi() initialized MPI, so the library finalizes it
+
 void finalize_at_exit() {
   // No lock: at exit no library thread may still be inside MPI, and a thread that died
   // holding the lock must not hang the exit.
-  if (mpi_usable()) MPI_Finalize();
+  if (g_started_here && mpi_usable()) MPI_Finalize();
 }
 
 // The pause between two polls of a wait. The first polls spin (MPI_Test drives progress,
@@ -85,12 +87,18 @@ int ensure_mpi() {
     int provided = 0;
     int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) fail(DT_ERR_COMM, "backend \"mpi\": MPI_Init_thread failed: " + mpi_error_string(rc));
+    g_started_here = true;
     std::atexit(finalize_at_exit);  // we started it, so we end it (see header)
   }
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   init_types_locked();
   return level;
+}
+
+void finalize_if_started_here() {
+  std::lock_guard<std::mutex> lk(mpi_mutex());
+  if (g_started_here && mpi_usable()) MPI_Finalize();
 }
 
 std::string mpi_error_string(int code) {

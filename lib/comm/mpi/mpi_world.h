@@ -32,6 +32,9 @@ std::mutex& mpi_mutex();
 // as failed), and creates the library's datatypes and reduction ops once. Never finalizes an
 // MPI the host initialized. Returns the thread level MPI provides. Takes mpi_mutex().
 int ensure_mpi();
+// MPI_Finalize now, if ensure_mpi() initialized MPI and it is not finalized yet: what the
+// atexit handler would do, for hosts whose exit skips atexit handlers (dt_shutdown).
+void finalize_if_started_here();
 // MPI is initialized and not yet finalized (destructors check this before any MPI call).
 bool mpi_usable();
 // "MPI_ERR_TRUNCATE: message truncated"

@@ -10,8 +10,13 @@ fn main() -> dtrain::Result<()> {
         .nth(1)
         .unwrap_or_else(|| "sample-ckpt/gpt".to_string());
 
-    // Two ranks as threads of this process; the engine trains one replica on each.
-    let mesh = Mesh::new("local", 2, &[])?;
+    // Two ranks as threads of this process, the engine training one replica on each; or,
+    // with DTRAIN_BACKEND=mpi under mpirun, one rank per process (rank 0 prints).
+    let mesh = match std::env::var("DTRAIN_BACKEND").as_deref() {
+        Ok("mpi") => Mesh::new("mpi", 0, &[])?,
+        _ => Mesh::new("local", 2, &[])?,
+    };
+    let printer = mesh.local_rank(0)? == 0;
     let model = Model::gpt(&[("preset", "gpt-tiny".into()), ("seed", 1.into())])?;
     let optimizer = Optimizer::new(&model, "adamw", &[("lr", 0.003.into())])?;
     let mut engine = Engine::new(Some(&mesh), &model, &optimizer, &[])?;
@@ -32,11 +37,15 @@ fn main() -> dtrain::Result<()> {
     for step in 1..=30 {
         loader.next(&mut inputs, &mut targets)?;
         let loss = engine.train_step(&inputs, &targets)?;
-        println!("step {step} loss {loss:.8}");
+        if printer {
+            println!("step {step} loss {loss:.8}");
+        }
     }
 
     engine.save(&stem)?;
-    println!("saved {stem}");
+    if printer {
+        println!("saved {stem}");
+    }
 
     let prompt = "123+456=";
     let tokens: Vec<i32> = prompt.bytes().map(i32::from).collect();
@@ -48,6 +57,8 @@ fn main() -> dtrain::Result<()> {
             _ => '?',
         })
         .collect();
-    println!("{prompt}{text}");
+    if printer {
+        println!("{prompt}{text}");
+    }
     Ok(()) // every handle is released as it goes out of scope
 }

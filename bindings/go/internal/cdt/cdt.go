@@ -56,10 +56,10 @@ typedef _gostring_ swig_type_26;
 typedef _gostring_ swig_type_27;
 typedef _gostring_ swig_type_28;
 typedef _gostring_ swig_type_29;
-typedef long long swig_type_30;
-typedef _gostring_ swig_type_31;
-typedef long long swig_type_32;
-typedef _gostring_ swig_type_33;
+typedef _gostring_ swig_type_30;
+typedef long long swig_type_31;
+typedef _gostring_ swig_type_32;
+typedef long long swig_type_33;
 typedef _gostring_ swig_type_34;
 typedef _gostring_ swig_type_35;
 typedef _gostring_ swig_type_36;
@@ -67,14 +67,14 @@ typedef _gostring_ swig_type_37;
 typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
 typedef _gostring_ swig_type_40;
-typedef long long swig_type_41;
-typedef _gostring_ swig_type_42;
-typedef long long swig_type_43;
-typedef _gostring_ swig_type_44;
-typedef long long swig_type_45;
-typedef _gostring_ swig_type_46;
-typedef long long swig_type_47;
-typedef _gostring_ swig_type_48;
+typedef _gostring_ swig_type_41;
+typedef long long swig_type_42;
+typedef _gostring_ swig_type_43;
+typedef long long swig_type_44;
+typedef _gostring_ swig_type_45;
+typedef long long swig_type_46;
+typedef _gostring_ swig_type_47;
+typedef long long swig_type_48;
 typedef _gostring_ swig_type_49;
 typedef _gostring_ swig_type_50;
 typedef _gostring_ swig_type_51;
@@ -84,8 +84,8 @@ typedef _gostring_ swig_type_54;
 typedef _gostring_ swig_type_55;
 typedef _gostring_ swig_type_56;
 typedef _gostring_ swig_type_57;
-typedef _goslice_ swig_type_58;
-typedef _gostring_ swig_type_59;
+typedef _gostring_ swig_type_58;
+typedef _goslice_ swig_type_59;
 typedef _gostring_ swig_type_60;
 typedef _gostring_ swig_type_61;
 typedef _gostring_ swig_type_62;
@@ -122,50 +122,50 @@ typedef _gostring_ swig_type_92;
 typedef _gostring_ swig_type_93;
 typedef _gostring_ swig_type_94;
 typedef _gostring_ swig_type_95;
-typedef _goslice_ swig_type_96;
-typedef _gostring_ swig_type_97;
+typedef _gostring_ swig_type_96;
+typedef _goslice_ swig_type_97;
 typedef _gostring_ swig_type_98;
 typedef _gostring_ swig_type_99;
 typedef _gostring_ swig_type_100;
 typedef _gostring_ swig_type_101;
-typedef long long swig_type_102;
-typedef _gostring_ swig_type_103;
+typedef _gostring_ swig_type_102;
+typedef long long swig_type_103;
 typedef _gostring_ swig_type_104;
 typedef _gostring_ swig_type_105;
 typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _goslice_ swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef _gostring_ swig_type_110;
+typedef _goslice_ swig_type_111;
 typedef _gostring_ swig_type_112;
-typedef long long swig_type_113;
-typedef _gostring_ swig_type_114;
+typedef _gostring_ swig_type_113;
+typedef long long swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _gostring_ swig_type_119;
-typedef _goslice_ swig_type_120;
-typedef _gostring_ swig_type_121;
+typedef _gostring_ swig_type_120;
+typedef _goslice_ swig_type_121;
 typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
-typedef _goslice_ swig_type_125;
-typedef _gostring_ swig_type_126;
+typedef _gostring_ swig_type_125;
+typedef _goslice_ swig_type_126;
 typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
-typedef long long swig_type_131;
-typedef _gostring_ swig_type_132;
+typedef _gostring_ swig_type_131;
+typedef long long swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef _gostring_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
+typedef _gostring_ swig_type_137;
 typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef long long swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
@@ -176,6 +176,7 @@ typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
+typedef _gostring_ swig_type_150;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -220,94 +221,95 @@ extern swig_type_21 _wrap_dt_options_get_bool_cdt_9ef706f7a1559335(uintptr_t arg
 extern swig_type_23 _wrap_dt_options_get_string_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_24 arg2, swig_voidp arg3);
 extern swig_type_25 _wrap_dt_options_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_26 _wrap_dt_configure_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_27 _wrap_dt_tensor_create_cdt_9ef706f7a1559335(int arg1, swig_voidp arg2, int arg3, swig_type_28 arg4, uintptr_t arg5, swig_voidp arg6);
+extern swig_type_27 _wrap_dt_shutdown_cdt_9ef706f7a1559335(void);
+extern swig_type_28 _wrap_dt_tensor_create_cdt_9ef706f7a1559335(int arg1, swig_voidp arg2, int arg3, swig_type_29 arg4, uintptr_t arg5, swig_voidp arg6);
 extern void _wrap_dt_tensor_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_29 _wrap_dt_tensor_copy_from_host_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_30 arg3);
-extern swig_type_31 _wrap_dt_tensor_copy_to_host_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_32 arg3);
-extern swig_type_33 _wrap_dt_tensor_copy_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_34 _wrap_dt_tensor_dtype_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_35 _wrap_dt_tensor_ndim_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_36 _wrap_dt_tensor_shape_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, int arg3);
-extern swig_type_37 _wrap_dt_tensor_numel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_38 _wrap_dt_tensor_nbytes_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_39 _wrap_dt_tensor_device_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_40 _wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_41 arg2, swig_type_42 arg3, swig_type_43 arg4, float arg5, float arg6);
-extern swig_type_44 _wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_45 arg2, swig_type_46 arg3, swig_type_47 arg4, float arg5, float arg6);
-extern swig_type_48 _wrap_dt_matmul_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, int arg3, int arg4, uintptr_t arg5);
-extern swig_type_49 _wrap_dt_softmax_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_50 _wrap_dt_memory_stats_cdt_9ef706f7a1559335(swig_type_51 arg1, int arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_52 _wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(swig_type_53 arg1, int arg2, int arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_54 _wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(swig_type_55 arg1);
-extern swig_type_56 _wrap_dt_memory_report_json_cdt_9ef706f7a1559335(swig_type_57 arg1, swig_type_58 arg2, swig_voidp arg3);
-extern swig_type_59 _wrap_dt_device_count_cdt_9ef706f7a1559335(swig_type_60 arg1, swig_voidp arg2);
+extern swig_type_30 _wrap_dt_tensor_copy_from_host_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_31 arg3);
+extern swig_type_32 _wrap_dt_tensor_copy_to_host_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_33 arg3);
+extern swig_type_34 _wrap_dt_tensor_copy_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_35 _wrap_dt_tensor_dtype_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_36 _wrap_dt_tensor_ndim_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_37 _wrap_dt_tensor_shape_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, int arg3);
+extern swig_type_38 _wrap_dt_tensor_numel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_39 _wrap_dt_tensor_nbytes_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_40 _wrap_dt_tensor_device_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_type_44 arg4, float arg5, float arg6);
+extern swig_type_45 _wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_46 arg2, swig_type_47 arg3, swig_type_48 arg4, float arg5, float arg6);
+extern swig_type_49 _wrap_dt_matmul_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, int arg3, int arg4, uintptr_t arg5);
+extern swig_type_50 _wrap_dt_softmax_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_51 _wrap_dt_memory_stats_cdt_9ef706f7a1559335(swig_type_52 arg1, int arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_53 _wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(swig_type_54 arg1, int arg2, int arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_55 _wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(swig_type_56 arg1);
+extern swig_type_57 _wrap_dt_memory_report_json_cdt_9ef706f7a1559335(swig_type_58 arg1, swig_type_59 arg2, swig_voidp arg3);
+extern swig_type_60 _wrap_dt_device_count_cdt_9ef706f7a1559335(swig_type_61 arg1, swig_voidp arg2);
 extern swig_intgo _wrap_DT_REDUCE_SUM_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_AVG_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MAX_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MIN_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_PROD_cdt_9ef706f7a1559335(void);
-extern swig_type_61 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_62 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_62 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_63 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_mesh_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_63 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_64 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_65 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_66 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
-extern swig_type_68 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_69 arg3, swig_voidp arg4);
-extern swig_type_70 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_71 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
-extern swig_type_72 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_73 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_74 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_75 arg2, uintptr_t arg3, int arg4);
-extern swig_type_76 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_77 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_78 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_79 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
-extern swig_type_80 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_81 arg2, uintptr_t arg3, int arg4);
-extern swig_type_82 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_83 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
-extern swig_type_84 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_85 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_86 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_87 arg2);
-extern swig_type_88 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_89 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_90 arg3, swig_type_91 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
-extern swig_type_92 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_93 arg3, swig_type_94 arg4, swig_voidp arg5);
-extern swig_type_95 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_96 arg2, swig_voidp arg3);
-extern swig_type_97 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_98 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_64 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_65 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_66 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_67 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
+extern swig_type_69 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_70 arg3, swig_voidp arg4);
+extern swig_type_71 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_72 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
+extern swig_type_73 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_74 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_75 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_76 arg2, uintptr_t arg3, int arg4);
+extern swig_type_77 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_78 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_79 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_80 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
+extern swig_type_81 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_82 arg2, uintptr_t arg3, int arg4);
+extern swig_type_83 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_84 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
+extern swig_type_85 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_86 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_87 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_88 arg2);
+extern swig_type_89 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_90 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_91 arg3, swig_type_92 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
+extern swig_type_93 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_94 arg3, swig_type_95 arg4, swig_voidp arg5);
+extern swig_type_96 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
+extern swig_type_98 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_99 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_dt_module_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_99 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_100 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_101 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
-extern swig_type_103 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3);
-extern swig_type_105 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_100 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_101 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_102 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_103 arg2, swig_voidp arg3);
+extern swig_type_104 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
+extern swig_type_106 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_107 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_optimizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_107 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_108 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_dt_engine_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_108 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_109 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
-extern swig_type_111 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_112 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_113 arg7, swig_voidp arg8);
-extern swig_type_114 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_115 arg2);
-extern swig_type_116 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_117 arg2);
-extern swig_type_118 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_119 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_120 arg2, swig_voidp arg3);
-extern swig_type_121 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_122 arg1, swig_voidp arg2);
-extern swig_type_123 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_124 arg1, swig_type_125 arg2, swig_voidp arg3);
-extern swig_type_126 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_127 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_109 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_110 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3);
+extern swig_type_112 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_113 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_114 arg7, swig_voidp arg8);
+extern swig_type_115 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_116 arg2);
+extern swig_type_117 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_118 arg2);
+extern swig_type_119 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_120 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_121 arg2, swig_voidp arg3);
+extern swig_type_122 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_123 arg1, swig_voidp arg2);
+extern swig_type_124 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_125 arg1, swig_type_126 arg2, swig_voidp arg3);
+extern swig_type_127 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_128 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_128 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_129 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_130 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_132 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_129 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_130 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_131 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_133 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_133 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_134 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_136 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_type_138 arg3);
-extern swig_type_139 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_140 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_141 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_142 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_143 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_144 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_145 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_146 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_147 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_148 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_149 arg1);
+extern swig_type_134 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_135 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_136 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_137 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_138 arg2, swig_type_139 arg3);
+extern swig_type_140 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_141 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_142 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_143 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_144 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_145 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_146 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_147 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_148 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_149 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_150 arg1);
 #undef intgo
 */
 import "C"
@@ -808,6 +810,15 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func Dt_shutdown() (_swig_ret Status) {
+	var swig_r string
+	swig_r_p := C._wrap_dt_shutdown_cdt_9ef706f7a1559335()
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 const DT_MAX_DIMS int = 8
 func Dt_tensor_create(arg1 int32, arg2 *int64, arg3 int32, arg4 string, arg5 Options, arg6 *Tensor) (_swig_ret Status) {
 	var swig_r string
@@ -818,7 +829,7 @@ func Dt_tensor_create(arg1 int32, arg2 *int64, arg3 int32, arg4 string, arg5 Opt
 	var _swig_i_4 uintptr
 _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tensor_create_cdt_9ef706f7a1559335(C.int(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tensor_create_cdt_9ef706f7a1559335(C.int(_swig_i_0), C.swig_voidp(_swig_i_1), C.int(_swig_i_2), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_3)), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
@@ -840,7 +851,7 @@ func Dt_tensor_copy_from_host(arg1 Tensor, arg2 unsafe.Pointer, arg3 int64) (_sw
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tensor_copy_from_host_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_30(_swig_i_2))
+	swig_r_p := C._wrap_dt_tensor_copy_from_host_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_31(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -853,7 +864,7 @@ func Dt_tensor_copy_to_host(arg1 Tensor, arg2 unsafe.Pointer, arg3 int64) (_swig
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tensor_copy_to_host_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_32(_swig_i_2))
+	swig_r_p := C._wrap_dt_tensor_copy_to_host_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_33(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -965,7 +976,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_41(_swig_i_1), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_2)), C.swig_type_43(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
+	swig_r_p := C._wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_type_44(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -984,7 +995,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_2)), C.swig_type_47(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
+	swig_r_p := C._wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_type_48(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1030,7 +1041,7 @@ func Dt_memory_stats(arg1 string, arg2 int32, arg3 *int64, arg4 *int64) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_memory_stats_cdt_9ef706f7a1559335(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_memory_stats_cdt_9ef706f7a1559335(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1047,7 +1058,7 @@ func Dt_memory_rank_stats(arg1 string, arg2 int32, arg3 int32, arg4 *int64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1060,7 +1071,7 @@ func Dt_memory_rank_stats(arg1 string, arg2 int32, arg3 int32, arg4 *int64, arg5
 func Dt_memory_reset_peak(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(*(*C.swig_type_56)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1075,7 +1086,7 @@ func Dt_memory_report_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Sta
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_memory_report_json_cdt_9ef706f7a1559335(*(*C.swig_type_57)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_memory_report_json_cdt_9ef706f7a1559335(*(*C.swig_type_58)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1092,7 +1103,7 @@ func Dt_device_count(arg1 string, arg2 *int32) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_device_count_cdt_9ef706f7a1559335(*(*C.swig_type_60)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_device_count_cdt_9ef706f7a1559335(*(*C.swig_type_61)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1144,7 +1155,7 @@ func Dt_mesh_create(arg1 string, arg2 int32, arg3 Options, arg4 *Mesh) (_swig_re
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_62)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_63)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1203,7 +1214,7 @@ func Dt_mesh_axis_size(arg1 Mesh, arg2 string, arg3 *int32) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1220,7 +1231,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1302,7 +1313,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1321,7 +1332,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1341,7 +1352,7 @@ _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1359,7 +1370,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1380,7 +1391,7 @@ _swig_i_2 = uintptr(arg3)
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
+	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1399,7 +1410,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1414,7 +1425,7 @@ func Dt_mesh_barrier(arg1 Mesh, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1445,7 +1456,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1466,7 +1477,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1485,7 +1496,7 @@ func Dt_mesh_comm_report_json(arg1 Mesh, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1560,7 +1571,7 @@ _swig_i_0 = uintptr(arg1)
 		_swig_i_2 = new(unsafe.Pointer)
 	}
 
-	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
 	if _swig_i_2 != nil && *_swig_i_2 != nil {
@@ -1578,7 +1589,7 @@ func Dt_module_param(arg1 Module, arg2 string, arg3 *Tensor) (_swig_ret Status) 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1596,7 +1607,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1658,7 +1669,7 @@ func Dt_engine_last_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1696,7 +1707,7 @@ _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_113(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_114(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1708,7 +1719,7 @@ func Dt_engine_save(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1723,7 +1734,7 @@ func Dt_engine_load(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1751,7 +1762,7 @@ func Dt_engine_last_generate_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1765,7 +1776,7 @@ func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Stat
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_122)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_123)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1780,7 +1791,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_124)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1799,7 +1810,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_127)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_128)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1846,7 +1857,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1919,7 +1930,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_type_138(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1), C.swig_type_139(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1986,7 +1997,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_144)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_145)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2032,7 +2043,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

@@ -847,6 +847,17 @@ _gostring_ _wrap_dt_configure_cdt_9ef706f7a1559335(dt_options *_swig_go_0) {
 }
 
 
+_gostring_ _wrap_dt_shutdown_cdt_9ef706f7a1559335() {
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  result = (dt_status)dt_shutdown();
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_tensor_create_cdt_9ef706f7a1559335(int _swig_go_0, long long *_swig_go_1, int _swig_go_2, _gostring_ _swig_go_3, dt_options *_swig_go_4, dt_tensor **_swig_go_5) {
   dt_dtype arg1 ;
   int64_t *arg2 = (int64_t *) 0 ;

@@ -159,6 +159,16 @@ extern "C" {
     #[doc = "  Either every key is applied or none is. Thread-safe; call it before heavy work."]
     pub fn dt_configure(options: *const dt_options) -> dt_status;
 }
+extern "C" {
+    #[doc = " Ends what libdtrain started in this process: MPI_Finalize, if libdtrain initialized MPI"]
+    #[doc = "  (an MPI the host initialized is the host's to finalize). libdtrain does this by itself"]
+    #[doc = "  when the process calls exit(); call it last from hosts whose runtime ends the process"]
+    #[doc = "  without running atexit handlers (Go), or mpirun reports the process as failed. After it"]
+    #[doc = "  an \"mpi\" mesh cannot be made (DT_ERR_COMM) and live ones fail their collectives. Safe to"]
+    #[doc = "  call more than once, and a no-op in a build without MPI. Call it with no other call in"]
+    #[doc = "  flight."]
+    pub fn dt_shutdown() -> dt_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct dt_tensor {

@@ -83,6 +83,14 @@ pub fn configure(options: &Pairs) -> Result<()> {
     check(unsafe { sys::dt_configure(opts.ptr()) })
 }
 
+/// Finalizes MPI if libdtrain initialized it (`dt_shutdown`). libdtrain also does this when
+/// the process exits normally, which a Rust program does on returning from `main`; call it
+/// yourself only where the process ends another way. Idempotent.
+pub fn shutdown() -> Result<()> {
+    // SAFETY: no arguments; the C API allows it at any time with no other call in flight.
+    check(unsafe { sys::dt_shutdown() })
+}
+
 /// What a block of memory holds (`dt_mem_tag`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemTag {

@@ -42,6 +42,14 @@ public final class Dtrain {
     }
   }
 
+  /**
+   * Finalizes MPI if libdtrain initialized it ({@code dt_shutdown}). libdtrain also does this
+   * when the JVM exits normally; call it only where the process ends another way. Idempotent.
+   */
+  public static void shutdown() {
+    DtrainNative.dt_shutdown();
+  }
+
   /** Bytes held by tensors on {@code device} ("cpu", "cuda:N") under {@code tag}. */
   public static MemoryStats memoryStats(String device, MemTag tag) {
     long[] v = DtrainNative.dt_memory_stats(Handle.requireArg(device, "device"),
