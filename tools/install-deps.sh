@@ -16,7 +16,7 @@ packages=(
   python3-pytest python3-numpy                # its tests (numpy: zero-copy buffers)
   golang-go                                   # the Go binding (cgo)
   openjdk-17-jdk-headless junit5              # the Java binding and its JUnit tests
-  bindgen                                     # regenerates the Rust -sys bindings (drift check)
+  bindgen libclang-dev                        # regenerates the Rust -sys bindings (drift check; bindgen loads libclang)
 )
 missing=()
 for p in "${packages[@]}"; do
