@@ -91,12 +91,37 @@ const maxGenerateCapacity = 1 << 20
 // or "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
 // "stop_token".
 func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
+	return e.generate("Generate", prompts, opts, func(g *generateArgs) error {
+		return check(cdt.Dt_engine_generate(g.engine, &g.tokens[0], &g.lengths[0], g.n, g.opts,
+			&g.out[0], g.capacity, &g.outLengths[0]))
+	})
+}
+
+// generateArgs is one generate call's arguments in the C layout: the prompts one after
+// another with their lengths, the options, and the output rows (n rows of capacity tokens)
+// and lengths the call fills.
+type generateArgs struct {
+	engine     cdt.Engine
+	tokens     []int32
+	lengths    []int64
+	n          int32
+	opts       cdt.Options
+	out        []int32
+	capacity   int64
+	outLengths []int64
+}
+
+// generate is the body of Generate and GenerateStream (what names the method in the
+// binding's errors): it checks e and the prompts, lays out the arguments, runs call (the
+// one native call) while keeping e alive, and returns each prompt's row of new tokens.
+func (e *Engine) generate(what string, prompts [][]int32, opts Options,
+	call func(*generateArgs) error) ([][]int32, error) {
 	h, err := e.handle()
 	if err != nil {
 		return nil, err
 	}
 	if len(prompts) == 0 || len(prompts) > math.MaxInt32 {
-		return nil, invalid("Generate needs 1 to %d prompts, not %d", math.MaxInt32, len(prompts))
+		return nil, invalid("%s needs 1 to %d prompts, not %d", what, math.MaxInt32, len(prompts))
 	}
 	capacity := int64(16)
 	if n, ok := intOption(opts, "max_new_tokens"); ok {
@@ -107,24 +132,24 @@ func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
 	} else if capacity > maxGenerateCapacity {
 		capacity = maxGenerateCapacity
 	}
-	var tokens []int32
-	lengths := make([]int64, len(prompts))
+	g := &generateArgs{engine: h, n: int32(len(prompts)), capacity: capacity,
+		lengths: make([]int64, len(prompts))}
 	for i, p := range prompts {
 		if len(p) == 0 {
 			return nil, invalid("prompt %d is empty; every prompt needs at least one token", i)
 		}
-		tokens = append(tokens, p...)
-		lengths[i] = int64(len(p))
+		g.tokens = append(g.tokens, p...)
+		g.lengths[i] = int64(len(p))
 	}
 	o, free, err := newOptions(opts)
 	if err != nil {
 		return nil, err
 	}
 	defer free()
-	out := make([]int32, int64(len(prompts))*capacity)
-	outLengths := make([]int64, len(prompts))
-	err = check(cdt.Dt_engine_generate(h, &tokens[0], &lengths[0], int32(len(prompts)), o,
-		&out[0], capacity, &outLengths[0]))
+	g.opts = o
+	g.out = make([]int32, int64(len(prompts))*capacity)
+	g.outLengths = make([]int64, len(prompts))
+	err = call(g)
 	runtime.KeepAlive(e)
 	if err != nil {
 		return nil, err
@@ -132,8 +157,8 @@ func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
 	result := make([][]int32, len(prompts))
 	for i := range result {
 		start := int64(i) * capacity
-		end := start + outLengths[i]
-		result[i] = out[start:end:end]
+		end := start + g.outLengths[i]
+		result[i] = g.out[start:end:end]
 	}
 	return result, nil
 }

@@ -173,8 +173,8 @@ DTGO_POINTER(double, float64)
   $2 = (size_t)$input.len;
 %}
 
-/* Not wrapped: the message is read inside each failing call instead (see above), and the
- * streaming generate needs a C callback into Go. */
+/* Not wrapped here: the message is read inside each failing call instead (see above), and
+ * the streaming generate, whose C-to-Go callback is hand-written cgo (bindings/go/stream.go). */
 %ignore dt_last_error_message;
 %ignore dt_engine_generate_stream;
 %ignore dt_token_callback;
