@@ -2,6 +2,8 @@
 # Builds and runs every test: the Release build first, then the whole suite again under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer (the collectives
 # are threads sharing memory). Exits non-zero on any failure.
+# The sanitizer builds compile at -O1 -g1 (line tables are all a sanitizer report needs):
+# less than half the compile time of -O2 -g on 2 cores, with the same checks.
 # DTRAIN_TEST_SKIP_SANITIZERS=1 skips both sanitizer passes (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
