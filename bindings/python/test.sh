@@ -26,7 +26,7 @@ cp -r "$src/bindings/python/tests" "$work/tests"
 
 echo "== sample: samples/python/train_gpt.py"
 "$work/venv/bin/python" "$src/samples/python/train_gpt.py" "$work/sample-ckpt/gpt" | tee "$work/sample.out"
-grep -q "^step 30 loss" "$work/sample.out"
+bash "$src/tests/bindings/check_sample.sh" "$work/sample.out" "$work/sample-ckpt/gpt"
 
 bash "$src/tests/bindings/sample_under_mpirun.sh" "$work/sample_mpi.out" "$work/sample-mpi/gpt" \
   "$work/venv/bin/python" "$src/samples/python/train_gpt.py"

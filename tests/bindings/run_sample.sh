@@ -6,7 +6,5 @@ work=$1
 shift
 rm -rf "$work" && mkdir -p "$work"
 "$@" "$work/sample-ckpt/gpt" | tee "$work/sample.out"
-grep -q "^step 30 loss" "$work/sample.out"
-grep -q "^saved " "$work/sample.out"
-grep -q "^123+456=" "$work/sample.out"
+bash "$(dirname "$0")/check_sample.sh" "$work/sample.out" "$work/sample-ckpt/gpt"
 echo "sample passed"

@@ -13,5 +13,4 @@ fi
 echo "== the sample under mpirun -np 2 (DTRAIN_BACKEND=mpi)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DTRAIN_BACKEND=mpi
 mpirun -np 2 --oversubscribe "$@" "$stem" | tee "$out"
-grep -q "^step 30 loss" "$out"
-grep -qx "saved $stem" "$out"
+bash "$(dirname "$0")/check_sample.sh" "$out" "$stem"

@@ -3,7 +3,7 @@ import contextlib
 
 from . import native
 from ._handle import Handle, handle_of, options_ptr
-from .tensor import Tensor, _shape_array, dtype_of
+from .tensor import Tensor, _layout, _tag_options
 
 _OPS = {"sum": native.DT_REDUCE_SUM, "avg": native.DT_REDUCE_AVG, "max": native.DT_REDUCE_MAX,
         "min": native.DT_REDUCE_MIN, "prod": native.DT_REDUCE_PROD}
@@ -48,9 +48,7 @@ class Mesh(Handle):
     def tensor(self, dtype, shape, tag=None):
         """A mesh tensor: one zero-filled piece of `shape` per local rank."""
         with contextlib.ExitStack() as stack:
-            dims = _shape_array(shape)
-            ptr = native.dt_tensor_create_on_mesh(self._h, dtype_of(dtype), dims if len(dims) else None,
-                                                  len(dims), options_ptr({"tag": tag} if tag else None, stack))
+            ptr = native.dt_tensor_create_on_mesh(self._h, *_layout(dtype, shape), _tag_options(tag, stack))
         return Tensor(None, None, _ptr=ptr)
 
     def all_reduce(self, tensor, axis="world", op="sum"):

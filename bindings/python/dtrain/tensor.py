@@ -24,13 +24,21 @@ def dtype_of(dtype):
     return dtype
 
 
-def _shape_array(shape):
+def _layout(dtype, shape):
+    """(dt_dtype, shape as an int64 buffer or None for a scalar, ndim): what every tensor
+    constructor of the C API takes."""
     if isinstance(shape, int):
         shape = (shape,)
     try:
-        return array.array("q", shape)
+        dims = array.array("q", shape)
     except (TypeError, OverflowError):
         raise TypeError("shape must be a sequence of ints, not %r" % (shape,)) from None
+    return dtype_of(dtype), (dims if len(dims) else None), len(dims)
+
+
+def _tag_options(tag, stack):
+    """The options of a tensor constructor: the ledger tag, if one is given."""
+    return options_ptr({"tag": tag} if tag else None, stack)
 
 
 class Tensor(Handle):
@@ -42,9 +50,7 @@ class Tensor(Handle):
     def __init__(self, dtype, shape, device="cpu", tag=None, _ptr=None):
         if _ptr is None:
             with contextlib.ExitStack() as stack:
-                opts = options_ptr({"tag": tag} if tag else None, stack)
-                dims = _shape_array(shape)
-                _ptr = native.dt_tensor_create(dtype_of(dtype), dims if len(dims) else None, len(dims), device, opts)
+                _ptr = native.dt_tensor_create(*_layout(dtype, shape), device, _tag_options(tag, stack))
         super().__init__(_ptr)
 
     @property
