@@ -1,5 +1,8 @@
 #include "core/error.h"
 #include "kernels/ops.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace dt::kernels {
 
@@ -16,7 +19,11 @@ const char* reduce_op_name(ReduceOp op) {
 
 const OpTable& op_table(Device device) {
   if (device.type == DeviceType::CPU) return cpu_op_table();
-  fail(DT_ERR_UNSUPPORTED, "no kernels for " + device.str() + " in this build (CUDA kernels land with kernels/cuda)");
+#ifdef DTRAIN_HAVE_CUDA
+  return cuda::cuda_op_table();
+#else
+  fail(DT_ERR_UNSUPPORTED, "no kernels for " + device.str() + " in this build (built with DTRAIN_WITH_CUDA=OFF)");
+#endif
 }
 
 }  // namespace dt::kernels

@@ -199,7 +199,9 @@ DT_API dt_status dt_tensor_copy_from_host(dt_tensor* tensor, const void* src, si
 DT_API dt_status dt_tensor_copy_to_host(const dt_tensor* tensor, void* dst, size_t bytes);
 
 /** Copies `src` into `dst`, converting the dtype (f32/bf16/f16/i32/i64 in any pair; floats
- *  to integers truncate toward zero). Shapes must have equal element counts. */
+ *  to integers truncate toward zero). Shapes must have equal element counts. The two may be
+ *  on different devices ("cpu" and "cuda:N", or two GPUs): the call returns once dst holds
+ *  the values. */
 DT_API dt_status dt_tensor_copy(const dt_tensor* src, dt_tensor* dst);
 
 /** Queries. Out-pointers receive the value; strings are owned by the tensor. */
@@ -415,7 +417,7 @@ DT_API dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capac
 /* ------------------------------------------------------------------------------------ */
 
 /** A model: a GPT, an MLP or a sequential container, its parameters on the CPU (f32, or a GPT's
- *  "precision"). Handles made from it
+ *  "precision"; a GPT may live on a GPU instead: its "device"). Handles made from it
  *  (optimizers, engines, parameter views) keep it alive, so any destroy order works. */
 typedef struct dt_module dt_module;
 
@@ -433,6 +435,10 @@ typedef struct dt_module dt_module;
  *   "precision"  "f32" (default) | "bf16" | "f16": the dtype of parameters, gradients,
  *                activations and the KV cache (math is f32; bf16/f16 parameters are the f32
  *                init rounded; optimizers keep f32 masters; engines loss-scale f16).
+ *   "device"     "cpu" (default) | "cuda:N": where parameters, gradients, optimizer state,
+ *                activations and the KV cache live, and where its math runs (CUDA kernels
+ *                and cuBLAS). Batches and prompts still come from the host. DT_ERR_UNSUPPORTED
+ *                when this build has no CUDA or the machine no GPU N.
  *  n_head must divide d_model. Caller owns *out; release with dt_module_destroy. Thread-safe. */
 DT_API dt_status dt_module_create_gpt(const dt_options* config, dt_module** out);
 
@@ -475,7 +481,11 @@ typedef struct dt_optimizer dt_optimizer;
  *  options: NULL or, for "adamw": "lr" (>= 0, default 1e-3), "beta1", "beta2" ([0, 1),
  *  defaults 0.9, 0.999), "eps" ((0, 1], default 1e-8), "weight_decay" (>= 0, default
  *  0.01); for "sgd": "lr" (>= 0, default 1e-2), "momentum" ([0, 1], default 0),
- *  "weight_decay" (>= 0, default 0), "nesterov" (bool, needs momentum > 0).
+ *  "weight_decay" (>= 0, default 0), "nesterov" (bool, needs momentum > 0). Both:
+ *  "offload" (bool, default false): for a module on a GPU, keep the f32 master weights and
+ *  the moments in host memory and update them with the CPU kernels (ZeRO-Offload), moving
+ *  gradients to the host and values back each step; the GPU then holds no optimizer
+ *  bytes. No effect for a CPU module.
  *  Caller owns *out; release with dt_optimizer_destroy. */
 DT_API dt_status dt_optimizer_create(dt_module* module, const char* kind, const dt_options* options,
                                      dt_optimizer** out);

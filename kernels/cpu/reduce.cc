@@ -9,13 +9,14 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/update_rules.h"
 
 namespace dt::kernels::cpu {
 namespace {
 
 constexpr int64_t kTile = 512;
 
-template <class T> using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+template <class T> using Acc = rules::ReduceAcc<T>;
 
 template <class T> inline Acc<T> load(T x) {
   if constexpr (std::is_integral_v<T>) return x;
@@ -26,26 +27,7 @@ template <class T> inline T store(Acc<T> x) {
   else return from_f32<T>(x);
 }
 
-template <class A> inline bool is_nan(A a) {
-  if constexpr (std::is_integral_v<A>) return false;
-  else return a != a;
-}
-
-// One fold step. Max/Min propagate NaN from either side (std::fmax would drop it, hiding a
-// diverged rank); integer Sum/Prod wrap instead of overflowing (undefined for int64_t).
-template <ReduceOp OP, class A> inline A combine(A a, A b) {
-  if constexpr (OP == ReduceOp::Sum || OP == ReduceOp::Avg) {
-    if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-    else return a + b;
-  } else if constexpr (OP == ReduceOp::Prod) {
-    if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-    else return a * b;
-  } else if constexpr (OP == ReduceOp::Max) {
-    return (a > b || is_nan(a)) ? a : b;
-  } else {
-    return (a < b || is_nan(a)) ? a : b;
-  }
-}
+using rules::combine;
 
 template <class T, ReduceOp OP>
 void reduce_tile(const void* const* srcs, int nsrc, T* dst, int64_t lo, int64_t n) {

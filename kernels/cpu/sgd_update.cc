@@ -6,6 +6,7 @@
 // and dampening 0 on the first step.
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/update_rules.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -14,13 +15,7 @@ namespace {
 template <class G, class C>
 void sgd_chunk(const SgdParams& s, float* param, const G* grad, float* buf, C* copy, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {
-    float g = to_f32(grad[i]) * s.grad_scale + s.weight_decay * param[i];
-    if (buf) {
-      float b = s.momentum * buf[i] + (1.0f - s.dampening) * g;
-      buf[i] = b;
-      g = s.nesterov ? g + s.momentum * b : b;
-    }
-    float p = param[i] - s.lr * g;
+    float p = rules::sgd_element(s, to_f32(grad[i]), param[i], buf ? buf + i : nullptr);
     param[i] = p;
     if (copy) copy[i] = from_f32<C>(p);
   }

@@ -20,6 +20,7 @@ void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, in
     DT_CHECK(dst != nullptr, "reduce: dst is null; required: a buffer of " + std::to_string(count) + " " +
                                  dtype_name(dtype) + " elements");
   }
+  require_available(device);               // UNSUPPORTED for a GPU this machine lacks
   const OpTable& table = op_table(device);  // UNSUPPORTED for a device without kernels
   if (!table.reduce) fail(DT_ERR_UNSUPPORTED, std::string("op reduce has no kernel on ") + table.device_name);
   table.reduce(op, dtype, device, srcs, nsrc, dst, count);

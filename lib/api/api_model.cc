@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/device_scope.h"
 #include "lib/api/firewall.h"
 #include "nn/config.h"
 #include "nn/gpt.h"
@@ -58,10 +59,24 @@ int64_t positive_int(const dt::OptionReader& r, const char* key, int64_t fallbac
   return v;
 }
 
+const std::vector<std::string>& gpt_keys() {
+  static const std::vector<std::string> keys = {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head",
+                                                "d_model", "d_ff", "norm", "pos", "act", "tied_embeddings", "bias",
+                                                "seed", "precision", "device"};
+  return keys;
+}
+
+// Option "device": where the model lives; UNSUPPORTED when this build or machine has no such GPU.
+dt::Device gpt_device(const dt_options* options) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt", gpt_keys());
+  std::string where = r.get_string("device", "cpu");
+  dt::Device device = dt::parse_device(where.c_str(), "dt_module_create_gpt: option \"device\"");
+  dt::require_available(device);
+  return device;
+}
+
 dt::nn::GPTConfig gpt_config(const dt_options* options) {
-  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt",
-                     {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head", "d_model", "d_ff",
-                      "norm", "pos", "act", "tied_embeddings", "bias", "seed", "precision"});
+  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt", gpt_keys());
   dt::nn::GPTConfig c;
   if (r.has("preset")) {
     std::string p = r.get_string("preset", "");
@@ -137,7 +152,9 @@ extern "C" {
 dt_status dt_module_create_gpt(const dt_options* config, dt_module** out) {
   return guard("dt_module_create_gpt", [&] {
     need(out, "out");
-    auto gpt = std::make_shared<dt::nn::GPT>(gpt_config(config));
+    dt::nn::GPTConfig cfg = gpt_config(config);
+    dt::ScopedDevice on(gpt_device(config));  // parameters, and later every buffer, live there
+    auto gpt = std::make_shared<dt::nn::GPT>(cfg);
     auto* h = new dt_module{gpt, gpt.get()};
     *out = h;
   });
@@ -209,22 +226,24 @@ dt_status dt_optimizer_create(dt_module* module, const char* kind, const dt_opti
     std::shared_ptr<dt::optim::Optimizer> opt;
     if (k == "adamw") {
       dt::OptionReader r(dt::api::opts_of(options), "dt_optimizer_create(\"adamw\")",
-                         {"lr", "beta1", "beta2", "eps", "weight_decay"});
+                         {"lr", "beta1", "beta2", "eps", "weight_decay", "offload"});
       dt::optim::AdamWOptions o;
       o.lr = real_option(r, "lr", o.lr, 0, 1e9, ">= 0");
       o.beta1 = real_option(r, "beta1", o.beta1, 0, 0.999999999, "[0, 1)");
       o.beta2 = real_option(r, "beta2", o.beta2, 0, 0.999999999, "[0, 1)");
       o.eps = real_option(r, "eps", o.eps, 1e-30, 1, "(0, 1]");
       o.weight_decay = real_option(r, "weight_decay", o.weight_decay, 0, 1e9, ">= 0");
+      o.offload = r.get_bool("offload", false);
       opt = std::make_shared<dt::optim::AdamW>(m.parameters(), o);
     } else if (k == "sgd") {
       dt::OptionReader r(dt::api::opts_of(options), "dt_optimizer_create(\"sgd\")",
-                         {"lr", "momentum", "weight_decay", "nesterov"});
+                         {"lr", "momentum", "weight_decay", "nesterov", "offload"});
       dt::optim::SgdOptions o;
       o.lr = real_option(r, "lr", o.lr, 0, 1e9, ">= 0");
       o.momentum = real_option(r, "momentum", o.momentum, 0, 1, "[0, 1]");
       o.weight_decay = real_option(r, "weight_decay", o.weight_decay, 0, 1e9, ">= 0");
       o.nesterov = r.get_bool("nesterov", false);
+      o.offload = r.get_bool("offload", false);
       DT_CHECK(!o.nesterov || o.momentum > 0, "option \"nesterov\" = 1 needs option \"momentum\" > 0");
       opt = std::make_shared<dt::optim::Sgd>(m.parameters(), o);
     } else {

@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/gpu_runtime.h"
+#include "core/tensor_copy.h"
 #include "core/random_fill.h"
 #include "kernels/ops.h"
 #include "lib/api/firewall.h"
@@ -83,7 +84,17 @@ dt_status dt_tensor_copy_to_host(const dt_tensor* tensor, void* dst, size_t byte
 }
 
 dt_status dt_tensor_copy(const dt_tensor* src, dt_tensor* dst) {
-  return guard("dt_tensor_copy", [&] { dt::kernels::cast(tensor_of(src, "src"), tensor_of(dst, "dst")); });
+  return guard("dt_tensor_copy", [&] {
+    const dt::Tensor& s = tensor_of(src, "src");
+    dt::Tensor& d = tensor_of(dst, "dst");
+    if (s.device() == d.device()) return dt::kernels::cast(s, d);
+    DT_CHECK(s.numel() == d.numel(), "dst has " + std::to_string(d.numel()) + " elements; required: " +
+                                         std::to_string(s.numel()) + ", as src");
+    // Across devices: move the bytes to dst's device, then convert there if need be.
+    if (s.dtype() == d.dtype()) return dt::copy_tensor(s, d);
+    dt::Tensor moved = dt::to_device(s, d.device());
+    dt::kernels::cast(moved, d);
+  });
 }
 
 dt_status dt_tensor_dtype(const dt_tensor* tensor, dt_dtype* out) {

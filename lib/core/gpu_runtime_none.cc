@@ -10,8 +10,11 @@ std::string availability_note() { return "libdtrain was built without CUDA (DTRA
 static void no_cuda() { fail(DT_ERR_UNSUPPORTED, availability_note()); }
 void* device_alloc(int, size_t) { no_cuda(); }
 void device_free(int, void*) {}
+void* compute_stream(int) { no_cuda(); }
+void synchronize(int) { no_cuda(); }
 void copy_to_device(int, void*, const void*, size_t) { no_cuda(); }
 void copy_to_host(int, void*, const void*, size_t) { no_cuda(); }
+void copy_device(int, void*, const void*, size_t) { no_cuda(); }
 void memset_zero(int, void*, size_t) { no_cuda(); }
 
 }  // namespace dt::gpu

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/device_scope.h"
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 #include "nn/kv_cache.h"
@@ -78,6 +80,7 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
   if (o.max_new_tokens == 0) return res;
   int64_t max_len = 0;
   for (const auto& p : prompts) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(p.size()) + o.max_new_tokens);
+  ScopedDevice on(model.device());  // the cache and every buffer beside the model
   nn::KvCache cache = nn::KvCache::create(c, B, max_len);
   const CounterRng rng(o.seed, "sample");
   const int64_t V = c.vocab_size;
@@ -90,12 +93,19 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
               std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
   };
   const auto t0 = Clock::now();
-  Tensor logits, logits32;
-  // Sampling reads f32: a bf16/f16 model's logits are widened first (exact, one cast).
+  Tensor logits, logits32, host32;
+  // Sampling reads f32 on the host: a bf16/f16 model's logits are widened first (exact, one
+  // cast), and a GPU model's come over once per step.
   auto f32_logits = [&]() -> const float* {
-    if (logits.dtype() == DType::F32) return logits.data<float>();
-    kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
-    return logits32.data<float>();
+    const Tensor* l = &logits;
+    if (logits.dtype() != DType::F32) {
+      kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
+      l = &logits32;
+    }
+    if (l->device().type == DeviceType::CPU) return l->data<float>();
+    if (!host32.defined() || host32.shape() != l->shape()) host32 = Tensor::uninit(l->shape(), DType::F32);
+    copy_tensor(*l, host32);
+    return host32.data<float>();
   };
   for (int64_t b = 0; b < B; ++b) {  // prefill, one prompt per cache row
     const int64_t L = static_cast<int64_t>(prompts[b].size());

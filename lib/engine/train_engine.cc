@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "core/trace.h"
 #include "io/model_config.h"
 #include "nn/loss.h"
@@ -97,7 +98,15 @@ double TrainEngine::dp_sum(double x) const {
   if (!dp_) return x;
   float v[2] = {static_cast<float>(x), 0.0f};
   v[1] = static_cast<float>(x - static_cast<double>(v[0]));
-  dp_->all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
+  const Device d = model_.device();
+  if (d.type == DeviceType::CPU) {
+    dp_->all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
+  } else {  // a GPU model's dp communicator (NCCL) takes device buffers only
+    Tensor buf = Tensor::uninit({2}, DType::F32, d);
+    copy_between(d, buf.raw(), Device::cpu(), v, sizeof v);
+    dp_->all_reduce(buf.raw(), buf.raw(), 2, DType::F32, comm::ReduceOp::Sum);
+    copy_between(Device::cpu(), v, d, buf.raw(), sizeof v);
+  }
   return static_cast<double>(v[0]) + static_cast<double>(v[1]);
 }
 
@@ -386,6 +395,7 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
                             *opt_, true);
   } else {
     meta = io::load_checkpoint(dir, state_tensors(), stem);
+    opt_->after_load();
   }
   // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive;
   // the loss scaler reads its state back from its tensors, as the optimizer's step counter is.

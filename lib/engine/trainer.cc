@@ -1,14 +1,55 @@
 #include "engine/trainer.h"
+#ifdef DTRAIN_HAVE_NCCL
+#include "comm/nccl/nccl_comm.h"
+#endif
 
 #include <cstring>
 
+#include "core/device_scope.h"
 #include "core/error.h"
+#include "core/gpu_runtime.h"
+#include "core/tensor_copy.h"
 #include "core/rank_scope.h"
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "kernels/ops.h"
 
 namespace dt::engine {
+namespace {
+
+// Local rank i's device: the CPU for a CPU model; for a GPU model on cuda:d, cuda:(d + i),
+// one GPU per rank (NCCL cannot put two ranks of one communicator on one GPU).
+std::vector<Device> rank_devices(Device model_device, size_t local) {
+  if (model_device.type == DeviceType::CPU) return std::vector<Device>(local, model_device);
+  const int n = gpu::device_count(), need = model_device.index + static_cast<int>(local);
+  if (need > n)
+    fail(DT_ERR_UNSUPPORTED, "data parallel over GPUs: " + std::to_string(local) + " local ranks from " +
+                                 model_device.str() + " need cuda:" + std::to_string(model_device.index) + " to cuda:" +
+                                 std::to_string(need - 1) + ", one GPU per rank; CUDA devices found: " +
+                                 std::to_string(n));
+  std::vector<Device> out;
+  for (size_t i = 0; i < local; ++i) out.push_back(Device{DeviceType::CUDA, model_device.index + static_cast<int>(i)});
+  return out;
+}
+
+#ifdef DTRAIN_HAVE_NCCL
+std::vector<std::unique_ptr<comm::Communicator>> make_gpu_comms(const std::vector<Device>& devices) {
+  std::vector<int> idx;
+  for (const Device& d : devices) idx.push_back(d.index);
+  return comm::make_nccl_comms(idx, "dp", comm::NcclOptions{});
+}
+std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator& bootstrap, Device device) {
+  return comm::make_nccl_comm(bootstrap, device.index, comm::NcclOptions{});
+}
+#else
+[[noreturn]] void no_nccl() {
+  fail(DT_ERR_UNSUPPORTED, "data parallel training of a GPU model needs NCCL; this build has none (DTRAIN_WITH_NCCL=OFF)");
+}
+std::vector<std::unique_ptr<comm::Communicator>> make_gpu_comms(const std::vector<Device>&) { no_nccl(); }
+std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator&, Device) { no_nccl(); }
+#endif
+
+}  // namespace
 
 Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
                  const ParallelOptions& p)
@@ -27,6 +68,11 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
   dp_ = mesh_->axis_size(comm::kDp);
   zero_ = p.zero;
   const size_t local = mesh_->local_ranks().size();
+  const std::vector<Device> devices = rank_devices(model.device(), local);
+  if (devices[0].type == DeviceType::CUDA && zero_ > 0 && opt.offloaded())
+    fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(zero_) + " with an offloaded optimizer on GPUs: ZeRO shards "
+                             "the state over NCCL, which needs it on the GPU; use zero = 0 (DDP) with offload, or "
+                             "no offload");
   models_.push_back(&model);
   std::vector<optim::Optimizer*> opts = {&opt};
   const nn::ParamList host = model.parameters();
@@ -38,10 +84,11 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
   for (auto& [name, t] : opt.state()) t.storage()->set_rank(first);
   for (size_t i = 1; i < local; ++i) {
     ScopedRank owner(mesh_->local_ranks()[i]);
+    ScopedDevice on(devices[i]);  // a GPU model's replica i lives on the next GPU
     owned_models_.push_back(std::make_unique<nn::GPT>(model.config()));
     nn::GPT& m = *owned_models_.back();
     const nn::ParamList mine = m.parameters();
-    for (size_t k = 0; k < host.size(); ++k) std::memcpy(mine[k]->value.raw(), host[k]->value.raw(), host[k]->value.nbytes());
+    for (size_t k = 0; k < host.size(); ++k) copy_tensor(host[k]->value, mine[k]->value);
     models_.push_back(&m);
     if (zero_ > 0) {  // its optimizer will be the host's cloned over its shards
       opts.push_back(&opt);
@@ -51,20 +98,30 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     // The host's optimizer may have stepped already: its state (masters, moments, step) too.
     const optim::NamedTensors from = opt.state(), to = owned_opts_.back()->state();
     DT_ASSERT(from.size() == to.size());
-    for (size_t k = 0; k < from.size(); ++k) std::memcpy(to[k].second.raw(), from[k].second.raw(), from[k].second.nbytes());
+    for (size_t k = 0; k < from.size(); ++k) {
+      Tensor dst = to[k].second;  // a handle on the replica's state
+      copy_tensor(from[k].second, dst);
+    }
     opts.push_back(owned_opts_.back().get());
   }
   for (size_t i = 0; i < local; ++i) {
     ScopedRank owner(mesh_->local_ranks()[i]);
     replicas_.push_back(std::make_unique<TrainEngine>(nullptr, *models_[i], *opts[i], o));
   }
+  // A GPU model's gradients and shards move over NCCL: one communicator per local GPU when
+  // this process drives every rank, else (mpi) one per process, bootstrapped over MPI.
+  if (devices[0].type == DeviceType::CUDA && local > 1) gpu_comms_ = make_gpu_comms(devices);
+  if (devices[0].type == DeviceType::CUDA && local == 1) gpu_comms_.resize(1);
   // Communicators are made on the rank threads (under mpi, creating one is collective).
   mesh_->run([&](int li, int rank) {
     TrainEngine& r = *replicas_[static_cast<size_t>(li)];
+    const size_t i = static_cast<size_t>(li);
+    if (!gpu_comms_.empty() && !gpu_comms_[i]) gpu_comms_[i] = make_gpu_comm(mesh_->comm(rank, "dp"), devices[i]);
+    comm::Communicator& dp = gpu_comms_.empty() ? mesh_->comm(rank, "dp") : *gpu_comms_[i];
     if (zero_ > 0)
-      r.enable_zero(mesh_->comm(rank, "dp"), zero_, opt);
+      r.enable_zero(dp, zero_, opt);
     else
-      r.enable_data_parallel(mesh_->comm(rank, "dp"), p.bucket_bytes);
+      r.enable_data_parallel(dp, p.bucket_bytes);
   });
   // Every replica has its slice of the host optimizer's state: the whole of it can go.
   if (zero_ > 0) opt.release_state();

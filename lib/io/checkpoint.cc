@@ -9,6 +9,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/gpu_runtime.h"
+#include "core/tensor_copy.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
 
@@ -96,7 +98,10 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
     std::vector<size_t> order(entries.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return entries[a].begin < entries[b].begin; });
-    for (size_t i : order) out.write(tensors[i].tensor.raw(), tensors[i].tensor.nbytes());
+    for (size_t i : order) {  // a GPU tensor comes to the host first
+      const Tensor host = to_device(tensors[i].tensor, Device::cpu());
+      out.write(host.raw(), host.nbytes());
+    }
     out.commit();
   }
   json idx = {{"format", kFormat}, {"version", 1}, {"generation", generation}, {"metadata", metadata},
@@ -150,7 +155,11 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
       copies.emplace_back(d, bytes.data() + h.data_start + e->begin);
     }
   }
-  for (auto& [d, src] : copies) std::memcpy(d->tensor.raw(), src, d->tensor.nbytes());
+  for (auto& [d, src] : copies) {
+    Device dev = d->tensor.device();
+    if (dev.type == DeviceType::CPU) std::memcpy(d->tensor.raw(), src, d->tensor.nbytes());
+    else gpu::copy_to_device(dev.index, d->tensor.raw(), src, d->tensor.nbytes());
+  }
   return idx["metadata"];
 }
 

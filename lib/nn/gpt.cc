@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "core/device_scope.h"
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "kernels/ops.h"
 
 namespace dt::nn {
@@ -12,7 +14,7 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg) : cfg_(checked(cfg)) {
+GPT::GPT(const GPTConfig& cfg) : cfg_(checked(cfg)), device_(current_device()) {
   const GPTConfig& c = cfg_;
   wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
   if (c.pos == PosKind::Learned)
@@ -33,31 +35,36 @@ void GPT::collect(ParamList& list) {
 }
 
 void GPT::embed(const Tensor& ids, GPTActs& a) {
+  ScopedDevice on(device_);
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), T = ids.dim(1);
   DT_CHECK(T <= cfg_.context, "ids: sequence length T = " + std::to_string(T) + " exceeds context = " +
                                   std::to_string(cfg_.context));
-  const int32_t* p = ids.data<int32_t>();
+  const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host: one id per token
+  const int32_t* p = host_ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) + " at index " +
                                                       std::to_string(i) + " is outside [0, vocab_size = " +
                                                       std::to_string(cfg_.vocab_size) + ")");
   a.B = B;
   a.T = T;
-  a.ids = ids;
+  a.ids = to_device(ids, device_, MemTag::Activation);
   a.resid.resize(blocks_.size() + 1);
   a.blocks.resize(blocks_.size());
-  wte_->forward(ids, a.resid[0]);
+  wte_->forward(a.ids, a.resid[0]);
   if (wpe_) {
-    int32_t* pos = ensure(a.pos_ids, {B, T}, DType::I32).data<int32_t>();
+    Tensor host_pos = Tensor::uninit({B, T}, DType::I32);
+    int32_t* pos = host_pos.data<int32_t>();
     for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
+    copy_tensor(host_pos, ensure(a.pos_ids, {B, T}, DType::I32));
     wpe_->forward(a.pos_ids, a.pos);
     kernels::add(a.resid[0], a.pos, a.resid[0]);
   }
 }
 
 void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
+  ScopedDevice on(device_);
   DT_CHECK(0 <= i && i <= num_blocks(), "set_stream: block " + std::to_string(i) + " outside [0, " +
                                              std::to_string(num_blocks()) + "]");
   DT_CHECK(x.dtype() == cfg_.dtype && x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dim(1) <= cfg_.context,
@@ -72,6 +79,7 @@ void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
 }
 
 void GPT::forward_blocks(int begin, int end, GPTActs& a) {
+  ScopedDevice on(device_);
   DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
                std::to_string(num_blocks()) + "]");
@@ -82,6 +90,7 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
 }
 
 const Tensor& GPT::head(GPTActs& a) {
+  ScopedDevice on(device_);
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
   ensure(a.logits, {a.B, a.T, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(a.logits);
@@ -93,12 +102,14 @@ const Tensor& GPT::head(GPTActs& a) {
 }
 
 const Tensor& GPT::forward(const Tensor& ids, GPTActs& a) {
+  ScopedDevice on(device_);
   embed(ids, a);
   forward_blocks(0, num_blocks(), a);
   return head(a);
 }
 
 double GPT::forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, int32_t ignore_index) {
+  ScopedDevice on(device_);
   DT_CHECK(targets.dtype() == DType::I32 && targets.shape() == ids.shape(),
            "targets: expected i32 of the shape of ids " + shape_str(ids.shape()) + ", got " +
                shape_str(targets.shape()));
@@ -109,17 +120,20 @@ double GPT::forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, i
 }
 
 void GPT::backward(GPTActs& a, float grad_scale) {
+  ScopedDevice on(device_);
   cross_entropy_loss_backward(a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
   backward_logits(a.dlogits, a);
 }
 
 void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
+  ScopedDevice on(device_);
   backward_head(dlogits, a);
   backward_blocks(0, num_blocks(), a);
   backward_embed(a);
 }
 
 void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
+  ScopedDevice on(device_);
   Tensor& dh = ensure(a.dh, a.lnf.y.shape(), a.lnf.y.dtype());
   Tensor dh2 = flat2d(dh), none;
   Parameter& w = lm_head_ ? lm_head_->weight : wte_->weight;
@@ -128,6 +142,7 @@ void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
 }
 
 void GPT::backward_blocks(int begin, int end, GPTActs& a) {
+  ScopedDevice on(device_);
   DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
                std::to_string(num_blocks()) + "]");
@@ -145,6 +160,7 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
 }
 
 void GPT::backward_embed(GPTActs& a) {
+  ScopedDevice on(device_);
   wte_->backward(a.ids, a.dresid);
   if (wpe_) wpe_->backward(a.pos_ids, a.dresid);
 }

@@ -41,6 +41,9 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& cfg);  // validates
   void collect(ParamList& out) override;
   const GPTConfig& config() const { return cfg_; }
+  // The device of its parameters and activations: the thread's current device when it was
+  // constructed. Every method below runs there (inputs on the host are copied over).
+  Device device() const { return device_; }
   std::vector<std::unique_ptr<TransformerBlock>>& blocks() { return blocks_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   void set_checkpointing(bool on) { cfg_.checkpoint = on; }
@@ -72,6 +75,7 @@ class GPT : public Module {
 
  private:
   GPTConfig cfg_;
+  Device device_;  // where it was built (core/device_scope.h); every call runs there
   std::unique_ptr<Embedding> wte_, wpe_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   std::unique_ptr<Norm> lnf_;

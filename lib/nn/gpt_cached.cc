@@ -4,7 +4,9 @@
 #include <cstring>
 #include <set>
 
+#include "core/device_scope.h"
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "kernels/ops.h"
 #include "nn/gpt.h"
 #include "nn/kv_cache.h"
@@ -24,8 +26,9 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len) {
   kv.len.assign(batch, 0);
   for (int64_t l = 0; l < c.n_layer; ++l) {
     Shape s = {batch, max_len, c.n_kv_head, c.head_dim()};
-    kv.k.push_back(Tensor::zeros(s, c.dtype, Device::cpu(), MemTag::KvCache));  // the model's dtype
-    kv.v.push_back(Tensor::zeros(s, c.dtype, Device::cpu(), MemTag::KvCache));
+    // The model's dtype, on the current device (the model's, under the engine).
+    kv.k.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
+    kv.v.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
   }
   return kv;
 }
@@ -69,8 +72,8 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
     // Append this step's keys and values to the row, then attend over all of it.
     auto* kdst = static_cast<char*>(cache_prefix(c.k[l], r, p0 + Tq).raw()) + static_cast<size_t>(p0) * pos_bytes;
     auto* vdst = static_cast<char*>(cache_prefix(c.v[l], r, p0 + Tq).raw()) + static_cast<size_t>(p0) * pos_bytes;
-    std::memcpy(kdst, ki.raw(), row_bytes);
-    std::memcpy(vdst, s.vn.slice0(i, i + 1).raw(), row_bytes);
+    copy_bytes(x.device(), kdst, ki.raw(), row_bytes);
+    copy_bytes(x.device(), vdst, s.vn.slice0(i, i + 1).raw(), row_bytes);
     Tensor oi = s.out.slice0(i, i + 1);
     kernels::attention_forward(qi, cache_prefix(c.k[l], r, p0 + Tq), cache_prefix(c.v[l], r, p0 + Tq),
                                /*scale=*/0.0f, oi, s.lse);
@@ -82,6 +85,7 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
 }  // namespace
 
 void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
+  ScopedDevice on(device_);
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
@@ -99,17 +103,22 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
                                              std::to_string(c.len[r] + Tq) + " positions; the cache's max_len is " +
                                              std::to_string(c.max_len));
   }
-  const int32_t* p = ids.data<int32_t>();
+  DT_CHECK(c.k.empty() || c.k[0].device() == device_, "kv cache: on " + c.k[0].device().str() + ", the model on " +
+                                                          device_.str() + "; accepted: a cache made on the model's device");
+  const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host
+  const int32_t* p = host_ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) +
                                                       " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
   KvCache::Scratch& s = c.s;
   Tensor& x = ensure(s.x, {B, Tq, C}, cfg_.dtype);
-  wte_->forward(ids, x);
+  wte_->forward(to_device(ids, device_), x);
   if (wpe_) {
-    int32_t* pos = ensure(s.pos_ids, {B, Tq}, DType::I32).data<int32_t>();
+    Tensor host_pos = Tensor::uninit({B, Tq}, DType::I32);
+    int32_t* pos = host_pos.data<int32_t>();
     for (int64_t i = 0; i < B; ++i)
       for (int64_t t = 0; t < Tq; ++t) pos[i * Tq + t] = static_cast<int32_t>(c.len[rows[i]] + t);
+    copy_tensor(host_pos, ensure(s.pos_ids, {B, Tq}, DType::I32));
     wpe_->forward(s.pos_ids, s.pos);
     kernels::add(x, s.pos, x);
   }

@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include "core/device_scope.h"
+
 #include "core/error.h"
 #include "core/random_fill.h"
 #include "kernels/ops.h"
@@ -31,8 +33,8 @@ Parameter make_param(const std::string& name, const Shape& shape, Parameter::Ini
   p.init = init;
   p.init_std = std;
   p.shape = shape;
-  p.value = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Param);
-  p.grad = Tensor::zeros(shape, dtype, Device::cpu(), MemTag::Grad);
+  p.value = Tensor::zeros(shape, dtype, current_device(), MemTag::Param);
+  p.grad = Tensor::zeros(shape, dtype, current_device(), MemTag::Grad);
   if (init == Parameter::Init::Ones) kernels::fill(p.value, 1.0f);
   // Offset 0: the whole tensor. A shard re-creates its slice with its own global offset.
   // fill_random draws in f32 and rounds each value into the tensor's dtype.
@@ -40,9 +42,14 @@ Parameter make_param(const std::string& name, const Shape& shape, Parameter::Ini
   return p;
 }
 
+Device device_of(Module& m) {
+  ParamList ps = m.parameters();
+  return ps.empty() ? Device::cpu() : ps.front()->value.device();
+}
+
 Tensor& ensure(Tensor& t, const Shape& shape, DType dtype) {
-  if (!t.defined() || t.shape() != shape || t.dtype() != dtype)
-    t = Tensor::uninit(shape, dtype, Device::cpu(), MemTag::Activation);
+  if (!t.defined() || t.shape() != shape || t.dtype() != dtype || t.device() != current_device())
+    t = Tensor::uninit(shape, dtype, current_device(), MemTag::Activation);
   return t;
 }
 

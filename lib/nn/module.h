@@ -8,7 +8,8 @@
 //  - Linear weights are [out, in] (y = x W^T + b), as in PyTorch: a tied LM head is then
 //    the token table itself, and tensor parallelism splits dim 0 (column parallel) or dim 1
 //    (row parallel) of the same layout.
-//  - Tensors live on the CPU for now; math goes through kernels/ops.h. A module's parameters
+//  - Parameters and activations live on the thread's current device (core/device_scope.h:
+//    the CPU, or the GPU a model was created on); math goes through kernels/ops.h. A module's parameters
 //    have one storage dtype (f32, bf16 or f16, chosen at construction) and its activations
 //    and gradients take the dtype of its input, which must match (the kernels need one
 //    storage type per call); statistics saved for backward (mean, rstd, lse) stay f32.
@@ -45,7 +46,11 @@ class Module {
 Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed,
                      DType dtype = DType::F32);
 
-// Makes t an activation buffer of `shape`, keeping the old one when the shape matches.
+// The device of m's parameters (the CPU for a module without any).
+Device device_of(Module& m);
+
+// Makes t an activation buffer of `shape` on the current device (core/device_scope.h),
+// keeping the old one when shape, dtype and device match.
 Tensor& ensure(Tensor& t, const Shape& shape, DType dtype = DType::F32);
 
 // [rows, cols] view of a tensor whose last dim is cols.

@@ -4,6 +4,9 @@
 #include <vector>
 
 #include "core/error.h"
+#ifdef DTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace dt::nn {
 
@@ -11,7 +14,6 @@ namespace dt::nn {
 static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
   DT_CHECK(is_floating(x.dtype()) && x.ndim() == 4, std::string("rope: x must be f32, bf16 or f16 [B, T, H, D], got ") +
                                                        dtype_name(x.dtype()) + " " + shape_str(x.shape()));
-  DT_CHECK(x.device().type == DeviceType::CPU, "rope: x must be on the CPU (no device kernel yet)");
   const int64_t B = x.dim(0), T = x.dim(1), H = x.dim(2), D = x.dim(3), half = D / 2;
   DT_CHECK(D % 2 == 0, "rope: head dim " + std::to_string(D) + " must be even");
   // One table of cos/sin per (t, i), computed in double so every caller gets the same bits.
@@ -22,6 +24,10 @@ static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
       cs[t * half + i] = static_cast<float>(std::cos(angle));
       sn[t * half + i] = static_cast<float>(sign * std::sin(angle));
     }
+#ifdef DTRAIN_HAVE_CUDA
+  if (x.device().type == DeviceType::CUDA) return kernels::cuda::rope_rotate(x, cs.data(), sn.data());
+#endif
+  DT_CHECK(x.device().type == DeviceType::CPU, "rope: x is on " + x.device().str() + "; this build has no CUDA");
   // Loaded to f32, rotated, rounded once on the store (for f32 the loads and stores are
   // identities, so the f32 path is the plain loop).
   dispatch_float(x.dtype(), [&](auto tag) {

@@ -12,6 +12,12 @@
 // momentum), and "optimizer.step" (i64 [1], updates taken). The tensors share storage with
 // the optimizer, so loading a checkpoint into them restores the optimizer in place.
 //
+// Offload (ZeRO-Offload; the option `offload`): for parameters on a GPU, the f32 masters
+// and every moment live in host memory and the CPU kernels update them; each step copies
+// the gradients to the host and the updated values back. The GPU then holds only values and
+// gradients (the ledger of cuda:N shows no optimizer bytes). Gradients of parameter i + 1
+// come over while the CPU updates parameter i. A CPU model is unaffected.
+//
 // The optimizer holds the parameters' value tensors it was built with (views of the same
 // storage): write new values into them (or call sync_masters_from_params), never assign a
 // new Tensor to Parameter::value after construction.
@@ -60,23 +66,32 @@ class Optimizer {
   // with an error that says so; steps() and state() (the counter alone) still answer.
   void release_state();
   bool released() const { return released_; }
+  bool offloaded() const { return offload_; }
+  // After state was loaded from a checkpoint: re-derives what checkpoints do not carry (the
+  // host masters of offloaded f32 parameters, which equal their values).
+  void after_load();
 
  protected:
-  Optimizer(nn::ParamList params, float lr, const char* kind);
+  Optimizer(nn::ParamList params, float lr, const char* kind, bool offload = false);
   // A zeroed f32 state tensor shaped as parameter i, named "<param>.<suffix>".
   Tensor add_state(size_t i, const std::string& suffix);
   // The f32 tensor the kernel updates, and the low-precision value it writes (undefined
   // when the value is f32 and is its own master).
   Tensor& master(size_t i) { return masters_[i]; }
   Tensor& value_copy(size_t i) { return copies_[i]; }
+  // The gradient the kernel reads: the parameter's, or its host copy when offloaded.
+  const Tensor& grad(size_t i) const { return offload_ ? host_grads_[i] : params_[i]->grad; }
   virtual void update(size_t i, float grad_scale, int64_t step) = 0;
   virtual void drop_state() = 0;  // the subclass's part of release_state
 
  private:
   void check_live(const char* what) const;
+  void step_offloaded(float grad_scale, int64_t next);
   nn::ParamList params_;
   float lr_;
   std::vector<Tensor> masters_, copies_;
+  bool offload_ = false;
+  std::vector<Tensor> host_grads_;  // offload: where each step's gradients come to the host
   Tensor step_;  // i64 [1], a tensor so that checkpoints carry it like any other state
   NamedTensors named_;
   bool released_ = false;
@@ -85,6 +100,7 @@ class Optimizer {
 struct SgdOptions {
   float lr = 1e-2f, momentum = 0.0f, dampening = 0.0f, weight_decay = 0.0f;
   bool nesterov = false;
+  bool offload = false;  // state on the host for a GPU model (see above)
 };
 
 class Sgd final : public Optimizer {
@@ -101,6 +117,7 @@ class Sgd final : public Optimizer {
 
 struct AdamWOptions {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.01f;
+  bool offload = false;  // state on the host for a GPU model (see above)
 };
 
 class AdamW final : public Optimizer {

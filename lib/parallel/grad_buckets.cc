@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "core/trace.h"
 
 namespace dt::parallel {
@@ -40,7 +41,8 @@ void GradBuckets::launch(Bucket& b) {
   const size_t elem = dtype_size(b.flat.dtype());
   char* flat = static_cast<char*>(b.flat.raw());
   for (size_t i = 0; i < b.params.size(); ++i)
-    std::memcpy(flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.raw(), b.params[i]->grad.nbytes());
+    copy_bytes(b.flat.device(), flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.raw(),
+               b.params[i]->grad.nbytes());
   b.work = comm_.all_reduce_async(b.flat.raw(), b.flat.raw(), b.flat.numel(), b.flat.dtype(), comm::ReduceOp::Sum);
   b.launched_us = trace_enabled() ? trace_now_us() : -1.0;
   ++launched_;
@@ -85,7 +87,8 @@ void GradBuckets::finish() {
     const size_t elem = dtype_size(b.flat.dtype());
     const char* flat = static_cast<const char*>(b.flat.raw());
     for (size_t i = 0; i < b.params.size(); ++i)
-      std::memcpy(b.params[i]->grad.raw(), flat + b.offsets[i] * static_cast<int64_t>(elem), b.params[i]->grad.nbytes());
+      copy_bytes(b.flat.device(), b.params[i]->grad.raw(), flat + b.offsets[i] * static_cast<int64_t>(elem),
+                 b.params[i]->grad.nbytes());
     b.work.reset();
     b.waiting = b.params.size();
   }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "core/trace.h"
 #include "kernels/ops.h"
 
@@ -74,8 +75,8 @@ ZeroSharding::ZeroSharding(int stage, const std::vector<nn::ParamList>& units, c
     if (stage_ < 3) {
       u->full_value = Tensor::zeros({u->padded}, u->dtype, u->device, MemTag::Param);
       for (size_t i = 0; i < u->params.size(); ++i)
-        std::memcpy(static_cast<char*>(u->full_value.raw()) + u->offsets[i] * elem(u->dtype),
-                    u->params[i]->value.raw(), u->params[i]->value.nbytes());
+        copy_between(u->device, static_cast<char*>(u->full_value.raw()) + u->offsets[i] * elem(u->dtype),
+                     u->params[i]->value.device(), u->params[i]->value.raw(), u->params[i]->value.nbytes());
       u->shard_value = u->full_value.slice0(r * u->shard, (r + 1) * u->shard);
       bind_values(*u);
     } else {
@@ -142,8 +143,8 @@ void ZeroSharding::copy_shard_in(const Unit& u, const std::function<const Tensor
     if (b >= e) continue;
     const Tensor* t = src(i);
     DT_ASSERT(t && t->defined() && t->dtype() == dst.dtype() && t->numel() == u.params[i]->numel());
-    std::memcpy(static_cast<char*>(dst.raw()) + (b - lo) * es, static_cast<const char*>(t->raw()) + (b - u.offsets[i]) * es,
-                static_cast<size_t>((e - b) * es));
+    copy_between(dst.device(), static_cast<char*>(dst.raw()) + (b - lo) * es, t->device(),
+                 static_cast<const char*>(t->raw()) + (b - u.offsets[i]) * es, static_cast<size_t>((e - b) * es));
   }
 }
 
@@ -327,7 +328,7 @@ void ZeroSharding::load_whole_state(const Lookup& lookup, optim::Optimizer& shar
         wait_gather(u);
         copy_shard_in(u, [&](size_t i) { return src[i]; }, u.shard_value);
         if (stage_ < 3)  // every rank read the whole values: no gather needed
-          for (size_t i = 0; i < u.params.size(); ++i) std::memcpy(u.params[i]->value.raw(), src[i]->raw(), src[i]->nbytes());
+          for (size_t i = 0; i < u.params.size(); ++i) copy_tensor(*src[i], u.params[i]->value);
       });
     }
   for (auto& [name, t] : shard_opt.state()) {
@@ -336,7 +337,7 @@ void ZeroSharding::load_whole_state(const Lookup& lookup, optim::Optimizer& shar
     Tensor dst = t;
     if (k < 0) {
       const Tensor* src = find(name);
-      writes.push_back([dst, src]() mutable { std::memcpy(dst.raw(), src->raw(), dst.nbytes()); });
+      writes.push_back([dst, src]() mutable { copy_tensor(*src, dst); });
       continue;
     }
     const Unit& u = *units_[static_cast<size_t>(k)];

@@ -295,6 +295,55 @@ TEST(Model, PrecisionKey) {
   }
 }
 
+// "device": a bad name is INVALID_ARGUMENT naming the accepted forms; a GPU this build or
+// machine lacks is UNSUPPORTED, saying why; either way no module is made.
+TEST(Model, DeviceKey) {
+  dt_module* m = nullptr;
+  { Opts c; c.s("device", "gpu0"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"device", "gpu0", "\"cpu\"", "\"cuda:N\""}); }
+  EXPECT_EQ(m, nullptr);
+  int32_t gpus = 0;
+  OK(dt_device_count("cuda", &gpus));
+  { Opts c; c.s("preset", "gpt-tiny").s("device", "cuda:999"); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_UNSUPPORTED, {"cuda:999", "not available"}); }
+  EXPECT_EQ(m, nullptr);
+  Opts c;
+  c.s("preset", "gpt-tiny").s("device", "cpu");
+  OK(dt_module_create_gpt(c.o, &m));
+  dt_module_destroy(m);
+}
+
+// "offload" moves a GPU model's optimizer state to the host; on a CPU model it changes
+// nothing: the same losses, bit for bit.
+TEST(Model, OffloadOnACpuModelChangesNothing) {
+  std::vector<double> runs[2];
+  for (int off = 0; off < 2; ++off) {
+    dt_module* m = nullptr;
+    Opts c;
+    c.s("preset", "gpt-tiny").i("vocab_size", kVocab).i("context", 32);
+    OK(dt_module_create_gpt(c.o, &m));
+    dt_optimizer* opt = nullptr;
+    Opts oo;
+    oo.b("offload", off == 1);
+    OK(dt_optimizer_create(m, "adamw", oo.o, &opt));
+    dt_engine* e = nullptr;
+    OK(dt_engine_create(nullptr, m, opt, nullptr, &e));
+    Batch b;
+    for (int i = 0; i < 3; ++i) {
+      double loss = 0;
+      OK(dt_engine_train_step(e, b.in, b.tg, &loss));
+      runs[off].push_back(loss);
+    }
+    dt_engine_destroy(e);
+    dt_optimizer_destroy(opt);
+    dt_module_destroy(m);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  dt_module* m = nullptr;
+  OK(dt_module_create_gpt(nullptr, &m));
+  dt_optimizer* opt = nullptr;
+  { Opts oo; oo.i("offload", 2); expect_error(dt_optimizer_create(m, "sgd", oo.o, &opt), DT_ERR_INVALID_ARGUMENT, {"offload"}); }
+  dt_module_destroy(m);
+}
+
 TEST(Model, BadInputsAreNamed) {
   dt_module* m = nullptr;
   { Opts c; c.i("n_layers", 2); expect_error(dt_module_create_gpt(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"n_layers", "n_layer"}); }

@@ -72,6 +72,9 @@ bad_input)
   expect_error "batch" $D train "${TINY[@]}" --steps 1 --batch 0 --out b0
   expect_error "n_head" $D train "${TINY[@]}" --steps 1 --heads 3 --out h3
   expect_error "precision" $D train "${TINY[@]}" --steps 1 --precision f8 --out p
+  expect_error "device gpu0" $D train "${TINY[@]}" --steps 1 --device gpu0 --out dv
+  # A GPU this machine or build lacks: a clear refusal, not a crash.
+  expect_error "cuda:999 available" $D train "${TINY[@]}" --steps 1 --device cuda:999 --out dv
   expect_error "schedule" $D train "${TINY[@]}" --steps 1 --schedule linear --out s
   expect_error "data" $D train --data csv:x --steps 1 --out d
   expect_error "--steps" $D train --steps abc

@@ -19,6 +19,8 @@ void ModelArgs::add_to(CLI::App& app) {
   app.add_option("--act", act, "MLP activation: gelu or swiglu")->group("Model");
   app.add_option("--precision", precision, "f32 (default), bf16 (f32 master weights) or f16 (plus loss scaling)")
       ->group("Model");
+  app.add_option("--device", device, "cpu (default) or cuda:N: where the model lives and its math runs")
+      ->group("Model");
 }
 
 Module ModelArgs::create(int64_t context, int64_t seed) const {
@@ -37,6 +39,7 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
   if (!pos.empty()) set(o.get(), "pos", pos);
   if (!act.empty()) set(o.get(), "act", act);
   if (!precision.empty()) set(o.get(), "precision", precision);
+  if (!device.empty()) set(o.get(), "device", device);
   dt_module* m = nullptr;
   check(dt_module_create_gpt(o.get(), &m), "creating the model");
   return Module(m);

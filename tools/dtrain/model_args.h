@@ -10,7 +10,7 @@ namespace dtcli {
 struct ModelArgs {
   std::string preset = "gpt-tiny";
   int64_t layers = -1, d_model = -1, heads = -1, kv_heads = -1, d_ff = -1, vocab = -1;  // -1: not given
-  std::string norm, pos, act, precision;
+  std::string norm, pos, act, precision, device;
 
   void add_to(CLI::App& app);
   // The module, with `context` as its longest sequence and `seed` for its initial weights.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/gpu_runtime.h"
 
 namespace dt::comm {
 namespace {
@@ -143,6 +144,7 @@ class NcclComm : public Communicator {
       ncclCommDestroy(s_->comm);
     }
     cudaStreamDestroy(stream_);
+    if (ready_) cudaEventDestroy(ready_);
     if (barrier_buf_) cudaFree(barrier_buf_);
   }
   int rank() const override { return s_->rank; }
@@ -154,6 +156,12 @@ class NcclComm : public Communicator {
   WorkPtr issue(const CollRequest& r, bool blocking) override {
     if (s_->failed) s_->throw_failure(DT_ERR_COMM);
     check_cuda(cudaSetDevice(s_->device), "cudaSetDevice");
+    // The buffers were written by kernels on the device's compute stream (core/gpu_runtime.h):
+    // the side stream waits for everything issued there so far, and no longer.
+    auto compute = static_cast<cudaStream_t>(gpu::compute_stream(s_->device));
+    if (!ready_) check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
+    check_cuda(cudaEventRecord(ready_, compute), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
     enqueue(r);
     cudaEvent_t ev;
     check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
@@ -205,6 +213,7 @@ class NcclComm : public Communicator {
 
   std::shared_ptr<NcclState> s_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the compute stream before each operation
   CommLedger ledger_;
   void* barrier_buf_ = nullptr;
 };

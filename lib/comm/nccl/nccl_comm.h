@@ -1,7 +1,8 @@
 // The nccl backend: a Communicator over GPU buffers. Operations are enqueued on the
-// communicator's own side stream (so they overlap compute on other streams) and a Work
-// waits on an event recorded after them, polling NCCL's asynchronous error state and
-// aborting the communicator at the deadline instead of hanging.
+// communicator's own side stream (so they overlap compute on other streams), behind an
+// event on the device's compute stream (core/gpu_runtime.h) so that they see every kernel
+// issued before them. A Work waits on an event recorded after them, polling NCCL's
+// asynchronous error state and aborting the communicator at the deadline instead of hanging.
 //
 // Communicators are non-blocking (config.blocking = 0): creation and every call may return
 // ncclInProgress, and completion is polled with ncclCommGetAsyncError.

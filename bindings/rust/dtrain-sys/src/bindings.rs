@@ -214,7 +214,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Copies `src` into `dst`, converting the dtype (f32/bf16/f16/i32/i64 in any pair; floats"]
-    #[doc = "  to integers truncate toward zero). Shapes must have equal element counts."]
+    #[doc = "  to integers truncate toward zero). Shapes must have equal element counts. The two may be"]
+    #[doc = "  on different devices (\"cpu\" and \"cuda:N\", or two GPUs): the call returns once dst holds"]
+    #[doc = "  the values."]
     pub fn dt_tensor_copy(src: *const dt_tensor, dst: *mut dt_tensor) -> dt_status;
 }
 extern "C" {
@@ -569,6 +571,10 @@ extern "C" {
     #[doc = "   \"precision\"  \"f32\" (default) | \"bf16\" | \"f16\": the dtype of parameters, gradients,"]
     #[doc = "                activations and the KV cache (math is f32; bf16/f16 parameters are the f32"]
     #[doc = "                init rounded; optimizers keep f32 masters; engines loss-scale f16)."]
+    #[doc = "   \"device\"     \"cpu\" (default) | \"cuda:N\": where parameters, gradients, optimizer state,"]
+    #[doc = "                activations and the KV cache live, and where its math runs (CUDA kernels"]
+    #[doc = "                and cuBLAS). Batches and prompts still come from the host. DT_ERR_UNSUPPORTED"]
+    #[doc = "                when this build has no CUDA or the machine no GPU N."]
     #[doc = "  n_head must divide d_model. Caller owns *out; release with dt_module_destroy. Thread-safe."]
     pub fn dt_module_create_gpt(config: *const dt_options, out: *mut *mut dt_module) -> dt_status;
 }
@@ -621,7 +627,11 @@ extern "C" {
     #[doc = "  options: NULL or, for \"adamw\": \"lr\" (>= 0, default 1e-3), \"beta1\", \"beta2\" ([0, 1),"]
     #[doc = "  defaults 0.9, 0.999), \"eps\" ((0, 1], default 1e-8), \"weight_decay\" (>= 0, default"]
     #[doc = "  0.01); for \"sgd\": \"lr\" (>= 0, default 1e-2), \"momentum\" ([0, 1], default 0),"]
-    #[doc = "  \"weight_decay\" (>= 0, default 0), \"nesterov\" (bool, needs momentum > 0)."]
+    #[doc = "  \"weight_decay\" (>= 0, default 0), \"nesterov\" (bool, needs momentum > 0). Both:"]
+    #[doc = "  \"offload\" (bool, default false): for a module on a GPU, keep the f32 master weights and"]
+    #[doc = "  the moments in host memory and update them with the CPU kernels (ZeRO-Offload), moving"]
+    #[doc = "  gradients to the host and values back each step; the GPU then holds no optimizer"]
+    #[doc = "  bytes. No effect for a CPU module."]
     #[doc = "  Caller owns *out; release with dt_optimizer_destroy."]
     pub fn dt_optimizer_create(
         module: *mut dt_module,
