@@ -1,7 +1,7 @@
 // The per-element rules that the CPU and CUDA kernels share, written once: the optimizer
 // updates and the fold of the reduction collectives. Both compile these inline functions
-// from the same expressions, so a CUDA result differs from the CPU one only where the
-// hardware rounds differently (it does not, for these), never by a formula drifting.
+// from the same expressions, so the two can never drift apart in formula; their results
+// may still differ in the last bit where nvcc fuses a multiply and an add (-fmad).
 #pragma once
 #include <cmath>
 #include <cstdint>

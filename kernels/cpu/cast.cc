@@ -20,6 +20,11 @@ template <class D> void store(D* p, int64_t i, double v) {
     if (std::isnan(v)) v = 0;
     v = std::trunc(std::fmin(std::fmax(v, static_cast<double>(std::numeric_limits<D>::min())),
                              static_cast<double>(std::numeric_limits<D>::max())));
+    // For i64 the top is 2^63 as a double, which does not convert: it saturates explicitly.
+    if (v >= static_cast<double>(std::numeric_limits<D>::max())) {
+      p[i] = std::numeric_limits<D>::max();
+      return;
+    }
     p[i] = static_cast<D>(v);
   } else {
     p[i] = from_f32<D>(static_cast<float>(v));

@@ -47,10 +47,7 @@ template <class T> __global__ void prefill_kernel(Dims s, const T* q, const T* k
   int64_t g = h / s.group();
   float m = -INFINITY, l = 0.0f, acc[kPerLane] = {};
   attend_keys(s, qs, k + s.krow(bi, 0, g), v + s.krow(bi, 0, g), 0, s.key_end(i), m, l, acc);
-  T* o = out + s.qrow(bi, i, h);
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
-    if (lane + 32 * t < s.d) o[lane + 32 * t] = st<T>(acc[t] / l);
+  store_dims(acc, 1.0f / l, out + s.qrow(bi, i, h), s.d);
   if (lane == 0) lse[s.stat(bi, h, i)] = m + logf(l);
 }
 
@@ -75,9 +72,7 @@ __global__ void split_kernel(Dims s, const T* q, const T* k, const T* v, int nsp
     p[0] = m;
     p[1] = l;
   }
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
-    if (lane + 32 * t < s.d) p[2 + lane + 32 * t] = acc[t];
+  store_dims(acc, 1.0f, p + 2, s.d);
 }
 
 // One warp per row: merges the row's partials, rescaling each by exp(m_c - max).
@@ -99,10 +94,7 @@ template <class T> __global__ void combine_kernel(Dims s, int nsplit, const floa
     for (int t = 0; t < kPerLane; ++t)
       if (lane + 32 * t < s.d) acc[t] += pc[2 + lane + 32 * t] * w;
   }
-  T* o = out + s.qrow(bi, i, h);
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
-    if (lane + 32 * t < s.d) o[lane + 32 * t] = st<T>(acc[t] / l);
+  store_dims(acc, 1.0f / l, out + s.qrow(bi, i, h), s.d);
   if (lane == 0) lse[row] = mx + logf(l);
 }
 

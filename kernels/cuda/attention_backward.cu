@@ -49,10 +49,7 @@ __global__ void dq_kernel(Dims s, const T* q, const T* k, const T* v, const T* d
     int n = kend - j0 < 32 ? static_cast<int>(kend - j0) : 32;
     add_weighted_rows(acc, ds, kb + j0 * ks, ks, n, s.d);
   }
-  T* o = dq + s.qrow(bi, i, h);
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
-    if (lane + 32 * t < s.d) o[lane + 32 * t] = st<T>(acc[t] * s.scale);
+  store_dims(acc, s.scale, dq + s.qrow(bi, i, h), s.d);
 }
 
 // grid (ceil(Tk / kWarps), Hkv, B).
@@ -84,13 +81,8 @@ __global__ void dkv_kernel(Dims s, const T* q, const T* k, const T* v, const T* 
       add_weighted_rows(dk_acc, ds, qb + i0 * qs, qs, n, s.d);
     }
   }
-  T *ko = dk + s.krow(bi, j, g), *vo = dv + s.krow(bi, j, g);
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
-    if (lane + 32 * t < s.d) {
-      ko[lane + 32 * t] = st<T>(dk_acc[t] * s.scale);
-      vo[lane + 32 * t] = st<T>(dv_acc[t]);
-    }
+  store_dims(dk_acc, s.scale, dk + s.krow(bi, j, g), s.d);
+  store_dims(dv_acc, 1.0f, dv + s.krow(bi, j, g), s.d);
 }
 
 }  // namespace

@@ -60,4 +60,12 @@ __device__ __forceinline__ void add_weighted_rows(float (&acc)[kPerLane], float 
   }
 }
 
+// Stores this lane's dims of a row: dst[lane + 32 t] = acc[t] * mul, rounded into T.
+template <class T> __device__ __forceinline__ void store_dims(const float (&acc)[kPerLane], float mul, T* dst, int d) {
+  int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int t = 0; t < kPerLane; ++t)
+    if (lane + 32 * t < d) dst[lane + 32 * t] = st<T>(acc[t] * mul);
+}
+
 }  // namespace dt::kernels::cuda::attn

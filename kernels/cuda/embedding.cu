@@ -13,7 +13,7 @@ namespace {
 
 void check_ids(const char* op, const Tensor& ids, int64_t v) {
   BadIndex bad = find_bad_index(ids.device(), ptr<int32_t>(ids), ids.numel(), 0, static_cast<int32_t>(v),
-                                static_cast<int32_t>(v));  // `allowed` = v is out of range too
+                                /*allowed=*/0);  // 0 is in range anyway: nothing is exempt
   if (bad.pos < 0) return;
   invalid(std::string(op) + ": ids row " + std::to_string(bad.pos) + " holds id " + std::to_string(bad.value) +
           ", out of range; accepted: [0, " + std::to_string(v) + "), the rows of the table");

@@ -81,14 +81,15 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   int64_t rows = x.rows(), c = x.cols();
   with_float(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (dx.defined())
-      layernorm_dx_kernel<T><<<static_cast<unsigned>(rows), row_threads(c), 0, stream_of(x)>>>(
-          ptr<T>(dy), ptr<T>(x), ptr<T>(weight), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx), c);
-    check_launch("layernorm_backward");
+    // dweight and dbias first: dx may overwrite dy in place (as on the CPU).
     if (dweight.defined())
       colsum_accumulate(x.device(), rows, c, DyXhat<T>{ptr<T>(dy), ptr<T>(x), ptr<float>(mean), ptr<float>(rstd), c},
                         ptr<T>(dweight), "layernorm_backward");
     if (dbias.defined()) colsum_accumulate(x.device(), rows, c, Dy<T>{ptr<T>(dy), c}, ptr<T>(dbias), "layernorm_backward");
+    if (dx.defined())
+      layernorm_dx_kernel<T><<<static_cast<unsigned>(rows), row_threads(c), 0, stream_of(x)>>>(
+          ptr<T>(dy), ptr<T>(x), ptr<T>(weight), ptr<float>(mean), ptr<float>(rstd), ptr<T>(dx), c);
+    check_launch("layernorm_backward");
   });
 }
 

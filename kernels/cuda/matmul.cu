@@ -33,7 +33,10 @@ cublasHandle_t handle_for(Device d) {
   cublasHandle_t& h = handles.h[d.index];
   if (!h) {
     check_cublas(cublasCreate(&h), "cublasCreate");
-    check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    // No reduced-precision split-K reductions: bf16/f16 GEMMs accumulate in f32 throughout.
+    check_cublas(cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                                CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+                 "cublasSetMathMode");
   }
   check_cublas(cublasSetStream(h, s), "cublasSetStream");
   return h;

@@ -50,11 +50,12 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   int64_t rows = x.rows(), c = x.cols();
   with_float(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    // dweight first: dx may overwrite dy in place (as on the CPU).
+    colsum_accumulate(x.device(), rows, c, DyXhat<T>{ptr<T>(dy), ptr<T>(x), ptr<float>(rstd), c}, ptr<T>(dweight),
+                      "rmsnorm_backward");
     rmsnorm_dx_kernel<T><<<static_cast<unsigned>(rows), row_threads(c), 0, stream_of(x)>>>(
         ptr<T>(dy), ptr<T>(x), ptr<T>(weight), ptr<float>(rstd), ptr<T>(dx), c);
     check_launch("rmsnorm_backward");
-    colsum_accumulate(x.device(), rows, c, DyXhat<T>{ptr<T>(dy), ptr<T>(x), ptr<float>(rstd), c}, ptr<T>(dweight),
-                      "rmsnorm_backward");
   });
 }
 

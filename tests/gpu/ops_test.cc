@@ -182,6 +182,8 @@ TEST_P(GpuOps, CrossEntropyAndEmbedding) {
   kernels::embedding_backward(ids, dout, dtable), kernels::embedding_backward(gids, on_gpu(dout), gdtable);
   expect_matches(gdtable, dtable, dt(), "embedding dtable (accumulated)");
   expect_invalid([&] { kernels::embedding_forward(on_gpu(from_ints({1, -1}, {2})), gtable, gout); }, "holds id -1");
+  expect_invalid([&] { kernels::embedding_backward(on_gpu(from_ints({1, 500}, {2})), on_gpu(dout.slice0(0, 2)), gdtable); },
+                 "holds id 500");
 }
 
 TEST_P(GpuOps, OptimizersWithMixedPrecisionCopies) {

@@ -69,6 +69,12 @@ cudaStream_t stream_of(int device) {
   return s.stream;
 }
 
+// A small copy straight from or to pageable memory, waited for.
+void direct_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t st) {
+  check(cudaMemcpyAsync(dst, src, bytes, kind, st), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
 void ensure_staging(DeviceState& s) {
   if (s.staging[0]) return;
   for (int i = 0; i < 2; ++i) {
@@ -108,11 +114,7 @@ void synchronize(int device) {
 
 void copy_to_device(int device, void* dst, const void* src, size_t bytes) {
   cudaStream_t st = stream_of(device);
-  if (bytes < kStagedFrom) {
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync host->device");
-    check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
-    return;
-  }
+  if (bytes < kStagedFrom) return direct_copy(dst, src, bytes, cudaMemcpyHostToDevice, st);
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> g(s.staging_mu);
   ensure_staging(s);
@@ -130,11 +132,7 @@ void copy_to_device(int device, void* dst, const void* src, size_t bytes) {
 
 void copy_to_host(int device, void* dst, const void* src, size_t bytes) {
   cudaStream_t st = stream_of(device);
-  if (bytes < kStagedFrom) {
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync device->host");
-    check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
-    return;
-  }
+  if (bytes < kStagedFrom) return direct_copy(dst, src, bytes, cudaMemcpyDeviceToHost, st);
   DeviceState& s = state(device);
   std::lock_guard<std::mutex> g(s.staging_mu);
   ensure_staging(s);
