@@ -27,6 +27,7 @@ struct DevicePool {
   std::unique_ptr<Ledger> ranks[kMaxRankLedgers];  // made on a rank's first allocation
   std::multimap<size_t, void*> free_blocks;  // capacity -> block
   int64_t cached = 0;
+  PoolCounters counters;
 };
 
 class Pools {
@@ -65,6 +66,7 @@ void system_free(Device d, void* p) {
 
 void drop_cache_locked(Device d, DevicePool& dp) {
   for (auto& kv : dp.free_blocks) system_free(d, kv.second);
+  dp.counters.system_frees += static_cast<int64_t>(dp.free_blocks.size());
   dp.free_blocks.clear();
   dp.cached = 0;
 }
@@ -105,8 +107,10 @@ std::shared_ptr<Storage> Storage::create(Device device, size_t bytes, MemTag tag
       ptr = it->second;
       dp.free_blocks.erase(it);
       dp.cached -= static_cast<int64_t>(capacity);
+      ++dp.counters.reuses;
     }
     if (!ptr) {
+      ++dp.counters.system_allocs;
       ptr = system_alloc(device, capacity);
       if (!ptr && dp.cached > 0) {  // give the cache back and try once more
         drop_cache_locked(device, dp);
@@ -137,12 +141,15 @@ Storage::~Storage() {
   std::lock_guard<std::mutex> g(pools.mu);
   dp.ledger.sub(tag_, static_cast<int64_t>(bytes_));
   if (Ledger* rl = rank_ledger_locked(dp, rank_)) rl->sub(tag_, static_cast<int64_t>(bytes_));
-  bool keep = capacity_ >= kPage &&
-              dp.cached + static_cast<int64_t>(capacity_) <= pools.settings.pool_cache_bytes;
+  // Every size is kept, small blocks too: on a GPU each cudaFree synchronizes the device
+  // (and can deadlock against in-flight NCCL kernels), and the step makes tiny blocks
+  // (bad-index flags, scalar sums) every time.
+  bool keep = dp.cached + static_cast<int64_t>(capacity_) <= pools.settings.pool_cache_bytes;
   if (keep) {
     dp.free_blocks.emplace(capacity_, ptr_);
     dp.cached += static_cast<int64_t>(capacity_);
   } else {
+    ++dp.counters.system_frees;
     system_free(device_, ptr_);
   }
 }
@@ -203,6 +210,13 @@ int64_t pool_cached_bytes(Device device) {
   DevicePool& dp = pools.pool(device);
   std::lock_guard<std::mutex> g(pools.mu);
   return dp.cached;
+}
+
+PoolCounters pool_counters(Device device) {
+  Pools& pools = Pools::get();
+  DevicePool& dp = pools.pool(device);
+  std::lock_guard<std::mutex> g(pools.mu);
+  return dp.counters;
 }
 
 void pool_release_cached(Device device) {

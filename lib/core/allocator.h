@@ -2,9 +2,10 @@
 // its device, and in the ledger of the rank it belongs to: the allocating thread's current
 // rank (core/rank_scope.h), or one set later with set_rank (a host-built model adopted by
 // a rank). Ranks 0 to kMaxRankLedgers - 1 have a ledger each; memory of no rank (or of a
-// higher rank) is counted in the device's ledger only. Freed blocks of a page or more are cached by size class and reused, because
-// first touch of fresh pages is slow (about 15 us per 4 KiB page on the reference machine)
-// and training allocates the same sizes every step.
+// higher rank) is counted in the device's ledger only. Freed blocks of every size are cached
+// by size class and reused, because first touch of fresh pages is slow (about 15 us per
+// 4 KiB page on the reference machine), a cudaFree synchronizes the whole device, and
+// training allocates the same sizes every step.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +64,13 @@ std::vector<int> ranks_with_ledger(Device device);
 // Resets the device's peaks and those of every rank on it.
 void reset_peaks(Device device);
 int64_t pool_cached_bytes(Device device);
+// How often the pool of a device went to the system (malloc/cudaMalloc, free/cudaFree) and
+// how often it served a request from its cache: a training step in steady state should
+// make no system calls.
+struct PoolCounters {
+  int64_t system_allocs = 0, system_frees = 0, reuses = 0;
+};
+PoolCounters pool_counters(Device device);
 void pool_release_cached(Device device);  // returns every cached block to the system
 
 // Size class a request is rounded to (exposed for tests): below one page, 64-byte

@@ -37,6 +37,14 @@ GradBuckets::GradBuckets(const std::vector<nn::ParamList>& ready_order, comm::Co
   close();
 }
 
+GradBuckets::~GradBuckets() {
+  for (Bucket& b : buckets_)
+    if (b.work) try {
+        b.work->wait();
+      } catch (...) {
+      }
+}
+
 void GradBuckets::launch(Bucket& b) {
   const size_t elem = dtype_size(b.flat.dtype());
   char* flat = static_cast<char*>(b.flat.raw());

@@ -27,6 +27,12 @@ class GradBuckets {
   // ready_order: the groups the engine announces, in order; they must cover every
   // parameter once. bucket_bytes >= 1.
   GradBuckets(const std::vector<nn::ParamList>& ready_order, comm::Communicator& comm, int64_t bucket_bytes);
+  // Waits for every all-reduce still in flight (after an exception mid-backward): a
+  // bucket's buffer must outlive the collective that writes it. Errors are not rethrown
+  // (the step that issued the work reports them).
+  ~GradBuckets();
+  GradBuckets(const GradBuckets&) = delete;
+  GradBuckets& operator=(const GradBuckets&) = delete;
 
   // From the grad-ready hook: these parameters' gradients are final for this step.
   void mark_ready(const nn::ParamList& ready);

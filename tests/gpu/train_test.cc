@@ -7,7 +7,11 @@
 #include <vector>
 
 #include "abi/abi_util.h"
+#include "api/firewall.h"
 #include "core/gpu_runtime.h"
+#include "core/tensor_copy.h"
+#include "nn/gpt.h"
+#include "unit/test_util.h"
 
 namespace {
 
@@ -79,16 +83,45 @@ struct Training {
     return losses;
   }
   std::vector<int32_t> greedy() {
-    const int32_t prompt[4] = {40, 41, 42, 43};
-    const int64_t len[1] = {4};
+    const int64_t len[1] = {static_cast<int64_t>(kPrompt.size())};
     Opts g;
     g.i("max_new_tokens", 8);
     std::vector<int32_t> out(8);
     int64_t n = 0;
-    EXPECT_EQ(dt_engine_generate(e, prompt, len, 1, g.o, out.data(), 8, &n), DT_OK) << dt_last_error_message();
+    EXPECT_EQ(dt_engine_generate(e, kPrompt.data(), len, 1, g.o, out.data(), 8, &n), DT_OK) << dt_last_error_message();
     return out;
   }
+  // This model's logits [T, V] (f32, on the host) for one sequence.
+  std::vector<float> logits(const std::vector<int32_t>& seq) {
+    dt::Tensor ids = dt::Tensor::zeros({1, static_cast<int64_t>(seq.size())}, dt::DType::I32);
+    std::copy(seq.begin(), seq.end(), ids.data<int32_t>());
+    dt::nn::GPTActs acts;
+    dt::Tensor host = dt::to_device(m->gpt->forward(ids, acts), dt::Device::cpu());
+    std::vector<double> v = dt::test::to_f64(host);
+    return std::vector<float>(v.begin(), v.end());
+  }
+  static inline const std::vector<int32_t> kPrompt = {40, 41, 42, 43};
 };
+
+// The GPU's greedy tokens are greedy choices of the CPU model up to rounding: fed the GPU's
+// sequence, the CPU gives each chosen token a logit within `margin` (relative to the
+// logits' spread) of its best. Exact equality would fail on a near-tie the two backends
+// round apart (cuBLAS and OpenBLAS sum in different orders), and a token chosen after a
+// flipped tie is then a fair choice for the sequence both see from there on.
+void expect_greedy_agrees(Training& cpu, const std::vector<int32_t>& gpu_tokens, double margin, const char* what) {
+  std::vector<int32_t> seq = Training::kPrompt;
+  seq.insert(seq.end(), gpu_tokens.begin(), gpu_tokens.end() - 1);
+  std::vector<float> lg = cpu.logits(seq);
+  const size_t V = lg.size() / seq.size();
+  for (size_t k = 0; k < gpu_tokens.size(); ++k) {
+    const float* row = lg.data() + (Training::kPrompt.size() - 1 + k) * V;
+    float best = row[0], worst = row[0];
+    for (size_t v = 1; v < V; ++v) best = std::max(best, row[v]), worst = std::min(worst, row[v]);
+    const double gap = best - row[gpu_tokens[k]];
+    EXPECT_LE(gap, margin * std::max(1.0f, best - worst))
+        << what << ": new token " << k << " (" << gpu_tokens[k] << ") is not a greedy choice of the CPU model";
+  }
+}
 
 void expect_tracks(const std::vector<double>& gpu, const std::vector<double>& cpu, double rel, const char* what) {
   ASSERT_EQ(gpu.size(), cpu.size());
@@ -101,7 +134,9 @@ TEST(GpuTrain, F32StepsMatchTheCpuStepForStep) {
   for (const char* preset : {"gpt-tiny", "llama-tiny"}) {
     Training cpu(preset, "f32", "cpu"), gpu(preset, "f32", "cuda:0");
     expect_tracks(gpu.train(8), cpu.train(8), 1e-4, preset);
-    EXPECT_EQ(gpu.greedy(), cpu.greedy()) << preset << ": greedy generation";
+    // f32 logits of the two backends differ by ~1e-6 of their spread; 1e-4 leaves room and
+    // still catches a wrong token (whose gap is a sizable part of the spread).
+    expect_greedy_agrees(cpu, gpu.greedy(), 1e-4, preset);
   }
 }
 
@@ -138,7 +173,11 @@ TEST(GpuTrain, MemoryIsOnTheGpuAndCheckpointsLoadOnTheCpu) {
 }
 
 // ZeRO-Offload: masters and moments on the host, updated by the CPU kernels; the GPU holds
-// no optimizer bytes, and the run matches the all-GPU one.
+// no optimizer bytes, and the run tracks the all-GPU one. The two apply AdamW with
+// different code (CPU and CUDA kernels, the same formulas in kernels/update_rules.h but
+// different contraction and rounding), so the curves drift apart by rounding: f32 within
+// 1e-4 over 10 steps, the tolerance that GPU against CPU already holds over 8 (a larger
+// difference than the optimizer's alone); bf16 within 1e-2 (one bf16 ulp is 4e-3).
 TEST(GpuTrain, OffloadedOptimizerKeepsItsStateOnTheHost) {
   REQUIRE_GPU();
   for (const char* precision : {"f32", "bf16"}) {
@@ -158,7 +197,7 @@ TEST(GpuTrain, OffloadedOptimizerKeepsItsStateOnTheHost) {
     EXPECT_GT(plain_opt, gpu_opt_before) << precision;
     EXPECT_EQ(gpu_opt, gpu_opt_before) << precision << ": no optimizer bytes on the GPU";
     EXPECT_GT(host_opt, 0) << precision;
-    expect_tracks(off.train(10), plain, std::string(precision) == "f32" ? 1e-5 : 1e-2, precision);
+    expect_tracks(off.train(10), plain, std::string(precision) == "f32" ? 1e-4 : 1e-2, precision);
   }
 }
 

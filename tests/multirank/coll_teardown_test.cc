@@ -5,7 +5,10 @@
 #include <atomic>
 #include <random>
 
+#include "core/allocator.h"
 #include "multirank/coll_util.h"
+#include "nn/parameter.h"
+#include "parallel/grad_buckets.h"
 
 namespace dt::comm::test {
 namespace {
@@ -87,6 +90,57 @@ TEST(Teardown, AllToAllCountMismatchRepeated) {
     });
     for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r].code, DT_ERR_COMM) << out[r].what;
   }
+}
+
+// A communicator whose all-reduces never finish by themselves, like NCCL work still on the
+// device: it records, at the moment each is waited for, whether the bucket buffers (the
+// only CommBuffer bytes) were still alive.
+class InFlightComm : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const std::string& axis() const override { return axis_; }
+  CommLedger& ledger() override { return ledger_; }
+  std::vector<int64_t> buffer_bytes_at_wait;
+
+ protected:
+  WorkPtr issue(const CollRequest&, bool) override {
+    struct Pending : Work {
+      InFlightComm* c;
+      explicit Pending(InFlightComm* comm) : c(comm) {}
+      bool test() override { return false; }
+      void wait() override { c->buffer_bytes_at_wait.push_back(ledger_for(Device::cpu()).current(DT_MEM_COMM_BUFFER)); }
+    };
+    return std::make_shared<Pending>(this);
+  }
+
+ private:
+  std::string axis_ = "dp";
+  CommLedger ledger_;
+};
+
+// An exception mid-backward destroys the buckets with all-reduces in flight: each is waited
+// for before its buffer goes back to the allocator (NCCL would still be writing it).
+TEST(Teardown, GradBucketsWaitForInFlightWorkBeforeFreeingTheirBuffers) {
+  std::vector<nn::Parameter> params(3);
+  for (int i = 0; i < 3; ++i) {
+    params[i].name = "p" + std::to_string(i);
+    params[i].shape = {1000};
+    params[i].value = Tensor::zeros({1000}, DType::F32, Device::cpu(), MemTag::Param);
+    params[i].grad = Tensor::zeros({1000}, DType::F32, Device::cpu(), MemTag::Grad);
+  }
+  const int64_t before = ledger_for(Device::cpu()).current(DT_MEM_COMM_BUFFER);
+  InFlightComm comm;
+  {
+    parallel::GradBuckets buckets({{&params[2]}, {&params[1]}, {&params[0]}}, comm, 4000);  // a bucket each
+    ASSERT_EQ(buckets.num_buckets(), 3);
+    buckets.mark_ready({&params[2]});
+    buckets.mark_ready({&params[1]});  // two launched, the third never: backward threw here
+    ASSERT_EQ(ledger_for(Device::cpu()).current(DT_MEM_COMM_BUFFER) - before, 3 * 4000);
+  }
+  ASSERT_EQ(comm.buffer_bytes_at_wait.size(), 2u) << "every in-flight all-reduce is waited for";
+  for (int64_t b : comm.buffer_bytes_at_wait) EXPECT_EQ(b - before, 3 * 4000) << "waited while the buffers lived";
+  EXPECT_EQ(ledger_for(Device::cpu()).current(DT_MEM_COMM_BUFFER), before);
 }
 
 }  // namespace

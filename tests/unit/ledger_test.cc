@@ -63,6 +63,24 @@ TEST(Allocator, ReusesFreedBlocksOfTheSameClass) {
   EXPECT_EQ(pool_cached_bytes(Device::cpu()), cached - (1 << 20));
 }
 
+// Tiny blocks (a bad-index flag, a scalar sum) are made every step: they are cached like
+// big ones, so a loop in steady state never goes to the system (on a GPU each cudaFree
+// would synchronize the device).
+TEST(Allocator, SmallBlocksAreCachedSoASteadyLoopMakesNoSystemCalls) {
+  auto step = [] {
+    Tensor flag = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Workspace);     // 8 B
+    Tensor scalar = Tensor::zeros({1}, DType::F32, Device::cpu(), MemTag::Workspace);   // 4 B
+    Tensor row = Tensor::zeros({300}, DType::F32, Device::cpu(), MemTag::Activation);   // 1200 B
+  };
+  step();  // the first step fills the cache
+  PoolCounters before = pool_counters(Device::cpu());
+  for (int i = 0; i < 100; ++i) step();
+  PoolCounters after = pool_counters(Device::cpu());
+  EXPECT_EQ(after.system_allocs, before.system_allocs);
+  EXPECT_EQ(after.system_frees, before.system_frees);
+  EXPECT_EQ(after.reuses - before.reuses, 300);
+}
+
 TEST(Allocator, SizeClassesWasteAtMostAQuarter) {
   EXPECT_EQ(pool_size_class(1), 64u);
   EXPECT_EQ(pool_size_class(4096), 4096u);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/gpu_runtime.h"
 
@@ -16,6 +17,13 @@ namespace dt::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Communicators made and not yet destroyed or aborted (nccl_live_communicators()).
+std::atomic<int> g_live{0};
+
+// How long teardown waits for ncclCommFinalize to flush before it aborts instead: a peer
+// that is gone or never finalizes must not keep a destructor waiting for the full timeout.
+constexpr double kFinalizeWaitS = 10.0;
 
 void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail(DT_ERR_COMM, std::string(what) + ": " + cudaGetErrorString(e));
@@ -54,6 +62,14 @@ struct NcclState {
   std::mutex failure_mu;  // guards failure; failed is set only after failure is written
   std::string failure;
 
+  // A communicator nobody destroyed (creation failed part way) is aborted, never leaked.
+  ~NcclState() {
+    if (comm) {
+      ncclCommAbort(comm);
+      --g_live;
+    }
+  }
+
   // Waits until ready() or the deadline, polling the communicator's async error; on an
   // error or the deadline the communicator is aborted and the error thrown.
   void poll(const std::function<bool()>& ready, const char* what) {
@@ -61,7 +77,7 @@ struct NcclState {
     for (int spins = 0;; ++spins) {
       if (failed) throw_failure(DT_ERR_COMM);
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm, &async);
+      if (comm) ncclCommGetAsyncError(comm, &async);  // null: destroyed, so flushed already
       if (async != ncclSuccess && async != ncclInProgress) {
         set_failed(std::string(what) + " on axis " + axis + ": " + ncclGetErrorString(async));
         throw_failure(DT_ERR_COMM);
@@ -79,12 +95,32 @@ struct NcclState {
     if (failed) return;
     failure = msg;
     failed = true;
-    ncclCommAbort(comm);
-    comm = nullptr;
+    if (comm) {
+      ncclCommAbort(comm);
+      comm = nullptr;
+      --g_live;
+    }
   }
   [[noreturn]] void throw_failure(dt_status code) {
     std::lock_guard<std::mutex> g(failure_mu);
     fail(code, failure);
+  }
+  // Frees the communicator whatever state it is in. A non-blocking ncclCommFinalize answers
+  // ncclInProgress, and ncclCommDestroy refuses (and frees nothing) until the communicator
+  // is ready again: poll its state, then destroy; on an error or after kFinalizeWaitS, abort.
+  void destroy() {
+    std::lock_guard<std::mutex> g(failure_mu);
+    if (!comm) return;  // aborted already (set_failed)
+    ncclResult_t r = ncclCommFinalize(comm);
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(std::min(timeout_s, kFinalizeWaitS)));
+    while (r == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+    }
+    if (r != ncclSuccess || ncclCommDestroy(comm) != ncclSuccess) ncclCommAbort(comm);
+    comm = nullptr;
+    --g_live;
   }
   // A call may answer ncclInProgress on a non-blocking communicator: wait for it.
   void check(ncclResult_t r, const char* what) {
@@ -102,22 +138,38 @@ class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<NcclState> s, cudaEvent_t ev, CollKind kind, int64_t bytes, int64_t wire, CommLedger* ledger)
       : s_(std::move(s)), ev_(ev), kind_(kind), bytes_(bytes), wire_(wire), ledger_(ledger), t0_(Clock::now()) {}
-  ~NcclWork() override { cudaEventDestroy(ev_); }
+  // The device may still read and write the buffers of an operation nobody waited for
+  // (an exception unwound past it): wait for it first, unless the communicator is aborted.
+  ~NcclWork() override {
+    if (!done_ && !s_->failed) try {
+        wait();
+      } catch (...) {
+      }
+    cudaEventDestroy(ev_);
+  }
   bool test() override {
     if (done_) return true;
-    cudaError_t e = cudaEventQuery(ev_);
-    if (e == cudaErrorNotReady) return false;
-    check_cuda(e, "cudaEventQuery");
+    if (!event_done()) return false;
     finish();
     return true;
   }
   void wait() override {
     if (done_) return;
-    s_->poll([&] { return cudaEventQuery(ev_) != cudaErrorNotReady; }, coll_name(kind_));
+    s_->poll([&] { return event_done(); }, coll_name(kind_));
     finish();
   }
 
  private:
+  // Whether the event has completed. Any CUDA error (an illegal address in the kernel, a
+  // lost device) fails the communicator: it must never read as completion.
+  bool event_done() {
+    cudaError_t e = cudaEventQuery(ev_);
+    if (e == cudaSuccess) return true;
+    if (e == cudaErrorNotReady) return false;
+    s_->set_failed(std::string(coll_name(kind_)) + " on axis " + s_->axis + ": the device reported " +
+                   cudaGetErrorString(e));
+    s_->throw_failure(DT_ERR_COMM);
+  }
   void finish() {
     done_ = true;
     ledger_->record(kind_, bytes_, wire_, std::chrono::duration<double>(Clock::now() - t0_).count());
@@ -139,13 +191,9 @@ class NcclComm : public Communicator {
   }
   ~NcclComm() override {
     cudaSetDevice(s_->device);
-    if (s_->comm) {
-      ncclCommFinalize(s_->comm);
-      ncclCommDestroy(s_->comm);
-    }
+    s_->destroy();
     cudaStreamDestroy(stream_);
     if (ready_) cudaEventDestroy(ready_);
-    if (barrier_buf_) cudaFree(barrier_buf_);
   }
   int rank() const override { return s_->rank; }
   int size() const override { return s_->size; }
@@ -156,6 +204,8 @@ class NcclComm : public Communicator {
   WorkPtr issue(const CollRequest& r, bool blocking) override {
     if (s_->failed) s_->throw_failure(DT_ERR_COMM);
     check_cuda(cudaSetDevice(s_->device), "cudaSetDevice");
+    check_on_device(r, "send", r.send);
+    check_on_device(r, "recv", r.recv);
     // The buffers were written by kernels on the device's compute stream (core/gpu_runtime.h):
     // the side stream waits for everything issued there so far, and no longer.
     auto compute = static_cast<cudaStream_t>(gpu::compute_stream(s_->device));
@@ -172,6 +222,26 @@ class NcclComm : public Communicator {
   }
 
  private:
+  // NCCL does not check its pointers by default, and a host or another GPU's pointer ends
+  // in an illegal-address error that kills the communicator: refuse it here, by name.
+  // (Null with a nonzero count was refused by Communicator::start.)
+  void check_on_device(const CollRequest& r, const char* arg, const void* p) const {
+    if (!p) return;
+    cudaPointerAttributes a{};
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) cudaGetLastError();  // clear it: not a sticky error
+    const bool ok = e == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) &&
+                    a.device == s_->device;
+    if (ok) return;
+    std::string where = e != cudaSuccess ? "not CUDA memory"
+                        : a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged
+                            ? "on cuda:" + std::to_string(a.device)
+                            : "host memory";
+    fail(DT_ERR_INVALID_ARGUMENT, std::string(coll_name(r.kind)) + ": " + arg + " is " + where +
+                                      "; required: memory on cuda:" + std::to_string(s_->device) +
+                                      " (the communicator's device)");
+  }
+
   void enqueue(const CollRequest& r) {
     ncclComm_t c = s_->comm;
     ncclDataType_t t = nccl_type(r.dtype);
@@ -203,9 +273,11 @@ class NcclComm : public Communicator {
       case CollKind::Send: s_->check(ncclSend(r.send, n, t, r.root, c, stream_), what); break;
       case CollKind::Recv: s_->check(ncclRecv(r.recv, n, t, r.root, c, stream_), what); break;
       case CollKind::Barrier: {
-        // NCCL has no barrier: an all-reduce of one element does the same.
-        if (!barrier_buf_) check_cuda(cudaMalloc(&barrier_buf_, sizeof(float)), "cudaMalloc");
-        s_->check(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, c, stream_), what);
+        // NCCL has no barrier: an all-reduce of one element does the same. Its buffer comes
+        // from the pool (once), so no cudaMalloc/cudaFree runs next to NCCL kernels.
+        if (!barrier_buf_) barrier_buf_ = Storage::create(Device{DeviceType::CUDA, s_->device}, sizeof(float), MemTag::CommBuffer);
+        void* b = barrier_buf_->data();
+        s_->check(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, c, stream_), what);
         break;
       }
     }
@@ -215,7 +287,7 @@ class NcclComm : public Communicator {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;  // recorded on the compute stream before each operation
   CommLedger ledger_;
-  void* barrier_buf_ = nullptr;
+  std::shared_ptr<Storage> barrier_buf_;
 };
 
 ncclConfig_t nonblocking_config() {
@@ -225,6 +297,8 @@ ncclConfig_t nonblocking_config() {
 }
 
 }  // namespace
+
+int nccl_live_communicators() { return g_live.load(); }
 
 std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>& devices, const std::string& axis,
                                                            const NcclOptions& options) {
@@ -246,6 +320,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int
     ncclResult_t r = ncclCommInitRankConfig(&s->comm, n, id, i, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       fail(DT_ERR_COMM, std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    ++g_live;
     states[i] = s;
   }
   ncclResult_t g = ncclGroupEnd();
@@ -271,7 +346,9 @@ std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device
   s->timeout_s = options.timeout_s;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   ncclConfig_t config = nonblocking_config();
-  s->check(ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &config), "ncclCommInitRankConfig");
+  ncclResult_t r = ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &config);
+  if (s->comm) ++g_live;
+  s->check(r, "ncclCommInitRankConfig");
   s->poll([] { return true; }, "nccl communicator creation");
   return std::make_unique<NcclComm>(s);
 }

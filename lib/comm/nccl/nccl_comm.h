@@ -6,6 +6,15 @@
 //
 // Communicators are non-blocking (config.blocking = 0): creation and every call may return
 // ncclInProgress, and completion is polled with ncclCommGetAsyncError.
+//
+// Threads: drive each communicator from its own thread (the trainer runs one thread per
+// rank). An issue returns only once NCCL has launched the operation, and the first
+// operation of a communicator waits for every peer to connect, so one thread that issues on
+// the communicator of rank 0 and then of rank 1 waits forever on the first.
+//
+// Teardown: destroying a communicator flushes it (ncclCommFinalize, polled until ready)
+// and frees it; one that fails or does not flush within 10 s is aborted instead. A Work
+// destroyed before it was waited for waits first (its buffers may still be in use).
 #pragma once
 #include <memory>
 #include <vector>
@@ -26,5 +35,8 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int
 // One rank per process: rank 0 makes the unique id and `bootstrap` (any backend's
 // communicator over the same ranks, e.g. MPI's) broadcasts it; this rank drives `device`.
 std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device, const NcclOptions& options);
+
+// NCCL communicators of this process made and not yet destroyed or aborted (leak checks).
+int nccl_live_communicators();
 
 }  // namespace dt::comm
