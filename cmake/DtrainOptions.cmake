@@ -38,6 +38,12 @@ if(NOT DTRAIN_WITH_CUDA STREQUAL "OFF")
   if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
     set(CUDAToolkit_ROOT /usr/local/cuda)
   endif()
+  # CMake 3.25's FindCUDAToolkit sets a property on CUDA::nvToolsExt without checking that
+  # the target exists, and CUDA 13 ships no nvToolsExt library: configure would end in a
+  # CMake internal error. An empty stand-in (never linked) keeps an unpatched CMake working.
+  if(NOT TARGET CUDA::nvToolsExt)
+    add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+  endif()
   find_package(CUDAToolkit QUIET)
 endif()
 set(_cuda_found OFF)
