@@ -39,6 +39,6 @@ gcc -std=c11 -O2 -Wall -fPIC -shared -fvisibility=hidden \
 
 echo "== compiling dtrain.jar"
 find "$HERE/src" "$OUT/gen" -name '*.java' >"$OUT/sources.txt"
-javac --release 17 -Xlint:all -d "$OUT/classes" @"$OUT/sources.txt"
+javac --release 17 -encoding UTF-8 -Xlint:all -d "$OUT/classes" @"$OUT/sources.txt"
 jar --create --file "$OUT/dtrain.jar" -C "$OUT/classes" .
 echo "built $OUT/dtrain.jar and $OUT/libdtrain_jni.so"

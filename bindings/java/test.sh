@@ -3,6 +3,9 @@
 # the sample, all outputs under WORK (wiped first):
 #   bash bindings/java/test.sh /work/main/build/default/stage /tmp/java-work
 set -euo pipefail
+# The JVM takes its file-name encoding from the locale: with LANG unset (a fresh machine,
+# CI) it is ASCII and a non-ASCII path cannot even be made. The sources are UTF-8 too.
+export LC_ALL=C.UTF-8
 
 if [ $# -ne 2 ]; then
   echo "usage: $0 STAGE WORK" >&2
@@ -26,7 +29,7 @@ JAVA_OPTS=(-Djava.library.path="$WORK" -Xcheck:jni)
 
 echo "== compiling the tests"
 mkdir -p "$WORK/test-classes"
-javac --release 17 -Xlint:all -Werror -cp "$WORK/dtrain.jar:$JUNIT" -d "$WORK/test-classes" \
+javac --release 17 -encoding UTF-8 -Xlint:all -Werror -cp "$WORK/dtrain.jar:$JUNIT" -d "$WORK/test-classes" \
   $(find "$HERE/test" -name '*.java')
 
 echo "== testing (JUnit 5)"
@@ -48,7 +51,7 @@ fi
 
 echo "== building the sample"
 mkdir -p "$WORK/sample-classes"
-javac --release 17 -cp "$WORK/dtrain.jar" -d "$WORK/sample-classes" "$ROOT/samples/java/TrainGpt.java"
+javac --release 17 -encoding UTF-8 -cp "$WORK/dtrain.jar" -d "$WORK/sample-classes" "$ROOT/samples/java/TrainGpt.java"
 
 echo "== running the sample"
 java -Djava.library.path="$WORK" -cp "$WORK/dtrain.jar:$WORK/sample-classes" TrainGpt "$WORK/sample-ckpt/gpt" \

@@ -14,6 +14,6 @@ OUT=${DTRAIN_JAVA_OUT:-$ROOT/build/java}
 
 bash "$ROOT/bindings/java/build.sh" "$PREFIX" "$OUT" >&2
 mkdir -p "$OUT/sample-classes"
-javac --release 17 -cp "$OUT/dtrain.jar" -d "$OUT/sample-classes" "$ROOT/samples/java/TrainGpt.java"
+javac --release 17 -encoding UTF-8 -cp "$OUT/dtrain.jar" -d "$OUT/sample-classes" "$ROOT/samples/java/TrainGpt.java"
 export LD_LIBRARY_PATH="$PREFIX/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec java -Djava.library.path="$OUT" -cp "$OUT/dtrain.jar:$OUT/sample-classes" TrainGpt "${@:2}"
