@@ -246,8 +246,8 @@ DT_API dt_status dt_softmax(const dt_tensor* x, dt_tensor* y);
 DT_API dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes,
                                  int64_t* peak_bytes);
 
-/** The same for the memory of one rank: what tensors made on that rank's thread (by
- *  dt_mesh_run's functions, or by the engine on its ranks) hold, plus what a rank adopted
+/** The same for the memory of one rank: what the engine made on that rank's thread (its
+ *  activations, buffers and shards; mesh tensors are not counted here), plus what a rank adopted
  *  (a data-parallel engine credits the host's model and optimizer to local rank 0). Zeros
  *  for a rank that never held memory on `device`. rank: 0 to 1023 (higher ranks are counted
  *  only in dt_memory_stats). Under mpirun a process holds its own rank's ledger only.

@@ -7,7 +7,7 @@ namespace dt::gpu {
 
 int device_count() { return 0; }
 std::string availability_note() { return "libdtrain was built without CUDA (DTRAIN_WITH_CUDA=OFF)"; }
-static void no_cuda() { fail(DT_ERR_UNSUPPORTED, availability_note()); }
+[[noreturn]] static void no_cuda() { fail(DT_ERR_UNSUPPORTED, availability_note()); }
 void* device_alloc(int, size_t) { no_cuda(); }
 void device_free(int, void*) {}
 void* compute_stream(int) { no_cuda(); }
