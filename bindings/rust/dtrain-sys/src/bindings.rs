@@ -295,8 +295,8 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
-    #[doc = " The same for the memory of one rank: what tensors made on that rank's thread (by"]
-    #[doc = "  dt_mesh_run's functions, or by the engine on its ranks) hold, plus what a rank adopted"]
+    #[doc = " The same for the memory of one rank: what the engine made on that rank's thread (its"]
+    #[doc = "  activations, buffers and shards; mesh tensors are not counted here), plus what a rank adopted"]
     #[doc = "  (a data-parallel engine credits the host's model and optimizer to local rank 0). Zeros"]
     #[doc = "  for a rank that never held memory on `device`. rank: 0 to 1023 (higher ranks are counted"]
     #[doc = "  only in dt_memory_stats). Under mpirun a process holds its own rank's ledger only."]
