@@ -193,6 +193,14 @@ class DoneWork : public Work {
 };
 }  // namespace
 
+void wait_ignoring_errors(const WorkPtr& work) {
+  if (!work) return;
+  try {
+    work->wait();
+  } catch (...) {
+  }
+}
+
 WorkPtr completed_work() {
   static WorkPtr done = std::make_shared<DoneWork>();
   return done;

@@ -101,4 +101,8 @@ class Communicator {
 // A Work that is already complete.
 WorkPtr completed_work();
 
+// For destructors of whatever owns a Work's buffers: waits for `work` (if any) so the
+// buffers outlive the collective, and drops its error (the step that issued it reports it).
+void wait_ignoring_errors(const WorkPtr& work);
+
 }  // namespace dt::comm

@@ -38,11 +38,7 @@ GradBuckets::GradBuckets(const std::vector<nn::ParamList>& ready_order, comm::Co
 }
 
 GradBuckets::~GradBuckets() {
-  for (Bucket& b : buckets_)
-    if (b.work) try {
-        b.work->wait();
-      } catch (...) {
-      }
+  for (Bucket& b : buckets_) comm::wait_ignoring_errors(b.work);
 }
 
 void GradBuckets::launch(Bucket& b) {

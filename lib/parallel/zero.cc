@@ -108,12 +108,10 @@ ZeroSharding::ZeroSharding(int stage, const std::vector<nn::ParamList>& units, c
 ZeroSharding::~ZeroSharding() {
   // Outstanding collectives read and write our buffers: let them finish (their errors were
   // or will be reported by the step that issued them).
-  for (auto& u : units_)
-    for (comm::WorkPtr* w : {&u->gather, &u->reduce})
-      if (*w) try {
-          (*w)->wait();
-        } catch (...) {
-        }
+  for (auto& u : units_) {
+    comm::wait_ignoring_errors(u->gather);
+    comm::wait_ignoring_errors(u->reduce);
+  }
 }
 
 int64_t ZeroSharding::padding_elements() const {

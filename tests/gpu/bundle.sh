@@ -63,12 +63,11 @@ cp "$root/tests/gpu/torch_anchor.py" "$stage/"
 
 # The closure: every library ldd finds outside the CUDA toolkit and the base system goes
 # into lib/ (under its SONAME), then the same for what those need.
-base_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libgcc_s\.so\.1|libstdc\+\+\.so\.6|ld-linux-x86-64\.so\.2)$'
-device_re='^(libcuda\.so\.1|libcudart\.so\.[0-9]+|libcublas\.so\.[0-9]+|libcublasLt\.so\.[0-9]+|libnccl\.so\.2)$'
+source "$root/tests/gpu/bundle_libs.sh"
 for _ in 1 2 3; do
   for f in "$stage"/bin/* "$stage"/lib/*.so*; do
     LD_LIBRARY_PATH="$stage/lib" ldd "$f" | awk '/=>/ {print $1, $3}' | while read -r name where; do
-      [[ "$name" =~ $base_re || "$name" =~ $device_re || -e "$stage/lib/$name" ]] && continue
+      [[ "$name" =~ $base_re || "$name" =~ $toolkit_re || "$name" =~ $driver_and_nccl_re || -e "$stage/lib/$name" ]] && continue
       [[ -f "$where" ]] || { say "$f needs $name, which this machine lacks too"; exit 1; }
       cp -L "$where" "$stage/lib/$name"
       say "carrying $name (from $where)"

@@ -37,8 +37,7 @@ for e in dtrain ops_test train_test nccl_test bench_gpu; do
 done
 [[ -f "$work/torch_anchor.py" ]] || problem "torch_anchor.py is not in the bundle"
 
-base_re='^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libgcc_s\.so\.1|libstdc\+\+\.so\.6|ld-linux-x86-64\.so\.2)$'
-toolkit_re='^(libcudart\.so\.[0-9]+|libcublas\.so\.[0-9]+|libcublasLt\.so\.[0-9]+)$'
+source "$(dirname "$0")/bundle_libs.sh"
 checked=0
 for f in "$work"/bin/* "$work"/lib/*.so*; do
   checked=$((checked + 1))

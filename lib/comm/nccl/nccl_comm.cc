@@ -63,11 +63,13 @@ struct NcclState {
   std::string failure;
 
   // A communicator nobody destroyed (creation failed part way) is aborted, never leaked.
-  ~NcclState() {
-    if (comm) {
-      ncclCommAbort(comm);
-      --g_live;
-    }
+  ~NcclState() { abort_comm(); }
+  // Frees the communicator at once, whatever it is doing; the one place that aborts.
+  void abort_comm() {
+    if (!comm) return;
+    ncclCommAbort(comm);
+    comm = nullptr;
+    --g_live;
   }
 
   // Waits until ready() or the deadline, polling the communicator's async error; on an
@@ -95,11 +97,7 @@ struct NcclState {
     if (failed) return;
     failure = msg;
     failed = true;
-    if (comm) {
-      ncclCommAbort(comm);
-      comm = nullptr;
-      --g_live;
-    }
+    abort_comm();
   }
   [[noreturn]] void throw_failure(dt_status code) {
     std::lock_guard<std::mutex> g(failure_mu);
@@ -118,9 +116,12 @@ struct NcclState {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
       if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
     }
-    if (r != ncclSuccess || ncclCommDestroy(comm) != ncclSuccess) ncclCommAbort(comm);
-    comm = nullptr;
-    --g_live;
+    if (r == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess) {
+      comm = nullptr;
+      --g_live;
+    } else {
+      abort_comm();
+    }
   }
   // A call may answer ncclInProgress on a non-blocking communicator: wait for it.
   void check(ncclResult_t r, const char* what) {
@@ -230,13 +231,9 @@ class NcclComm : public Communicator {
     cudaPointerAttributes a{};
     cudaError_t e = cudaPointerGetAttributes(&a, p);
     if (e != cudaSuccess) cudaGetLastError();  // clear it: not a sticky error
-    const bool ok = e == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) &&
-                    a.device == s_->device;
-    if (ok) return;
-    std::string where = e != cudaSuccess ? "not CUDA memory"
-                        : a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged
-                            ? "on cuda:" + std::to_string(a.device)
-                            : "host memory";
+    const bool on_a_gpu = e == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
+    if (on_a_gpu && a.device == s_->device) return;
+    std::string where = e != cudaSuccess ? "not CUDA memory" : on_a_gpu ? "on cuda:" + std::to_string(a.device) : "host memory";
     fail(DT_ERR_INVALID_ARGUMENT, std::string(coll_name(r.kind)) + ": " + arg + " is " + where +
                                       "; required: memory on cuda:" + std::to_string(s_->device) +
                                       " (the communicator's device)");
