@@ -2,6 +2,7 @@
 // metadata; plus the small helpers every API file shares (text out, path stems).
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "io/checkpoint.h"
 #include "io/model_config.h"
@@ -45,7 +46,23 @@ dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_module** ou
     const std::string where = dt::io::checkpoint_index_path(dir, stem);
     if (!idx["metadata"].contains("config"))
       dt::fail(DT_ERR_IO, where + ": no model config in the metadata (not written by dt_engine_save?)");
-    auto gpt = std::make_shared<dt::nn::GPT>(dt::io::config_from_json(idx["metadata"]["config"], where));
+    const dt::nn::GPTConfig config = dt::io::config_from_json(idx["metadata"]["config"], where);
+    // Before building (allocating) the model: can the data files hold it at all?
+    uint64_t data_bytes = 0;
+    std::set<std::string> files;
+    for (const auto& [name, file] : idx["weight_map"].items()) files.insert(file.get<std::string>());
+    for (const std::string& f : files) {
+      std::error_code ec;
+      const uintmax_t n = std::filesystem::file_size(dir + "/" + f, ec);
+      if (ec) dt::fail(DT_ERR_IO, dir + "/" + f + ": cannot read its size (" + ec.message() + "); named by " + where);
+      data_bytes += n;
+    }
+    const double needed = dt::io::config_min_checkpoint_bytes(config);
+    if (needed > static_cast<double>(data_bytes))
+      dt::fail(DT_ERR_IO, where + ": the model config (" + config.str() + ") needs at least " +
+                              std::to_string(static_cast<unsigned long long>(needed)) + " bytes of parameters, but its data " +
+                              (files.size() == 1 ? "file holds " : "files hold ") + std::to_string(data_bytes));
+    auto gpt = std::make_shared<dt::nn::GPT>(config);
     *out = new dt_module{gpt, gpt.get()};
   });
 }

@@ -1,17 +1,20 @@
 #include "io/checkpoint.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "core/error.h"
 #include "core/gpu_runtime.h"
 #include "core/tensor_copy.h"
 #include "io/file_util.h"
+#include "io/json_limits.h"
 #include "io/safetensors.h"
 
 namespace dt::io {
@@ -19,6 +22,32 @@ namespace {
 
 using json = nlohmann::json;
 constexpr const char* kFormat = "dtrain.checkpoint";
+// Generations count saves; the bound keeps "+ 1" from overflowing on a hostile index.
+constexpr int64_t kMaxGeneration = int64_t(1) << 53;
+
+// Best effort, after a save committed: the data files of this stem that the index no longer
+// names (a crash between writing a new data file and the index leaves one; so does a removal
+// that failed) and the temps of writers that died mid-save. Names are matched exactly
+// ("<stem>.<digits>.safetensors"), so other stems in the same directory are never touched.
+void remove_leftovers(const std::string& dir, const std::string& stem, const std::string& keep) {
+  remove_stale_temps(checkpoint_index_path(dir, stem));
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) names.push_back(e->d_name);
+  ::closedir(d);
+  const std::string prefix = stem + ".", suffix = ".safetensors";
+  for (const std::string& name : names) {
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (name.find(suffix + ".tmp.") != std::string::npos) {
+      remove_stale_temps(dir + "/" + name.substr(0, name.find(".tmp.")));
+      continue;
+    }
+    if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 || name == keep) continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.find_first_not_of("0123456789") == std::string::npos) ::unlink((dir + "/" + name).c_str());
+  }
+}
 
 json spec_json(const nn::ShardSpec& s) { return {{"dim", s.dim}, {"axis", s.axis}}; }
 
@@ -43,10 +72,11 @@ std::string checkpoint_index_path(const std::string& dir, const std::string& ste
 
 json read_checkpoint_index(const std::string& dir, const std::string& stem) {
   std::string path = checkpoint_index_path(dir, stem);
-  std::vector<char> text = read_file(path);
-  json idx = json::parse(text.begin(), text.end(), nullptr, false);
+  const JsonLimits limits;  // an index is ~150 bytes a tensor: 32 MiB is 200,000 tensors
+  std::vector<char> text = read_file(path, limits.max_bytes, "a checkpoint index");
+  json idx = parse_bounded_json(path, text.data(), text.size(), limits);
   auto bad = [&](const std::string& what) { fail(DT_ERR_IO, path + ": " + what); };
-  if (idx.is_discarded() || !idx.is_object()) bad("not a JSON object");
+  if (!idx.is_object()) bad("not a JSON object");
   if (idx.value("format", json()) != kFormat) bad(std::string("\"format\" is not \"") + kFormat + "\"");
   for (const char* key : {"weight_map", "tensors", "metadata"})
     if (!idx.contains(key) || !idx[key].is_object()) bad(std::string("missing object \"") + key + "\"");
@@ -61,7 +91,16 @@ json read_checkpoint_index(const std::string& dir, const std::string& stem) {
         !t["shard"].value("axis", json()).is_string())
       bad("tensor \"" + it.key() + "\": missing or malformed \"tensors\" entry");
   }
-  if (!idx.value("generation", json()).is_number_integer()) bad("missing integer \"generation\"");
+  const json& gen = idx["generation"];
+  if (!gen.is_number_integer() || gen.get<int64_t>() < 0 || gen.get<int64_t>() >= kMaxGeneration)
+    bad("\"generation\" is missing or not an integer from 0 to " + std::to_string(kMaxGeneration - 1));
+  // The keys the engine and the tools read back (train_engine.cc, dt_checkpoint_info_json):
+  // checked here so a wrong type is this message, not the JSON library's.
+  const json& meta = idx["metadata"];
+  if (meta.contains("step") && !(meta["step"].is_number_integer() && meta["step"].get<int64_t>() >= 0))
+    bad("metadata \"step\" is not a non-negative integer");
+  for (const char* key : {"config", "extra"})
+    if (meta.contains(key) && !meta[key].is_object()) bad(std::string("metadata \"") + key + "\" is not an object");
   return idx;
 }
 
@@ -119,6 +158,7 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
     out.commit();  // the commit point of the whole save
   }
   if (!old_file.empty() && old_file != file) ::unlink((dir + "/" + old_file).c_str());  // best effort
+  remove_leftovers(dir, stem, file);
 }
 
 json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest, const std::string& stem) {
@@ -134,14 +174,15 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
              "load_checkpoint: tensor \"" + d.name + "\" was saved " + saved.str() + ", destination is " + d.spec.str());
     by_file[idx["weight_map"][d.name].get<std::string>()].push_back(&d);
   }
-  // Stage every file and validate every tensor first; only then copy.
-  std::vector<std::vector<char>> files;
-  std::vector<std::pair<const CheckpointTensor*, const char*>> copies;
+  // Map every file and validate every tensor first; only then copy. Mapped, not read: only
+  // the pages of the tensors wanted are touched, whatever the file's size.
+  std::vector<std::unique_ptr<MappedFile>> files;
+  std::vector<std::pair<const CheckpointTensor*, const unsigned char*>> copies;
   for (auto& [file, wanted] : by_file) {
     std::string path = dir + "/" + file;
-    files.push_back(read_file(path));
-    const std::vector<char>& bytes = files.back();
-    StHeader h = st_parse_header(path, bytes, bytes.size());
+    files.push_back(std::make_unique<MappedFile>(path));
+    const MappedFile& bytes = *files.back();
+    StHeader h = st_parse_header(path, bytes.data(), bytes.size());
     for (const CheckpointTensor* d : wanted) {
       const StEntry* e = h.find(d->name);
       if (!e) fail(DT_ERR_IO, path + ": tensor \"" + d->name + "\" is in the index but not in the file");

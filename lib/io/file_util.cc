@@ -1,12 +1,15 @@
 #include "io/file_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -29,15 +32,43 @@ std::string dir_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::vector<char> read_file(const std::string& path) {
+namespace {
+
+// Opens `path` for reading if it is a regular file. O_NONBLOCK makes open return at once
+// on a FIFO (which would otherwise wait for a writer); the flag is cleared again so reads
+// of the regular file block as usual.
+int open_regular(const std::string& path, uint64_t* size) {
   errno = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) io_fail(path, "cannot open");
   struct stat st;
   if (::fstat(fd, &st) != 0) { ::close(fd); io_fail(path, "cannot stat"); }
-  std::vector<char> buf(static_cast<size_t>(st.st_size));
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = 0;
+    io_fail(path, std::string("is not a regular file (") +
+                      (S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket") + ")");
+  }
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) { ::close(fd); io_fail(path, "cannot set blocking reads"); }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+std::vector<char> read_file(const std::string& path, uint64_t max_bytes, const char* what) {
+  uint64_t size = 0;
+  int fd = open_regular(path, &size);
+  if (size > max_bytes) {
+    ::close(fd);
+    errno = 0;
+    io_fail(path, std::to_string(size) + " bytes; the limit for " + what + " is " + std::to_string(max_bytes));
+  }
+  std::vector<char> buf(static_cast<size_t>(size));
   size_t got = 0;
   while (got < buf.size()) {
+    errno = 0;
     ssize_t r = ::read(fd, buf.data() + got, buf.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) { ::close(fd); io_fail(path, "read failed at byte " + std::to_string(got)); }
@@ -48,13 +79,11 @@ std::vector<char> read_file(const std::string& path) {
 }
 
 MappedFile::MappedFile(const std::string& path) {
-  errno = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) io_fail(path, "cannot open");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) { ::close(fd); io_fail(path, "cannot stat"); }
-  size_ = static_cast<size_t>(st.st_size);
+  uint64_t size = 0;
+  int fd = open_regular(path, &size);
+  size_ = static_cast<size_t>(size);
   if (size_ > 0) {  // mmap of 0 bytes is an error; an empty file maps to nothing
+    errno = 0;
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) { ::close(fd); io_fail(path, "cannot mmap"); }
     data_ = static_cast<const unsigned char*>(p);
@@ -64,6 +93,30 @@ MappedFile::MappedFile(const std::string& path) {
 
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+}
+
+int remove_stale_temps(const std::string& target) {
+  const std::string dir = dir_of(target);
+  const std::string prefix = target.substr(target.find_last_of('/') + 1) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<pid>.<n>", digits only: anything else is not ours to remove.
+    std::string rest = name.substr(prefix.size());
+    size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || dot + 1 == rest.size() ||
+        rest.find_first_not_of("0123456789.") != std::string::npos || rest.find('.', dot + 1) != std::string::npos)
+      continue;
+    long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    bool alive = pid > 0 && pid == static_cast<long>(::getpid());  // our own: maybe another thread's save
+    if (!alive && pid > 0 && pid <= INT32_MAX) alive = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    if (!alive && ::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 void fsync_dir(const std::string& dir) {

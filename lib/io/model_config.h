@@ -18,6 +18,12 @@ nlohmann::json config_to_json(const nn::GPTConfig& c);
 // key when a field is missing or of the wrong kind.
 nn::GPTConfig config_from_json(const nlohmann::json& j, const std::string& where);
 
+// A lower bound on the bytes a checkpoint of this model holds (the token embedding and each
+// block's attention and MLP matrices, in the model's dtype), computed without building it:
+// a loader compares it with the data files' sizes before allocating, so a config claiming a
+// billion layers is refused at once instead of exhausting memory.
+double config_min_checkpoint_bytes(const nn::GPTConfig& c);
+
 // "" when `saved` (a config_to_json object) describes `model`; else one line naming the
 // first field that differs and both values. "seed" is ignored: it only drew the initial
 // weights, which the checkpoint replaces.

@@ -4,14 +4,16 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_limits.h"
 
 namespace dt::io {
 namespace {
 
 using json = nlohmann::json;
 
-// Hostile headers must not make us allocate gigabytes: real ones are far below this.
-constexpr uint64_t kMaxHeader = uint64_t(100) << 20;
+// Hostile headers must not make us allocate gigabytes: real ones are far below this (about
+// 100 bytes a tensor; a file of 100,000 tensors has a 10 MB header).
+constexpr uint64_t kMaxHeader = uint64_t(32) << 20;
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) { fail(DT_ERR_IO, path + ": " + what); }
 
@@ -67,18 +69,19 @@ std::string st_encode_header(std::vector<StEntry>& entries, const std::map<std::
   return out + text;
 }
 
-StHeader st_parse_header(const std::string& path, const std::vector<char>& file, uint64_t file_size) {
-  if (file_size < 8 || file.size() < 8)
+StHeader st_parse_header(const std::string& path, const unsigned char* file, uint64_t file_size) {
+  if (file_size < 8)
     bad(path, "truncated: " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
   uint64_t n = 0;
-  for (int k = 0; k < 8; ++k) n |= uint64_t(static_cast<unsigned char>(file[k])) << (8 * k);
+  for (int k = 0; k < 8; ++k) n |= uint64_t(file[k]) << (8 * k);
   // Compared without adding to n, which a hostile length could overflow.
-  if (n > file_size - 8 || n > file.size() - 8)
+  if (n > file_size - 8)
     bad(path, "header length " + std::to_string(n) + " runs past the end of the file (" +
                   std::to_string(file_size) + " bytes)");
-  if (n > kMaxHeader) bad(path, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
-  json h = json::parse(file.begin() + 8, file.begin() + 8 + static_cast<std::ptrdiff_t>(n), nullptr, false);
-  if (h.is_discarded() || !h.is_object()) bad(path, "header is not a JSON object");
+  if (n > kMaxHeader) bad(path, "header length " + std::to_string(n) + " exceeds the 32 MiB limit");
+  json h = parse_bounded_json(path + " (safetensors header)", reinterpret_cast<const char*>(file) + 8, n,
+                              JsonLimits{kMaxHeader, 8, size_t(1) << 21});
+  if (!h.is_object()) bad(path, "header is not a JSON object");
   StHeader out;
   out.data_start = 8 + n;
   uint64_t data_len = file_size - out.data_start;
@@ -125,12 +128,26 @@ StHeader st_parse_header(const std::string& path, const std::vector<char>& file,
                     " of " + st_dtype_name(e.dtype) + " needs " + std::to_string(numel * dtype_size(e.dtype)));
     out.entries.push_back(std::move(e));
   }
+  // The layout: sorted by start, each tensor begins where the one before ends (zero-size
+  // tensors sort first among equals), the first at 0 and the last ending at the data's end.
   std::vector<const StEntry*> by_begin;
   for (const StEntry& e : out.entries) by_begin.push_back(&e);
-  std::sort(by_begin.begin(), by_begin.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < by_begin.size(); ++i)
-    if (by_begin[i]->begin < by_begin[i - 1]->end)
-      bad(path, "tensor \"" + by_begin[i]->name + "\": data overlaps tensor \"" + by_begin[i - 1]->name + "\"");
+  std::sort(by_begin.begin(), by_begin.end(),
+            [](auto* a, auto* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  uint64_t at = 0;
+  const StEntry* prev = nullptr;
+  for (const StEntry* e : by_begin) {
+    const std::string who = "tensor \"" + e->name + "\": its data [" + std::to_string(e->begin) + ", " +
+                            std::to_string(e->end) + ") ";
+    if (e->begin < at) bad(path, who + "overlaps tensor \"" + prev->name + "\"");
+    if (e->begin > at)
+      bad(path, who + "leaves a gap of " + std::to_string(e->begin - at) + " bytes after " +
+                    (prev ? "tensor \"" + prev->name + "\"" : std::string("the header")));
+    at = e->end, prev = e;
+  }
+  if (at != data_len)
+    bad(path, std::to_string(data_len - at) + " bytes after the last tensor's data (the data section is " +
+                  std::to_string(data_len) + " bytes; the tensors cover " + std::to_string(at) + ")");
   return out;
 }
 

@@ -24,20 +24,35 @@ std::string GPTConfig::str() const {
          (c.dtype == DType::F32 ? std::string() : std::string(", dtype=") + dtype_name(c.dtype)) + ")";
 }
 
-static void positive(const char* field, int64_t v) {
-  DT_CHECK(v > 0, std::string("GPTConfig.") + field + " = " + std::to_string(v) + "; accepted: > 0");
-}
+namespace {
+
+// Each size field's accepted range, declared once: validate() checks it and its message
+// states it. The upper bounds are far beyond any model this library can train on one host
+// (so they never refuse a real model) and small enough that products of two of them cannot
+// overflow int64, and that a hostile checkpoint's config is refused before any allocation.
+struct SizeRange {
+  const char* field;
+  int64_t GPTConfig::*member;
+  int64_t lo, hi;
+};
+constexpr SizeRange kSizeRanges[] = {
+    {"vocab_size", &GPTConfig::vocab_size, 1, int64_t(1) << 24}, {"context", &GPTConfig::context, 1, int64_t(1) << 22},
+    {"n_layer", &GPTConfig::n_layer, 1, 4096},                    {"n_head", &GPTConfig::n_head, 1, 4096},
+    {"n_kv_head", &GPTConfig::n_kv_head, 0, 4096},                {"d_model", &GPTConfig::d_model, 1, int64_t(1) << 17},
+    {"d_ff", &GPTConfig::d_ff, 0, int64_t(1) << 20},
+};
+
+}  // namespace
 
 void validate(const GPTConfig& raw) {
-  positive("vocab_size", raw.vocab_size);
-  positive("context", raw.context);
-  positive("n_layer", raw.n_layer);
-  positive("n_head", raw.n_head);
-  positive("d_model", raw.d_model);
-  DT_CHECK(raw.n_kv_head >= 0, "GPTConfig.n_kv_head = " + std::to_string(raw.n_kv_head) + "; accepted: >= 0");
+  for (const SizeRange& r : kSizeRanges) {
+    const int64_t v = raw.*r.member;
+    DT_CHECK(v >= r.lo && v <= r.hi, std::string("GPTConfig.") + r.field + " = " + std::to_string(v) + "; accepted: " +
+                                         std::to_string(r.lo) + " to " + std::to_string(r.hi) +
+                                         (r.lo == 0 ? " (0: the default)" : ""));
+  }
   DT_CHECK(raw.dtype == DType::F32 || raw.dtype == DType::BF16 || raw.dtype == DType::F16,
            std::string("GPTConfig.dtype = ") + dtype_name(raw.dtype) + "; accepted: f32, bf16, f16");
-  DT_CHECK(raw.d_ff >= 0, "GPTConfig.d_ff = " + std::to_string(raw.d_ff) + "; accepted: >= 0");
   const GPTConfig c = raw.resolved();
   DT_CHECK(c.d_model % c.n_head == 0, "GPTConfig.n_head = " + std::to_string(c.n_head) + " does not divide d_model = " +
                                           std::to_string(c.d_model));

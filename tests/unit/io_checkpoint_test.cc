@@ -161,7 +161,7 @@ TEST_F(IoCheckpoint, MissingOrBrokenIndex) {
   expect_load_fails(DT_ERR_IO, "index.json");
   io::save_checkpoint(dir_, tensors(1), json::object());
   std::ofstream(io::checkpoint_index_path(dir_), std::ios::trunc) << "{\"format\": \"dtrain.checkpoint\"";
-  expect_load_fails(DT_ERR_IO, "not a JSON object");
+  expect_load_fails(DT_ERR_IO, "not valid JSON (at byte");
   // Well-formed JSON of the wrong types is a file problem too, not a stray json exception.
   io::save_checkpoint(dir_, tensors(1), json::object());
   json idx = io::read_checkpoint_index(dir_);
