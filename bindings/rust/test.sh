@@ -16,13 +16,16 @@ rm -rf "$work"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 
-export PATH="$HOME/.cargo/bin:$PATH"
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CARGO_TARGET_DIR="$work/target"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 unset DTRAIN_LIB_DIR DTRAIN_INCLUDE_DIR
 start=$SECONDS
+# Whichever cargo is first on PATH: Debian's (apt cargo rustc, 1.63, what
+# tools/install-deps.sh installs) or a rustup one. The crates need nothing newer.
+cargo --version
+rustc --version
 
 echo "== checking src/bindings.rs against $stage/include/dtrain/dtrain.h (bindgen drift)"
 committed="$here/dtrain-sys/src/bindings.rs"

@@ -85,6 +85,7 @@ static dt_status dtj_json(dtj_json_fn fn, const void* arg, char** out) {
   }
 DTJ_JSON_FN(memory, dt_memory_report_json, const char*)
 DTJ_JSON_FN(comm, dt_mesh_comm_report_json, dt_mesh*)
+DTJ_JSON_FN(history, dt_mesh_comm_history_json, dt_mesh*)
 DTJ_JSON_FN(stats, dt_engine_last_stats_json, dt_engine*)
 DTJ_JSON_FN(gen_stats, dt_engine_last_generate_stats_json, dt_engine*)
 DTJ_JSON_FN(checkpoint, dt_checkpoint_info_json, const char*)
@@ -95,6 +96,10 @@ static dt_status dtj_memory_report_json(const char* device, char** json_out) {
 static dt_status dtj_mesh_comm_report_json(dt_mesh* mesh, char** json_out) {
   if (!mesh) return dt_mesh_comm_report_json(NULL, NULL, 0, NULL);
   return dtj_json(dtj_json_comm, mesh, json_out);
+}
+static dt_status dtj_mesh_comm_history_json(dt_mesh* mesh, char** json_out) {
+  if (!mesh) return dt_mesh_comm_history_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_history, mesh, json_out);
 }
 static dt_status dtj_engine_last_stats_json(dt_engine* engine, char** json_out) {
   if (!engine) return dt_engine_last_stats_json(NULL, NULL, 0, NULL);
@@ -295,6 +300,7 @@ DTJ_REPLACES(memory_rank_stats)
 DTJ_REPLACES(memory_report_json)
 DTJ_REPLACES(mesh_comm_stats)
 DTJ_REPLACES(mesh_comm_report_json)
+DTJ_REPLACES(mesh_comm_history_json)
 DTJ_REPLACES(engine_last_stats_json)
 DTJ_REPLACES(engine_last_generate_stats_json)
 DTJ_REPLACES(checkpoint_info_json)
@@ -321,6 +327,7 @@ dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, con
                               dtj_doubles* out);
 dt_status dtj_memory_report_json(const char* device, char** json_out);
 dt_status dtj_mesh_comm_report_json(dt_mesh* mesh, char** json_out);
+dt_status dtj_mesh_comm_history_json(dt_mesh* mesh, char** json_out);
 dt_status dtj_engine_last_stats_json(dt_engine* engine, char** json_out);
 dt_status dtj_engine_last_generate_stats_json(dt_engine* engine, char** json_out);
 dt_status dtj_checkpoint_info_json(const char* path_stem, char** json_out);

@@ -163,9 +163,13 @@ DT_API dt_status dt_configure(const dt_options* options);
  *  (an MPI the host initialized is the host's to finalize). libdtrain does this by itself
  *  when the process calls exit(); call it last from hosts whose runtime ends the process
  *  without running atexit handlers (Go), or mpirun reports the process as failed. After it
- *  an "mpi" mesh cannot be made (DT_ERR_COMM) and live ones fail their collectives. Safe to
- *  call more than once, and a no-op in a build without MPI. Call it with no other call in
- *  flight. */
+ *  (even if MPI was never used) an "mpi" mesh cannot be made (DT_ERR_COMM) and live ones
+ *  fail their collectives. Once an "mpi" mesh of this process has failed (a timeout, an
+ *  abort, a peer's failure), MPI_Finalize would wait for peers that may be stopped or gone:
+ *  then MPI is left running and this returns DT_ERR_COMM; end the process, and mpirun ends
+ *  the job (at exit, libdtrain calls MPI_Abort in that case instead of MPI_Finalize, with
+ *  the exit status, or 1 for 0). Safe to call more than once, and a no-op in a build
+ *  without MPI. Call it with no other call in flight. */
 DT_API dt_status dt_shutdown(void);
 
 /* ------------------------------------------------------------------------------------ */
@@ -412,6 +416,16 @@ DT_API dt_status dt_mesh_comm_wire_bytes(dt_mesh* mesh, int32_t rank, const char
  *  be NULL when capacity is 0). */
 DT_API dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed);
 
+/** Hang forensics: the last 64 collectives of each local rank (all axes, oldest first) and
+ *  the mesh's error, as JSON ({"backend":..,"failure":null or {"status":"DT_ERR_TIMEOUT",
+ *  "message":..},"ranks":[{"rank":r,"calls":[{"seq":..,"kind":"all_reduce","axis":"dp",
+ *  "bytes":..,"start_unix_s":..,"seconds":..,"status":"ok"},..]},..]}). "seq" numbers the
+ *  calls of one rank on one axis from 1, as timeout messages do; "start_unix_s" is wall-clock
+ *  time, so ranks of different processes line up; "status" is "running" for a call that has
+ *  not ended (the one a hung rank is in), else "ok", "timeout", "aborted", "comm", ... Works
+ *  on a failed mesh. Written into buf as dt_mesh_comm_report_json does. */
+DT_API dt_status dt_mesh_comm_history_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed);
+
 /* ------------------------------------------------------------------------------------ */
 /* Modules: models with named parameters                                                */
 /* ------------------------------------------------------------------------------------ */
@@ -426,9 +440,10 @@ typedef struct dt_module dt_module;
  *                (2 layers, d_model 64, 2 heads, context 64, byte vocab), "gpt-small"
  *                (6 layers, d_model 384, 6 heads, context 256, byte vocab), "llama-tiny"
  *                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings).
- *   "vocab_size", "context", "n_layer", "n_head", "d_model"  int >= 1.
- *   "n_kv_head"  int >= 0 (0: n_head; fewer: grouped-query; must divide n_head).
- *   "d_ff"       int >= 0 (0: 4 * d_model).
+ *   "vocab_size" int, 1 to 2^24.   "context"  int, 1 to 2^22.   "d_model"  int, 1 to 2^17.
+ *   "n_layer", "n_head"  int, 1 to 4096.
+ *   "n_kv_head"  int, 0 to 4096 (0: n_head; fewer: grouped-query; must divide n_head).
+ *   "d_ff"       int, 0 to 2^20 (0: 4 * d_model).
  *   "norm"       "layernorm" | "rmsnorm".   "pos"  "learned" | "rope".
  *   "act"        "gelu" | "swiglu".          "tied_embeddings", "bias"  bool.
  *   "seed"       int: parameters are a function of (seed, parameter name).
@@ -630,7 +645,8 @@ typedef struct dt_dataset dt_dataset;
  *                   must be below it; 0, the default: no check).
  *  kind "addition": "a+b=c" problems such as "042+917=0959\n" (operands zero-padded, only
  *                   the sum's digits and the newline are targets). options: "digits" (1 to
- *                   18, default 3), "size" (examples, default 100000), "seed" (int),
+ *                   18, default 3), "size" (examples, 1 to 2^32 = 4294967296, default
+ *                   100000), "seed" (int),
  *                   "split" ("all", the default; "train": never a held-out problem;
  *                   "test": only held-out problems, a fixed tenth of all (a, b) pairs).
  *  A missing, unreadable or too-short file is an error naming it (DT_ERR_IO or
@@ -655,8 +671,9 @@ DT_API dt_status dt_dataset_example(const dt_dataset* dataset, int64_t index, in
 typedef struct dt_loader dt_loader;
 
 /** Creates a loader. options: "batch" (int, required: 1 to the dataset's size), "seed"
- *  (int, default 0), "shuffle" (bool, default 1; 0: examples in order). Keeps the dataset
- *  alive. Caller owns *out; release with dt_loader_destroy. */
+ *  (int, default 0), "shuffle" (bool, default 1; 0: examples in order). An epoch's order
+ *  takes 8 bytes per example: DT_ERR_OUT_OF_MEMORY when that exceeds the machine's physical
+ *  memory. Keeps the dataset alive. Caller owns *out; release with dt_loader_destroy. */
 DT_API dt_status dt_loader_create(dt_dataset* dataset, const dt_options* options, dt_loader** out);
 
 /** Releases the handle. NULL is a no-op. */

@@ -1,5 +1,8 @@
 // dt_dataset (text files, token files, the addition task) and dt_loader (shuffled batches
 // of a dataset, with a position that a resumed run seeks back to).
+#include <unistd.h>
+
+#include <cmath>
 #include <memory>
 
 #include "io/dataset.h"
@@ -23,6 +26,16 @@ namespace {
 
 // The engine's ignore_index (dt_engine_train_step: targets may hold -1).
 constexpr int32_t kIgnore = -1;
+
+// Most examples of an "addition" dataset (its option "size"): 2^32. A loader's epoch order
+// holds one int64 per example, so even this many need 32 GiB.
+constexpr int64_t kMaxAdditionSize = int64_t(1) << 32;
+
+// Bytes of physical memory, or no limit when the system does not say.
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : HUGE_VAL;
+}
 
 std::shared_ptr<dt::io::Dataset> make_dataset(const std::string& kind, const dt_options* options) {
   const dt::Options* o = dt::api::opts_of(options);
@@ -53,7 +66,8 @@ std::shared_ptr<dt::io::Dataset> make_dataset(const std::string& kind, const dt_
     dt::OptionReader r(o, "dt_dataset_create(\"addition\")", {"digits", "size", "seed", "split"});
     const int64_t digits = r.get_int("digits", 3), size = r.get_int("size", 100000);
     DT_CHECK(digits >= 1 && digits <= 18, "option \"digits\" = " + std::to_string(digits) + "; accepted: 1 to 18");
-    DT_CHECK(size >= 1, "option \"size\" = " + std::to_string(size) + "; accepted: >= 1");
+    DT_CHECK(size >= 1 && size <= kMaxAdditionSize, "option \"size\" = " + std::to_string(size) + "; accepted: 1 to " +
+                                                       std::to_string(kMaxAdditionSize));
     const std::string split = r.get_string("split", "all");
     dt::io::AdditionSplit s = dt::io::AdditionSplit::All;
     if (split == "train")
@@ -127,6 +141,14 @@ dt_status dt_loader_create(dt_dataset* dataset, const dt_options* options, dt_lo
     DT_CHECK(so.batch <= d.size(), "option \"batch\" = " + std::to_string(so.batch) + " exceeds the dataset's " +
                                        std::to_string(d.size()) + " examples; accepted: 1 to " +
                                        std::to_string(d.size()));
+    // The order of an epoch (one int64 per example) is made at the first batch; a dataset
+    // whose order this machine cannot hold is refused now, with the figures.
+    const double order_bytes = 8.0 * static_cast<double>(d.size()), memory = physical_memory_bytes();
+    if (order_bytes > memory)
+      dt::fail(DT_ERR_OUT_OF_MEMORY, "dt_loader_create: the dataset's " + std::to_string(d.size()) +
+                                         " examples need " + std::to_string(static_cast<long long>(order_bytes)) +
+                                         " bytes for an epoch's order (8 per example); this machine has " +
+                                         std::to_string(static_cast<long long>(memory)) + " bytes of memory");
     so.seed = static_cast<uint64_t>(r.get_int("seed", 0));
     so.shuffle = r.get_bool("shuffle", true);
     auto h = std::make_unique<dt_loader>();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/mesh.h"
 #include "lib/api/firewall.h"
 
@@ -196,6 +198,28 @@ dt_status dt_mesh_comm_report_json(dt_mesh* mesh, char* buf, size_t capacity, si
     }
     json += "]}";
     dt::api::write_text(json, buf, capacity, needed);
+  });
+}
+
+dt_status dt_mesh_comm_history_json(dt_mesh* mesh, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_mesh_comm_history_json", [&] {
+    Mesh& m = mesh_of(mesh);
+    // The mesh's error, if it has one: usually what the report is read for.
+    std::string failure = "null";
+    try {
+      m.check_healthy();
+    } catch (const dt::Error& e) {
+      failure = "{\"status\":\"" + std::string(dt_status_string(e.code())) + "\",\"message\":" +
+                nlohmann::json(e.what()).dump() + "}";
+    }
+    std::string json = std::string("{\"backend\":\"") + m.backend() + "\",\"failure\":" + failure + ",\"ranks\":[";
+    bool first = true;
+    for (int rank : m.local_ranks()) {
+      json += std::string(first ? "" : ",") + "{\"rank\":" + std::to_string(rank) + ",\"calls\":" +
+              m.history_json(rank) + "}";
+      first = false;
+    }
+    dt::api::write_text(json + "]}", buf, capacity, needed);
   });
 }
 

@@ -36,7 +36,7 @@ dt_status dt_configure(const dt_options* options) {
 dt_status dt_shutdown(void) {
   return guard("dt_shutdown", [&] {
 #if defined(DTRAIN_HAVE_MPI)
-    dt::comm::mpi::finalize_if_started_here();
+    dt::comm::mpi::shutdown_mpi();
 #endif
   });
 }

@@ -27,6 +27,41 @@ void check_counts(const CollRequest& r, const char* arg, const std::vector<int64
                                  "; accepted: >= 0");
 }
 
+// A backend's Work that marks its history entry when the caller sees it end. An async call
+// whose Work is dropped unwaited stays "running" in the history, which is what it was for
+// all this rank knows.
+class RecordedWork : public Work {
+ public:
+  RecordedWork(WorkPtr inner, std::shared_ptr<CollHistory> history, uint64_t token)
+      : inner_(std::move(inner)), history_(std::move(history)), token_(token) {}
+  bool test() override {
+    bool done = observe([&] { return inner_->test(); });
+    if (done) history_->finish(token_, DT_OK);
+    return done;
+  }
+  void wait() override {
+    observe([&] { return (inner_->wait(), true); });
+    history_->finish(token_, DT_OK);
+  }
+
+ private:
+  template <typename F>
+  bool observe(F f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      history_->finish(token_, e.code());
+      throw;
+    } catch (...) {
+      history_->finish(token_, DT_ERR_INTERNAL);
+      throw;
+    }
+  }
+  WorkPtr inner_;
+  std::shared_ptr<CollHistory> history_;
+  uint64_t token_;
+};
+
 int64_t sum(const std::vector<int64_t>& v) {
   int64_t s = 0;
   for (int64_t x : v) s += x;
@@ -101,7 +136,19 @@ WorkPtr Communicator::start(CollRequest r, bool blocking) {
       break;
   }
   r.wire_bytes = wire_bytes(r, rank(), n);
-  return issue(r, blocking);
+  r.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t token = history_->begin(r.kind, axis(), r.seq, r.bytes);
+  WorkPtr work;
+  try {
+    work = issue(r, blocking);
+  } catch (const Error& e) {
+    history_->finish(token, e.code());
+    throw;
+  } catch (...) {
+    history_->finish(token, DT_ERR_INTERNAL);
+    throw;
+  }
+  return std::make_shared<RecordedWork>(std::move(work), history_, token);
 }
 
 static CollRequest req(CollKind k, const void* send, void* recv, int64_t count, DType dtype,

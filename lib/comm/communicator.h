@@ -10,11 +10,13 @@
 // Operations of one communicator run in the order they were issued. Arguments are
 // validated here, once, for every backend.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/coll_history.h"
 #include "comm/comm_ledger.h"
 #include "core/dtype.h"
 #include "kernels/ops.h"
@@ -47,6 +49,7 @@ struct CollRequest {
   std::vector<int64_t> send_counts, recv_counts;  // all-to-all only
   int64_t bytes = 0;       // this rank's contribution, for the ledger
   int64_t wire_bytes = 0;  // what a bandwidth-optimal algorithm delivers to it (comm_ledger.h)
+  int64_t seq = 0;         // this communicator's count of calls, this one included (1, 2, ...)
 };
 
 class Communicator {
@@ -57,6 +60,12 @@ class Communicator {
   // The mesh axis (or axes, "dp*cp") this group spans; "world" for all ranks.
   virtual const std::string& axis() const = 0;
   virtual CommLedger& ledger() = 0;
+  // Where this communicator records its calls (coll_history.h). The mesh gives all the
+  // communicators of one rank the same history; a communicator made alone keeps its own.
+  CollHistory& history() { return *history_; }
+  void set_history(std::shared_ptr<CollHistory> history) { history_ = std::move(history); }
+  // The sequence number of the last call issued (0 before the first).
+  int64_t last_seq() const { return seq_.load(std::memory_order_relaxed); }
 
   // recv[i] = op over ranks of send[i]; count elements.
   WorkPtr all_reduce_async(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op);
@@ -95,7 +104,10 @@ class Communicator {
   virtual WorkPtr issue(const CollRequest& request, bool blocking) = 0;
 
  private:
-  WorkPtr start(CollRequest request, bool blocking);  // validates, then issue()
+  WorkPtr start(CollRequest request, bool blocking);  // validates, numbers, records, then issue()
+
+  std::atomic<int64_t> seq_{0};
+  std::shared_ptr<CollHistory> history_ = std::make_shared<CollHistory>();
 };
 
 // A Work that is already complete.

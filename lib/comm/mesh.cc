@@ -159,8 +159,19 @@ Communicator& Mesh::comm(int rank, const std::string& axes) {
   DT_CHECK(local, "rank " + std::to_string(rank) + " is not driven by this process");
   std::lock_guard<std::mutex> g(comm_mu_);
   auto& slot = comms_[{rank, canon}];
-  if (!slot) slot = backend_->make_comm(rank, canon, group_members(rank, canon));
+  if (!slot) {
+    slot = backend_->make_comm(rank, canon, group_members(rank, canon));
+    auto& history = histories_[rank];
+    if (!history) history = std::make_shared<CollHistory>();
+    slot->set_history(history);
+  }
   return *slot;
+}
+
+std::string Mesh::history_json(int rank) {
+  std::lock_guard<std::mutex> g(comm_mu_);
+  auto it = histories_.find(rank);
+  return it == histories_.end() ? "[]" : it->second->json();
 }
 
 std::vector<std::pair<int, std::string>> Mesh::created_comms() {

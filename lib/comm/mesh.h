@@ -51,6 +51,9 @@ class Mesh {
   // or null. Neither creates a communicator: MPI creates groups collectively, a query can't.
   std::vector<std::pair<int, std::string>> created_comms();
   Communicator* find_comm(int rank, const std::string& axes);
+  // The last collectives of local rank `rank` over all its communicators, as JSON
+  // (CollHistory::json); "[]" before its first.
+  std::string history_json(int rank);
 
   // Runs fn(local_index, rank) on every local rank concurrently and waits for all. A rank
   // whose fn throws, or returns while peers wait for it, fails the mesh: the others' waits
@@ -69,6 +72,7 @@ class Mesh {
   std::vector<int> local_;
   std::mutex comm_mu_;
   std::map<std::pair<int, std::string>, std::unique_ptr<Communicator>> comms_;
+  std::map<int, std::shared_ptr<CollHistory>> histories_;  // per local rank, shared by its comms
   std::vector<std::unique_ptr<RankThread>> threads_;
 };
 

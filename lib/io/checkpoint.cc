@@ -71,10 +71,14 @@ std::string checkpoint_index_path(const std::string& dir, const std::string& ste
 }
 
 json read_checkpoint_index(const std::string& dir, const std::string& stem) {
-  std::string path = checkpoint_index_path(dir, stem);
-  const JsonLimits limits;  // an index is ~150 bytes a tensor: 32 MiB is 200,000 tensors
-  std::vector<char> text = read_file(path, limits.max_bytes, "a checkpoint index");
-  json idx = parse_bounded_json(path, text.data(), text.size(), limits);
+  const std::string path = checkpoint_index_path(dir, stem);
+  std::vector<char> text = read_file(path, JsonLimits{}.max_bytes, "a checkpoint index");
+  return parse_checkpoint_index(path, text.data(), text.size());
+}
+
+json parse_checkpoint_index(const std::string& path, const char* text, size_t n) {
+  // An index is ~150 bytes a tensor: the default 32 MiB is 200,000 tensors.
+  json idx = parse_bounded_json(path, text, n, JsonLimits{});
   auto bad = [&](const std::string& what) { fail(DT_ERR_IO, path + ": " + what); };
   if (!idx.is_object()) bad("not a JSON object");
   if (idx.value("format", json()) != kFormat) bad(std::string("\"format\" is not \"") + kFormat + "\"");

@@ -40,6 +40,8 @@ nlohmann::json load_checkpoint(const std::string& dir, const std::vector<Checkpo
 
 // The parsed, validated index (for inspection tools).
 nlohmann::json read_checkpoint_index(const std::string& dir, const std::string& stem = "checkpoint");
+// The same checks on an index's text already in memory (`path` names it in errors).
+nlohmann::json parse_checkpoint_index(const std::string& path, const char* text, size_t n);
 std::string checkpoint_index_path(const std::string& dir, const std::string& stem = "checkpoint");
 
 }  // namespace dt::io

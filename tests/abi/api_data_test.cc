@@ -113,8 +113,27 @@ TEST(Dataset, BadInputIsANamedError) {
     o.s("split", "dev");
     expect_error(dt_dataset_create("addition", o.o, &d), DT_ERR_INVALID_ARGUMENT, {"split", "\"test\""});
   }
+  for (int64_t size : {int64_t(0), (int64_t(1) << 32) + 1, int64_t(1) << 40, INT64_MAX}) {  // refused up front
+    Opts o;
+    o.i("size", size);
+    expect_error(dt_dataset_create("addition", o.o, &d), DT_ERR_INVALID_ARGUMENT, {"\"size\"", "1 to 4294967296"});
+  }
   EXPECT_EQ(d, nullptr);
   std::filesystem::remove_all(dir);
+}
+
+// 2^32 examples need 32 GiB of epoch order in a loader: on a machine with less memory that
+// is refused at dt_loader_create, with the figures, rather than failing at the first batch.
+TEST(Loader, AnOrderLargerThanMemoryIsRefusedUpFront) {
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (8.0 * 4294967296.0 <= memory) GTEST_SKIP() << "this machine can hold 2^32 examples' order";
+  dt_dataset* d = addition(2, int64_t(1) << 32, 1, "train");
+  Opts lo;
+  lo.i("batch", 4);
+  dt_loader* l = nullptr;
+  expect_error(dt_loader_create(d, lo.o, &l), DT_ERR_OUT_OF_MEMORY, {"4294967296 examples", "bytes of memory"});
+  EXPECT_EQ(l, nullptr);
+  dt_dataset_destroy(d);
 }
 
 TEST(Loader, BatchesCoverAnEpochAndSeekReplaysThem) {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, bad_input, demo. Prints "cli CASE passed" on success.
+# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, mpi, demo. Prints
+# "cli CASE passed" on success.
 set -uo pipefail
 D=$1; W=$2; CASE=$3
+DOCS="$(cd "$(dirname "$0")/../../docs" && pwd)"
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 # A small, fast model and run for the cases that only check plumbing.
@@ -16,6 +18,16 @@ expect_error() {
   local rc=$?
   [ $rc -eq 2 ] || { cat out.txt err.txt; fail "expected exit 2, got $rc: $*"; }
   for w in $words; do grep -q -- "$w" err.txt || { cat err.txt; fail "error lacks \"$w\": $*"; }; done
+}
+
+# A usage error: exit 2 and exactly one line on stderr, which contains the given text.
+expect_usage() {
+  local want=$1; shift
+  "$@" >out.txt 2>err.txt
+  local rc=$?
+  [ $rc -eq 2 ] || { cat out.txt err.txt; fail "expected exit 2, got $rc: $*"; }
+  [ "$(wc -l <err.txt)" -eq 1 ] || { cat err.txt; fail "expected one line on stderr: $*"; }
+  grep -qF -- "$want" err.txt || { cat err.txt; fail "error lacks \"$want\": $*"; }
 }
 
 case $CASE in
@@ -53,6 +65,15 @@ pipeline)
     --out trun >/dev/null 2>&1 || fail "train on text"
   $D eval --checkpoint trun/ckpt --data text:t.txt --batches 2 --batch 4 >ev.txt 2>&1 || { cat ev.txt; fail "eval on text"; }
   grep -q perplexity ev.txt || fail "text eval prints no perplexity"
+  # eval reports the batches it ran: --batches 0 is one pass (bytes - 1) / context examples
+  # in batches of 4; asking for more than there are runs (and says) only those.
+  all=$(( ($(stat -c %s t.txt) - 1) / 16 / 4 ))
+  for n in 0 100000; do
+    $D eval --checkpoint trun/ckpt --data text:t.txt --batches $n --batch 4 --json ev$n.json >ev.txt 2>&1 || { cat ev.txt; fail "eval --batches $n"; }
+    grep -q "($all batches of 4)" ev.txt || { cat ev.txt; fail "eval --batches $n should run and print $all batches"; }
+    grep -q "\"batches\": $all" ev$n.json || fail "eval JSON lacks batches $all"
+  done
+  $D eval --checkpoint trun/ckpt --data text:t.txt --batches 2 --batch 4 | grep -q "(2 batches of 4)" || fail "eval --batches 2"
   ;;
 resume)
   # 20 steps straight == 10 steps, stop, resume to 20: every metrics line and the weights.
@@ -101,6 +122,60 @@ acc = json.load(open("demo.json"))["exact_match"]["accuracy"]
 print("demo accuracy", acc)
 sys.exit(0 if acc >= 0.90 else 1)
 PY
+  ;;
+ranges)
+  # Every numeric flag refuses a value outside its range while parsing, before any work:
+  # exit 2 and one line naming the command, the flag, the value and the accepted range.
+  R=(--steps 1 --no-progress --out r)
+  expect_usage "dtrain train: --layers -1: accepted 1 to 1024" $D train --layers -1 "${R[@]}"
+  expect_usage "dtrain train: --layers 0: accepted 1 to 1024" $D train --layers 0 "${R[@]}"
+  expect_usage "--d-model -64: accepted 1 to 65536" $D train --d-model -64 "${R[@]}"
+  expect_usage "--heads -2: accepted 1 to 1024" $D train --heads -2 "${R[@]}"
+  expect_usage "--d-ff -1: accepted 0 (4 x --d-model) or 1 to 262144" $D train --d-ff -1 "${R[@]}"
+  expect_usage "--dp 0: accepted 1 to 1024" $D train --dp 0 "${R[@]}"
+  expect_usage "--threads -1: accepted 0 (all cores) or 1 to 1024" $D train --threads -1 "${R[@]}"
+  expect_usage "--warmup -1: accepted 0 to 1000000000" $D train --warmup -1 "${R[@]}"
+  expect_usage "--save-every -5: accepted 0 (only at the end) or 1 to 1000000000" $D train --save-every -5 "${R[@]}"
+  expect_usage "--stop-at -1: accepted 0 (run to --steps) or 1 to 1000000000" $D train --stop-at -1 "${R[@]}"
+  expect_usage "--steps 99999999999999999999: accepted 1 to 1000000000" $D train --steps 99999999999999999999
+  expect_usage "--steps 0: accepted 1 to 1000000000" $D train --steps 0
+  expect_usage "--steps 10x: not an integer" $D train --steps 10x
+  expect_usage "--batch 1.5: not an integer" $D train --batch 1.5
+  expect_usage "--lr nan: not a finite number" $D train --lr nan "${R[@]}"
+  expect_usage "--lr inf: accepted 0 to 10" $D train --lr inf "${R[@]}"
+  expect_usage "--lr 1e400: accepted 0 to 10" $D train --lr 1e400 "${R[@]}"
+  expect_usage "--beta2 1: accepted 0 to 0.999999" $D train --beta2 1 "${R[@]}"
+  expect_usage "--clip -1: accepted 0 (no clipping) to 1000000" $D train --clip -1 "${R[@]}"
+  expect_usage "--train-size 4611686018427387904: accepted 1 to 1000000000" $D train --train-size 4611686018427387904 "${R[@]}"
+  expect_usage "--timeout 0: accepted 1 to 86400" $D train --timeout 0 "${R[@]}"
+  expect_usage "dtrain eval: --problems 1099511627776: accepted 1 to 10000000" $D eval --problems 1099511627776
+  expect_usage "dtrain eval: --batches -1: accepted 0 (all: one pass over the data) or 1 to 1000000000" $D eval --batches -1
+  expect_usage "dtrain generate: --top-p 0: accepted 1e-06 to 1" $D generate --prompt x --top-p 0
+  expect_usage "dtrain generate: --max-new-tokens -1: accepted 0 to 65536" $D generate --prompt x --max-new-tokens -1
+  expect_usage "dtrain plan: --params 1e300: accepted 0 (count the --model's parameters) or 1 to 1e15" $D plan --params 1e300
+  expect_usage "dtrain plan: --params nan: not a finite number" $D plan --params nan
+  expect_usage "dtrain plan: --params -5: accepted" $D plan --params -5
+  # CLI11's own errors are one line too.
+  expect_usage "dtrain train: The following argument was not expected: --bogus" $D train --bogus
+  expect_usage "--layers" $D train --layers
+  # Sizes the machine cannot hold are refused up front, with the estimate in bytes.
+  expect_usage "the model (about " $D train --layers 1024 --d-model 65536 --heads 1 "${R[@]}"
+  grep -q "bytes: weights, gradients and AdamW state" err.txt && grep -q "this machine has" err.txt || fail "no estimate: $(cat err.txt)"
+  expect_usage "a model of about " $D plan --model gpt-tiny --layers 1024 --d-model 65536 --heads 1
+  # A sparse 4 TB file (where the file system allows one): refused before it is read.
+  if truncate -s 4T big.txt 2>/dev/null; then
+    expect_usage "--data text:big.txt: needs about" $D train --data text:big.txt --context 8 "${R[@]}"
+    expect_usage "--data tokens:big.txt: needs about" $D train --data tokens:big.txt:2 --context 1 "${R[@]}"
+    rm -f big.txt
+  fi
+  # The range is in --help, and docs/cli.md holds exactly what `dtrain ranges` prints.
+  $D train --help >help.txt || fail "train --help"  # (grep -q on a pipe would cut it short)
+  grep -q -- "--layers INT .*\[1 to 1024\]" help.txt || fail "train --help lacks the range of --layers"
+  $D ranges >ranges.md || fail "dtrain ranges"
+  sed -n '/^<!-- dtrain ranges -->$/,/^<!-- end dtrain ranges -->$/p' "$DOCS/cli.md" | sed '1d;$d' >documented.md
+  diff ranges.md documented.md || fail "docs/cli.md's table of ranges differs from dtrain ranges (paste its output)"
+  # In range: a short run with the new --timeout over 2 ranks.
+  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --dp 2 --timeout 30 --out to >/dev/null 2>&1 || fail "train --timeout 30"
   ;;
 plan)
   # The ZeRO paper's Table 1 (7.5B parameters, N = 64, mixed-precision Adam, K = 12).

@@ -66,17 +66,31 @@ Dataset open_dataset(const DataSpec& spec, int64_t context, int64_t digits, int6
 int64_t dataset_size(dt_dataset* d);
 int64_t dataset_context(dt_dataset* d);
 
+// Most examples (--train-size) and held-out problems (--problems, --eval-problems) a command
+// accepts: more would run for days.
+constexpr int64_t kMaxExamples = 1000000000, kMaxProblems = 10000000;
+// Host memory a loader needs per example of its dataset (the order of an epoch: one int64
+// each), for refusing a dataset the machine cannot hold; kExampleBytesWhy says so.
+inline double example_bytes(int64_t examples) { return 8.0 * static_cast<double>(examples); }
+constexpr const char* kExampleBytesWhy = "8 bytes per example for a loader's order of an epoch";
+
 // Exact-match evaluation of a task whose targets are masked (-1) up to the answer, such as
 // addition: each example's prompt is its inputs up to the first target, the answer its
-// targets from there; the model answers greedily. Prints the first `show` problems.
+// targets from there; the model answers greedily, a chunk of problems at a time (memory does
+// not grow with `problems`). Prints the first `show` problems.
 struct ExactMatch {
   int64_t right = 0, total = 0;
   double seconds = 0.0, tokens_per_s = 0.0;
 };
 ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, int64_t show, bool print);
 
-// Mean loss over up to `batches` batches of `batch` examples in order (no shuffling).
-double eval_loss(dt_engine* engine, dt_dataset* data, int64_t batch, int64_t batches);
+// Mean loss over up to `batches` batches of `batch` examples in order (no shuffling); 0
+// batches: all of them (one pass). `batches` in the result is how many it ran (at least 1).
+struct EvalLoss {
+  double loss = 0.0;
+  int64_t batches = 0, batch = 0;
+};
+EvalLoss eval_loss(dt_engine* engine, dt_dataset* data, int64_t batch, int64_t batches);
 
 // Prints to stderr what the user should see; "\r"-redrawn on a terminal, a line per
 // tenth otherwise (logs stay readable).

@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <unistd.h>
 
 #include "cli.h"
+#include "flags.h"
 
 namespace dtcli {
 
@@ -52,6 +55,16 @@ DataSpec parse_data_spec(const std::string& spec) {
 
 Dataset open_dataset(const DataSpec& spec, int64_t context, int64_t digits, int64_t size, int64_t seed,
                      const std::string& split) {
+  // A file the machine cannot hold is refused before it is read: a text file is read whole
+  // and becomes an int32 per byte; a token file is mapped, so only the loader's order counts.
+  std::error_code no_size;
+  const double file_bytes = spec.kind == "addition" ? 0.0 : static_cast<double>(std::filesystem::file_size(spec.path, no_size));
+  if (!no_size && spec.kind == "text")
+    refuse_if_too_big("--data text:" + spec.path, 5 * file_bytes, "the file's bytes and a 4-byte token for each");
+  if (!no_size && spec.kind == "tokens" && context > 0)
+    refuse_if_too_big("--data tokens:" + spec.path,
+                      example_bytes(static_cast<int64_t>(file_bytes / static_cast<double>(spec.width)) / context),
+                      kExampleBytesWhy);
   Options o = make_options();
   if (spec.kind == "addition") {
     set(o.get(), "digits", digits);
@@ -80,13 +93,17 @@ int64_t dataset_context(dt_dataset* d) {
   return n;
 }
 
-ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, int64_t show, bool print) {
-  const int64_t T = dataset_context(data), n = std::min(problems, dataset_size(data));
+namespace {
+
+// Answers problems [begin, end) of `data` in one dt_engine_generate call; adds to `r`.
+void answer_chunk(dt_engine* engine, dt_dataset* data, int64_t begin, int64_t end, int64_t show, bool print,
+                  ExactMatch& r, int64_t& new_tokens) {
+  const int64_t T = dataset_context(data), n = end - begin;
   std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T)), prompts;
   std::vector<int64_t> lengths;
   std::vector<std::vector<int32_t>> answers;
   int64_t longest = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     check(dt_dataset_example(data, i, in.data(), tg.data()), "dt_dataset_example");
     int64_t p = 0;
     while (p < T && tg[static_cast<size_t>(p)] == -1) ++p;
@@ -106,10 +123,9 @@ ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, in
   check(dt_engine_generate(engine, prompts.data(), lengths.data(), static_cast<int32_t>(n), g.get(), out.data(),
                            longest, out_len.data()),
         "dt_engine_generate");
-  ExactMatch r;
-  r.seconds = now_seconds() - t0;
-  r.total = n;
-  int64_t at = 0, new_tokens = 0;
+  r.seconds += now_seconds() - t0;
+  r.total += n;
+  int64_t at = 0;
   for (int64_t i = 0; i < n; ++i) {
     const auto& want = answers[static_cast<size_t>(i)];
     const int32_t* got = out.data() + i * longest;
@@ -118,7 +134,7 @@ ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, in
     bool ok = got_len >= static_cast<int64_t>(want.size());
     for (size_t k = 0; ok && k < want.size(); ++k) ok = got[k] == want[k];
     r.right += ok;
-    if (print && i < show) {
+    if (print && begin + i < show) {
       std::string q, a;
       for (int64_t k = 0; k < lengths[static_cast<size_t>(i)]; ++k) q += static_cast<char>(prompts[static_cast<size_t>(at + k)]);
       for (int64_t k = 0; k < got_len; ++k)
@@ -131,31 +147,46 @@ ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, in
     }
     at += lengths[static_cast<size_t>(i)];
   }
+}
+
+}  // namespace
+
+ExactMatch exact_match(dt_engine* engine, dt_dataset* data, int64_t problems, int64_t show, bool print) {
+  // A chunk's prompts, answers and KV cache are held at once; 1024 keeps that small and the
+  // default 500 problems in one call.
+  constexpr int64_t kChunk = 1024;
+  const int64_t n = std::min(problems, dataset_size(data));
+  ExactMatch r;
+  int64_t new_tokens = 0;
+  for (int64_t begin = 0; begin < n; begin += kChunk)
+    answer_chunk(engine, data, begin, std::min(n, begin + kChunk), show, print, r, new_tokens);
   r.tokens_per_s = r.seconds > 0 ? static_cast<double>(new_tokens) / r.seconds : 0.0;
   return r;
 }
 
-double eval_loss(dt_engine* engine, dt_dataset* data, int64_t batch, int64_t batches) {
+EvalLoss eval_loss(dt_engine* engine, dt_dataset* data, int64_t batch, int64_t batches) {
   const int64_t size = dataset_size(data), T = dataset_context(data);
-  batch = std::min(batch, size);
+  EvalLoss r;
+  r.batch = std::min(batch, size);
   Options lo = make_options();
-  set(lo.get(), "batch", batch);
+  set(lo.get(), "batch", r.batch);
   set_bool(lo.get(), "shuffle", false);
   dt_loader* l = nullptr;
   check(dt_loader_create(data, lo.get(), &l), "dt_loader_create");
   Loader loader(l);
   int64_t per_epoch = 0;
   check(dt_loader_batches_per_epoch(l, &per_epoch), "dt_loader_batches_per_epoch");
-  batches = std::min(batches, per_epoch);
-  Tensor in = make_batch(batch, T), tg = make_batch(batch, T);
+  r.batches = batches == 0 ? per_epoch : std::min(batches, per_epoch);  // per_epoch >= 1: batch <= size
+  Tensor in = make_batch(r.batch, T), tg = make_batch(r.batch, T);
   double sum = 0.0;
-  for (int64_t b = 0; b < batches; ++b) {
+  for (int64_t b = 0; b < r.batches; ++b) {
     check(dt_loader_next(l, in.get(), tg.get()), "dt_loader_next");
     double loss = 0.0;
     check(dt_engine_eval(engine, in.get(), tg.get(), &loss), "dt_engine_eval");
     sum += loss;
   }
-  return batches > 0 ? sum / static_cast<double>(batches) : 0.0;
+  r.loss = sum / static_cast<double>(r.batches);
+  return r;
 }
 
 double now_seconds() {

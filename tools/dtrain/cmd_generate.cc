@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flags.h"
 
 namespace dtcli {
 namespace {
@@ -121,23 +122,29 @@ int run_eval(const EvalArgs& a) {
   const int64_t context = a.context > 0 ? a.context : l.info["config"].value("context", int64_t(0));
   nlohmann::json summary = {{"checkpoint", a.checkpoint}, {"step", l.info.value("step", int64_t(0))}};
   if (spec.kind == "addition") {
+    refuse_if_too_big("--problems " + std::to_string(a.problems), example_bytes(a.problems), kExampleBytesWhy);
     Dataset test = open_dataset(spec, context, a.digits, a.problems, a.seed, "test");
     std::printf("held-out %lld-digit problems, answered by greedy generation:\n", static_cast<long long>(a.digits));
     ExactMatch em = exact_match(l.engine.get(), test.get(), a.problems, a.show, true);
     const double acc = em.total ? static_cast<double>(em.right) / static_cast<double>(em.total) : 0.0;
     std::printf("exact match: %lld / %lld = %.1f%%\n", static_cast<long long>(em.right),
                 static_cast<long long>(em.total), 100.0 * acc);
-    const double loss = eval_loss(l.engine.get(), test.get(), a.batch, a.batches);
-    std::printf("loss on the answers: %.4f\n", loss);
+    const EvalLoss e = eval_loss(l.engine.get(), test.get(), a.batch, a.batches);
+    std::printf("loss on the answers: %.4f (%lld batches of %lld)\n", e.loss, static_cast<long long>(e.batches),
+                static_cast<long long>(e.batch));
     summary["exact_match"] = {{"right", em.right}, {"total", em.total}, {"accuracy", acc}};
-    summary["loss"] = loss;
+    summary["loss"] = e.loss;
+    summary["batches"] = e.batches;
+    summary["batch"] = e.batch;
   } else {
     Dataset data = open_dataset(spec, context, 0, 0, 0, "all");
-    const double loss = eval_loss(l.engine.get(), data.get(), a.batch, a.batches);
-    std::printf("loss %.4f, perplexity %.3f (%lld batches of %lld)\n", loss, std::exp(loss),
-                static_cast<long long>(a.batches), static_cast<long long>(a.batch));
-    summary["loss"] = loss;
-    summary["perplexity"] = std::exp(loss);
+    const EvalLoss e = eval_loss(l.engine.get(), data.get(), a.batch, a.batches);
+    std::printf("loss %.4f, perplexity %.3f (%lld batches of %lld)\n", e.loss, std::exp(e.loss),
+                static_cast<long long>(e.batches), static_cast<long long>(e.batch));
+    summary["loss"] = e.loss;
+    summary["perplexity"] = std::exp(e.loss);
+    summary["batches"] = e.batches;
+    summary["batch"] = e.batch;
   }
   if (!a.json.empty()) write_file(a.json, summary.dump(2) + "\n");
   return 0;
@@ -151,11 +158,11 @@ void add_generate_command(CLI::App& app) {
   c->footer("Example:\n  dtrain generate --checkpoint runs/latest/ckpt --prompt \"123+456=\" --max-new-tokens 5");
   c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem (what dtrain train wrote: RUN_DIR/ckpt)")->capture_default_str();
   c->add_option("--prompt", a->prompt, "Text to continue (\\n is a newline)")->required();
-  c->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to add (prompt + these must fit the context)")->capture_default_str();
-  c->add_option("--temperature", a->temperature, "0: greedy; higher: more random")->capture_default_str();
-  c->add_option("--top-k", a->top_k, "Sample among the k likeliest tokens (0: all)")->capture_default_str();
-  c->add_option("--top-p", a->top_p, "Sample among the likeliest tokens whose probability reaches p")->capture_default_str();
-  c->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  add_int(c, "--max-new-tokens", a->max_new_tokens, {0, 65536}, "Tokens to add (prompt + these must fit the context)");
+  add_real(c, "--temperature", a->temperature, {0, 100, "greedy"}, "Higher: more random");
+  add_int(c, "--top-k", a->top_k, {1, 16777216, "all"}, "Sample among the k likeliest tokens");
+  add_real(c, "--top-p", a->top_p, {1e-6, 1}, "Sample among the likeliest tokens whose probability reaches p");
+  add_int(c, "--seed", a->seed, {0, INT64_MAX}, "Sampling seed");
   c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\")");
   c->add_option("--json", a->json, "Also write the text and statistics as JSON to this file");
   c->callback([a] { throw Exit{run_generate(*a)}; });
@@ -168,13 +175,13 @@ void add_eval_command(CLI::App& app) {
             "  dtrain eval --checkpoint runs/book/ckpt --data text:book.txt");
   c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem")->capture_default_str();
   c->add_option("--data", a->data, "addition | text:PATH | tokens:PATH[:2|:4]")->capture_default_str();
-  c->add_option("--digits", a->digits, "Operand digits for addition")->capture_default_str();
-  c->add_option("--problems", a->problems, "Held-out problems for addition")->capture_default_str();
-  c->add_option("--show", a->show, "Problems to print")->capture_default_str();
-  c->add_option("--context", a->context, "Tokens per example for text and token files (default: the model's)");
-  c->add_option("--batch", a->batch, "Examples per loss batch")->capture_default_str();
-  c->add_option("--batches", a->batches, "Most batches for the loss")->capture_default_str();
-  c->add_option("--seed", a->seed, "Seed of the held-out problems")->capture_default_str();
+  add_int(c, "--digits", a->digits, {1, 18}, "Operand digits for addition");
+  add_int(c, "--problems", a->problems, {1, kMaxProblems}, "Held-out problems for addition");
+  add_int(c, "--show", a->show, {0, kMaxProblems}, "Problems to print");
+  add_int(c, "--context", a->context, {1, 65536, "the model's"}, "Tokens per example for text and token files");
+  add_int(c, "--batch", a->batch, {1, 65536}, "Examples per loss batch");
+  add_int(c, "--batches", a->batches, {1, 1000000000, "all: one pass over the data"}, "Most batches for the loss");
+  add_int(c, "--seed", a->seed, {0, INT64_MAX}, "Seed of the held-out problems");
   c->add_option("--json", a->json, "Also write the figures as JSON to this file");
   c->callback([a] { throw Exit{run_eval(*a)}; });
 }

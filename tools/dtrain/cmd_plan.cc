@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flags.h"
 #include "model_args.h"
 
 namespace dtcli {
@@ -20,28 +21,6 @@ struct PlanArgs {
   std::string json;
 };
 
-// Bytes per parameter: weights, gradients, and K, the optimizer state (Adam: two moments,
-// plus the f32 master copy when weights are 16-bit: K = 12, the paper's mixed precision).
-struct Bytes {
-  double w, g, k;
-};
-Bytes bytes_of(const std::string& precision) {
-  if (precision == "f32") return {4, 4, 8};
-  if (precision == "bf16" || precision == "f16") return {2, 2, 12};
-  throw CliError("--precision \"" + precision + "\"; accepted: f32, bf16, f16");
-}
-
-// Per-rank model-state bytes of ZeRO stage s over N ranks: 0 replicates all; 1 shards the
-// optimizer state; 2 also the gradients; 3 also the weights.
-double stage_bytes(int s, double psi, double n, const Bytes& b) {
-  switch (s) {
-    case 0: return (b.w + b.g + b.k) * psi;
-    case 1: return (b.w + b.g) * psi + b.k * psi / n;
-    case 2: return b.w * psi + (b.g + b.k) * psi / n;
-    default: return (b.w + b.g + b.k) * psi / n;
-  }
-}
-
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, bytes >= 1e9 ? "%.1f GB" : bytes >= 1e6 ? "%.1f MB" : "%.0f B",
@@ -50,17 +29,12 @@ std::string gb(double bytes) {
 }
 
 int run_plan(const PlanArgs& a) {
-  if (a.dp < 1) throw CliError("--dp " + std::to_string(a.dp) + "; accepted: >= 1");
-  if (a.zero < -1 || a.zero > 3) throw CliError("--zero " + std::to_string(a.zero) + "; accepted: 0, 1, 2, 3");
-  if (a.micro_batch < 1 || a.accumulation < 1) throw CliError("--micro-batch and --accumulation must be >= 1");
   const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;  // the paper's case
-  const Bytes b = bytes_of(precision);
+  const StateBytes b = state_bytes(precision);
   double psi = a.params;
   std::string what;
-  if (psi > 0) {
+  if (psi > 0) {  // at most 1e15 (its range): exact as an integer
     what = "a model of " + std::to_string(static_cast<long long>(psi)) + " parameters";
-  } else if (psi < 0) {
-    throw CliError("--params must be > 0");
   } else {
     Module m = a.model.create(a.context, 1);
     int64_t n = 0;
@@ -118,12 +92,13 @@ void add_plan_command(CLI::App& app) {
             "  dtrain plan --model gpt-small --dp 4 --zero 3 --precision f32\n"
             "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)");
   a->model.add_to(*c);  // --precision among them: here bf16 (the default) or f16 count 2 + 2 + 12 bytes/param, f32 4 + 4 + 8
-  c->add_option("--params", a->params, "A raw parameter count instead of --model (e.g. 7.5e9)");
-  c->add_option("--context", a->context, "Context of the --model built to count its parameters")->capture_default_str();
-  c->add_option("--dp", a->dp, "Data-parallel ranks N")->capture_default_str();
-  c->add_option("--zero", a->zero, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
-  c->add_option("--micro-batch", a->micro_batch, "Sequences per rank per micro-batch")->capture_default_str();
-  c->add_option("--accumulation", a->accumulation, "Micro-batches per step (gradient accumulation)")->capture_default_str();
+  add_real(c, "--params", a->params, {1, 1e15, "count the --model's parameters"},
+           "A raw parameter count instead of --model (e.g. 7.5e9)");
+  add_int(c, "--context", a->context, {1, 65536}, "Context of the --model built to count its parameters");
+  add_int(c, "--dp", a->dp, {1, 1048576}, "Data-parallel ranks N");
+  add_int(c, "--zero", a->zero, {0, 3}, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
+  add_int(c, "--micro-batch", a->micro_batch, {1, 1048576}, "Sequences per rank per micro-batch");
+  add_int(c, "--accumulation", a->accumulation, {1, 1048576}, "Micro-batches per step (gradient accumulation)");
   c->add_option("--json", a->json, "Also write the figures as JSON to this file");
   c->callback([a] { throw Exit{run_plan(*a)}; });
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "flags.h"
 #include "model_args.h"
 #include "report.h"
 
@@ -19,6 +20,7 @@ struct TrainArgs {
   std::string data = "addition";
   int64_t digits = 3, train_size = 1000000, context = 256;
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, zero = 0;
+  int64_t timeout = 300;  // seconds
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
   std::string out = "runs/latest", json, trace, backend = "local";
@@ -43,6 +45,22 @@ std::vector<std::pair<int64_t, double>> resume_metrics(const std::string& path, 
   return pts;
 }
 
+// Sizes this machine cannot hold are refused before anything is allocated, with the estimate.
+void refuse_too_big_run(const TrainArgs& a, bool addition) {
+  if (addition) refuse_if_too_big("--train-size " + std::to_string(a.train_size), example_bytes(a.train_size), kExampleBytesWhy);
+  // Addition examples are 3 * digits + 3 tokens, and the model has one position more.
+  const double params = a.model.estimate_params(addition ? 3 * a.digits + 4 : a.context);
+  // Under mpirun the world size, and so a ZeRO shard, is known only once the mesh is made:
+  // then only the weights are checked (ModelArgs::create).
+  if (a.backend == "mpi") return;
+  const double ranks_here = static_cast<double>(a.dp);
+  refuse_if_too_big("the model (about " + std::to_string(static_cast<long long>(params)) + " parameters)",
+                    ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp),
+                                             state_bytes(a.model.precision)),
+                    "weights, gradients and AdamW state of the " + std::to_string(static_cast<long long>(ranks_here)) +
+                        " rank(s) in this process");
+}
+
 int run_train(TrainArgs a) {
   if (a.threads > 0) {
     Options c = make_options();
@@ -51,6 +69,7 @@ int run_train(TrainArgs a) {
   }
   const DataSpec spec = parse_data_spec(a.data);
   const bool addition = spec.kind == "addition";
+  refuse_too_big_run(a, addition);
   Dataset data = open_dataset(spec, a.context, a.digits, a.train_size, a.seed, "train");
   const int64_t T = dataset_context(data.get());
   // Addition: one more position than an example, so the answer's last token can be generated.
@@ -84,7 +103,9 @@ int run_train(TrainArgs a) {
   if (a.backend == "mpi") {
     if (a.dp != 1) throw CliError("--dp with --backend mpi: the ranks are mpirun's processes (-np N); leave --dp out");
     dt_mesh* m = nullptr;
-    check(dt_mesh_create("mpi", 0, nullptr, &m), "creating the mesh (--backend mpi: run under mpirun)");
+    Options mo = make_options();
+    set(mo.get(), "timeout_ms", a.timeout * 1000);
+    check(dt_mesh_create("mpi", 0, mo.get(), &m), "creating the mesh (--backend mpi: run under mpirun)");
     mesh.reset(m);
     int32_t world = 1, me = 0;
     check(dt_mesh_world_size(m, &world), "dt_mesh_world_size");
@@ -103,6 +124,7 @@ int run_train(TrainArgs a) {
   if (a.dp > 1 && !mesh) {
     Options mo = make_options();
     set(mo.get(), "dp", a.dp);
+    set(mo.get(), "timeout_ms", a.timeout * 1000);
     dt_mesh* m = nullptr;
     check(dt_mesh_create("local", static_cast<int32_t>(a.dp), mo.get(), &m), "creating the mesh (--dp)");
     mesh.reset(m);
@@ -224,38 +246,42 @@ void add_train_command(CLI::App& app) {
   a->model.add_to(*c);
   c->add_option("--data", a->data, "addition | text:PATH (bytes) | tokens:PATH[:2|:4] (u16/u32 ids)")
       ->capture_default_str()->group("Data");
-  c->add_option("--digits", a->digits, "Operand digits for --data addition")->capture_default_str()->group("Data");
-  c->add_option("--train-size", a->train_size, "Training problems for --data addition")->capture_default_str()->group("Data");
-  c->add_option("--context", a->context, "Tokens per example for text and token files")->capture_default_str()->group("Data");
-  c->add_option("--steps", a->steps, "Optimizer steps in all (a resumed run continues to it)")->capture_default_str();
-  c->add_option("--batch", a->batch, "Examples per step")->capture_default_str();
-  c->add_option("--dp", a->dp, "Data-parallel ranks in this process (DDP; --batch is the global batch)")
-      ->capture_default_str();
+  add_int(c, "--digits", a->digits, {1, 18}, "Operand digits for --data addition")->group("Data");
+  add_int(c, "--train-size", a->train_size, {1, kMaxExamples}, "Training problems for --data addition")->group("Data");
+  add_int(c, "--context", a->context, {1, 65536}, "Tokens per example for text and token files")->group("Data");
+  add_int(c, "--steps", a->steps, {1, 1000000000}, "Optimizer steps in all (a resumed run continues to it)");
+  add_int(c, "--batch", a->batch, {1, 65536}, "Examples per step");
+  add_int(c, "--dp", a->dp, {1, 1024}, "Data-parallel ranks in this process (DDP; --batch is the global batch)");
   c->add_option("--backend", a->backend, "local: --dp ranks as threads of this process; mpi: one rank per process of mpirun")
       ->capture_default_str();
-  c->add_option("--zero", a->zero, "ZeRO stage over the --dp ranks: 0 DDP, 1 optimizer state sharded, 2 + grads, 3 + weights (FSDP)")
-      ->check(CLI::Range(0, 3))
-      ->capture_default_str();
-  c->add_option("--micro-batches", a->micro_batches, "Gradient accumulation: micro-batches per step (divides --batch)")
-      ->capture_default_str();
-  c->add_option("--lr", a->lr, "Peak learning rate (AdamW)")->capture_default_str()->group("Optimizer");
+  add_int(c, "--timeout", a->timeout, {1, 86400},
+          "Seconds a rank waits in a collective for the others (--dp or --backend mpi) before the run fails");
+  add_int(c, "--zero", a->zero, {0, 3},
+          "ZeRO stage over the --dp ranks: 0 DDP, 1 optimizer state sharded, 2 + grads, 3 + weights (FSDP)");
+  add_int(c, "--micro-batches", a->micro_batches, {1, 65536},
+          "Gradient accumulation: micro-batches per step (divides --batch)");
+  add_real(c, "--lr", a->lr, {0, 10}, "Peak learning rate (AdamW)")->group("Optimizer");
   c->add_option("--schedule", a->schedule, "cosine (linear warmup, cosine decay) or constant")->capture_default_str()->group("Optimizer");
-  c->add_option("--warmup", a->warmup, "Warmup steps (default: min(100, steps / 10))")->group("Optimizer");
-  c->add_option("--min-lr-ratio", a->min_lr_ratio, "Final lr as a fraction of --lr")->capture_default_str()->group("Optimizer");
-  c->add_option("--weight-decay", a->weight_decay, "Decoupled weight decay")->capture_default_str()->group("Optimizer");
-  c->add_option("--beta1", a->beta1, "AdamW beta1")->capture_default_str()->group("Optimizer");
-  c->add_option("--beta2", a->beta2, "AdamW beta2")->capture_default_str()->group("Optimizer");
-  c->add_option("--clip", a->clip, "Clip the global gradient norm to this (<= 0: no clipping)")->capture_default_str()->group("Optimizer");
-  c->add_option("--seed", a->seed, "Seed for weights, data order and the problems")->capture_default_str();
-  c->add_option("--threads", a->threads, "CPU threads for the kernels (default: all cores)");
+  add_int(c, "--warmup", a->warmup, {0, 1000000000}, "Warmup steps, below --steps (default: min(100, steps / 10))")
+      ->group("Optimizer");
+  add_real(c, "--min-lr-ratio", a->min_lr_ratio, {0, 1}, "Final lr as a fraction of --lr")->group("Optimizer");
+  add_real(c, "--weight-decay", a->weight_decay, {0, 1}, "Decoupled weight decay")->group("Optimizer");
+  add_real(c, "--beta1", a->beta1, {0, 0.999999}, "AdamW beta1")->group("Optimizer");
+  add_real(c, "--beta2", a->beta2, {0, 0.999999}, "AdamW beta2")->group("Optimizer");
+  add_real(c, "--clip", a->clip, {0, 1e6, "no clipping"}, "Clip the global gradient norm to this")->group("Optimizer");
+  add_int(c, "--seed", a->seed, {0, INT64_MAX}, "Seed for weights, data order and the problems");
+  add_int(c, "--threads", a->threads, {1, 1024, "all cores"}, "CPU threads for the kernels");
   c->add_option("--out", a->out, "Run directory: metrics.jsonl, loss.svg, ckpt.*")->capture_default_str()->group("Output");
-  c->add_option("--save-every", a->save_every, "Also checkpoint every N steps (0: only at the end)")->group("Output");
-  c->add_option("--stop-at", a->stop_at, "End this run at this step, saved (resume later with --resume)")
+  add_int(c, "--save-every", a->save_every, {1, 1000000000, "only at the end"}, "Also checkpoint every N steps")
+      ->group("Output");
+  add_int(c, "--stop-at", a->stop_at, {1, 1000000000, "run to --steps"},
+          "End this run at this step, saved (resume later with --resume)")
       ->group("Output");
   c->add_flag("--resume", a->resume, "Continue from the checkpoint in --out (bitwise the same as not stopping)")->group("Output");
-  c->add_option("--eval-problems", a->eval_problems, "Held-out problems to answer at the end (addition)")
-      ->capture_default_str()->group("Output");
-  c->add_option("--show", a->show, "Held-out problems to print")->capture_default_str()->group("Output");
+  add_int(c, "--eval-problems", a->eval_problems, {0, kMaxProblems, "none"},
+          "Held-out problems to answer at the end (addition)")
+      ->group("Output");
+  add_int(c, "--show", a->show, {0, kMaxProblems}, "Held-out problems to print")->group("Output");
   c->add_option("--json", a->json, "Also write the summary as JSON to this file")->group("Output");
   c->add_flag("--no-progress", a->no_progress, "No progress bar")->group("Output");
   c->add_option("--trace", a->trace, "Write a Chrome trace (compute, each collective, waiting per rank) to this file")

@@ -2,6 +2,24 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "flags.h"
+
+namespace {
+
+// "dtrain train" when the error came while parsing train's flags, else "dtrain".
+std::string command_of(const CLI::App& app) {
+  const auto parsed = app.get_subcommands();
+  return parsed.empty() ? "dtrain" : "dtrain " + parsed.front()->get_name();
+}
+
+// One line, whatever the message held.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dtrain " + std::string(dt_version()) +
@@ -18,16 +36,28 @@ int main(int argc, char** argv) {
   dtcli::add_generate_command(app);
   dtcli::add_eval_command(app);
   dtcli::add_plan_command(app);
+  app.add_subcommand("ranges", "Every numeric flag of every command with its accepted range (a Markdown table)")
+      ->callback([] {
+        std::fputs(dtcli::ranges_markdown().c_str(), stdout);
+        throw dtcli::Exit{0};
+      });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // --help and --version are "errors" that exit 0; a usage error exits 2, as do the rest.
-    return app.exit(e) == 0 ? 0 : 2;
+    // --help and --version are "errors" that exit 0; the rest are usage errors: one line
+    // (not CLI11's two), exit 2.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "%s: %s\n", command_of(app).c_str(), one_line(e.what()).c_str());
+    return 2;
+  } catch (const dtcli::UsageError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: %s\n", command_of(app).c_str(), one_line(e.what()).c_str());
+    return 2;
   } catch (const dtcli::Exit& e) {
     return e.code;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\ndtrain: error: %s\n", e.what());
+    std::fprintf(stderr, "\ndtrain: error: %s\n", one_line(e.what()).c_str());
     return 2;
   }
   return 0;

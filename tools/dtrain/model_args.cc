@@ -1,5 +1,7 @@
 #include "model_args.h"
 
+#include "flags.h"
+
 namespace dtcli {
 
 void ModelArgs::add_to(CLI::App& app) {
@@ -7,13 +9,14 @@ void ModelArgs::add_to(CLI::App& app) {
                                     "llama-tiny (gpt-tiny with RMSNorm, RoPE, SwiGLU); the flags below override it")
       ->capture_default_str()
       ->group("Model");
-  app.add_option("--layers", layers, "Transformer blocks")->group("Model");
-  app.add_option("--d-model", d_model, "Model width")->group("Model");
-  app.add_option("--heads", heads, "Attention heads (must divide --d-model)")->group("Model");
-  app.add_option("--kv-heads", kv_heads, "Key/value heads for grouped-query attention (must divide --heads)")
+  add_int(&app, "--layers", layers, {1, 1024}, "Transformer blocks")->group("Model");
+  add_int(&app, "--d-model", d_model, {1, 65536}, "Model width")->group("Model");
+  add_int(&app, "--heads", heads, {1, 1024}, "Attention heads (must divide --d-model)")->group("Model");
+  add_int(&app, "--kv-heads", kv_heads, {1, 1024, "as many as --heads"},
+          "Key/value heads for grouped-query attention (must divide --heads)")
       ->group("Model");
-  app.add_option("--d-ff", d_ff, "MLP width (default 4 x --d-model)")->group("Model");
-  app.add_option("--vocab", vocab, "Vocabulary size (default 256: bytes)")->group("Model");
+  add_int(&app, "--d-ff", d_ff, {1, 262144, "4 x --d-model"}, "MLP width")->group("Model");
+  add_int(&app, "--vocab", vocab, {1, 16777216}, "Vocabulary size (default 256: bytes)")->group("Model");
   app.add_option("--norm", norm, "layernorm or rmsnorm")->group("Model");
   app.add_option("--pos", pos, "Positions: learned or rope")->group("Model");
   app.add_option("--act", act, "MLP activation: gelu or swiglu")->group("Model");
@@ -23,7 +26,36 @@ void ModelArgs::add_to(CLI::App& app) {
       ->group("Model");
 }
 
+double ModelArgs::estimate_params(int64_t context) const {
+  // The presets' shapes (dt_module_create_gpt in dtrain.h); only the fields not given count.
+  struct Shape {
+    double layers, d_model, heads, vocab;
+    bool swiglu, rope, tied;
+  };
+  Shape s;
+  if (preset == "gpt-tiny")
+    s = {2, 64, 2, 256, false, false, true};
+  else if (preset == "gpt-small")
+    s = {6, 384, 6, 256, false, false, true};
+  else if (preset == "llama-tiny")
+    s = {2, 64, 2, 256, true, true, false};
+  else
+    return 0;
+  const auto given = [](int64_t v, double fallback) { return v > 0 ? static_cast<double>(v) : fallback; };
+  const double L = given(layers, s.layers), d = given(d_model, s.d_model), V = given(vocab, s.vocab);
+  const double ff = given(d_ff, 4 * d), heads_n = given(heads, s.heads);
+  const double kv = given(kv_heads, heads_n) / heads_n * d;  // width of K and of V
+  const bool swiglu = act.empty() ? s.swiglu : act == "swiglu", rope = pos.empty() ? s.rope : pos == "rope";
+  const double attention = d * (d + 2 * kv) + d * d + 2 * d + 2 * kv;  // qkv and output, with biases
+  const double mlp = (swiglu ? 3 : 2) * d * ff + ff + d;
+  const double per_block = attention + mlp + 4 * d;  // two norms
+  return V * d * (s.tied ? 1 : 2) + (rope ? 0 : static_cast<double>(context) * d) + L * per_block + 2 * d;
+}
+
 Module ModelArgs::create(int64_t context, int64_t seed) const {
+  const double params = estimate_params(context);
+  refuse_if_too_big("a model of about " + std::to_string(static_cast<long long>(params)) + " parameters",
+                    params * state_bytes(precision).w, "its weights alone");
   Options o = make_options();
   set(o.get(), "preset", preset);
   set(o.get(), "context", context);
@@ -43,6 +75,21 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
   dt_module* m = nullptr;
   check(dt_module_create_gpt(o.get(), &m), "creating the model");
   return Module(m);
+}
+
+StateBytes state_bytes(const std::string& precision) {
+  if (precision.empty() || precision == "f32") return {4, 4, 8};
+  if (precision == "bf16" || precision == "f16") return {2, 2, 12};
+  throw CliError("--precision \"" + precision + "\"; accepted: f32, bf16, f16");
+}
+
+double stage_bytes(int zero, double params, double ranks, const StateBytes& b) {
+  switch (zero) {
+    case 0: return (b.w + b.g + b.k) * params;
+    case 1: return (b.w + b.g) * params + b.k * params / ranks;
+    case 2: return b.w * params + (b.g + b.k) * params / ranks;
+    default: return (b.w + b.g + b.k) * params / ranks;
+  }
 }
 
 }  // namespace dtcli

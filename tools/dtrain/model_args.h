@@ -13,8 +13,25 @@ struct ModelArgs {
   std::string norm, pos, act, precision, device;
 
   void add_to(CLI::App& app);
-  // The module, with `context` as its longest sequence and `seed` for its initial weights.
+  // Parameters of the model these flags describe with `context`, by formula, before it is
+  // built (0 for an unknown preset: the library names it then). Slightly high: it counts
+  // every bias and norm the presets may have.
+  double estimate_params(int64_t context) const;
+  // The module, with `context` as its longest sequence and `seed` for its initial weights;
+  // a model whose weights alone would not fit in this machine's memory is refused first.
   Module create(int64_t context, int64_t seed) const;
 };
+
+// Bytes per parameter of the model states: weights, gradients and the optimizer state K
+// (AdamW: two f32 moments, plus an f32 master copy when weights are 16-bit: K = 12, the ZeRO
+// paper's mixed precision). precision "" is the library's default, f32.
+struct StateBytes {
+  double w, g, k;
+};
+StateBytes state_bytes(const std::string& precision);
+
+// Per-rank model-state bytes of ZeRO stage `zero` over `ranks` ranks: 0 replicates all; 1
+// shards the optimizer state; 2 also the gradients; 3 also the weights.
+double stage_bytes(int zero, double params, double ranks, const StateBytes& b);
 
 }  // namespace dtcli

@@ -3,6 +3,7 @@
 // (dt_memory_rank_stats); traffic is rank 0's on the dp axis, in wire bytes (what a
 // bandwidth-optimal algorithm moves, the volume the ZeRO paper counts).
 #include <cstdio>
+#include <cstring>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -110,6 +111,38 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
     out["wire_bytes_formula"] = vol;
   }
   return out;
+}
+
+void print_comm_history(dt_mesh* mesh, const std::string& dir) {
+  size_t needed = 0;
+  // No check(): this runs while an error is being reported, and must not throw another.
+  if (!mesh || dt_mesh_comm_history_json(mesh, nullptr, 0, &needed) != DT_OK) return;
+  std::string text(needed, '\0');
+  if (dt_mesh_comm_history_json(mesh, text.data(), text.size(), &needed) != DT_OK) return;
+  text.resize(std::strlen(text.c_str()));
+  nlohmann::json h = nlohmann::json::parse(text, nullptr, false);
+  if (h.is_discarded()) return;
+  for (const auto& r : h["ranks"]) {
+    const int rank = r["rank"].get<int>();
+    const auto& calls = r["calls"];
+    std::fprintf(stderr, "report: rank %d's last %zu collectives (oldest first)\n", rank, calls.size());
+    std::fprintf(stderr, "  %8s %-6s %-15s %12s %10s  %s\n", "seq", "axis", "kind", "bytes", "seconds", "status");
+    for (const auto& c : calls)
+      std::fprintf(stderr, "  %8lld %-6s %-15s %12lld %10.3f  %s\n", c["seq"].get<long long>(),
+                   c["axis"].get<std::string>().c_str(), c["kind"].get<std::string>().c_str(),
+                   c["bytes"].get<long long>(), c["seconds"].get<double>(), c["status"].get<std::string>().c_str());
+    nlohmann::json one = {{"backend", h["backend"]}, {"failure", h["failure"]}, {"rank", rank}, {"calls", calls}};
+    const std::string path = dir + "/comm_history.rank" + std::to_string(rank) + ".json";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fputs((one.dump(2) + "\n").c_str(), f);
+      std::fclose(f);
+      std::fprintf(stderr, "report: wrote %s\n", path.c_str());
+    }
+  }
+}
+
+FailureReport::~FailureReport() {
+  if (enabled_ && std::uncaught_exceptions() > exceptions_) print_comm_history(mesh_, dir_);
 }
 
 }  // namespace dtcli

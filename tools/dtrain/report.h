@@ -1,5 +1,8 @@
 // dtrain train --report (report.cc).
 #pragma once
+#include <exception>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
@@ -34,5 +37,27 @@ class TrafficMeter {
 // volume; returns all of it as JSON.
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
                             int64_t ranks, int zero, int64_t steps);
+
+// Hang forensics for --report when a run fails: prints each local rank's last collectives
+// (dt_mesh_comm_history_json: seq, axis, kind, bytes, seconds, how each ended) to stderr,
+// which every rank of mpirun keeps, and writes the JSON to `dir`/comm_history.rankR.json.
+void print_comm_history(dt_mesh* mesh, const std::string& dir);
+
+// Calls print_comm_history when the scope it guards is left by an exception (a failed
+// step, save or timeout): make one right after the mesh and the run directory exist.
+class FailureReport {
+ public:
+  FailureReport(dt_mesh* mesh, bool enabled, std::string dir)
+      : mesh_(mesh), enabled_(enabled && mesh), dir_(std::move(dir)), exceptions_(std::uncaught_exceptions()) {}
+  ~FailureReport();
+  FailureReport(const FailureReport&) = delete;
+  FailureReport& operator=(const FailureReport&) = delete;
+
+ private:
+  dt_mesh* mesh_;
+  bool enabled_;
+  std::string dir_;
+  int exceptions_;  // in flight when made: more at destruction means an unwind
+};
 
 }  // namespace dtcli

@@ -22,7 +22,7 @@ void run_send(Group& g, int me, const void* buf, int64_t count, DType dtype, int
 void run_recv(Group& g, int me, void* buf, int64_t count, DType dtype, int peer, int tag) {
   std::shared_ptr<Message> msg;
   g.wait_for(
-      [&] {
+      me, [&] {
         std::lock_guard<std::mutex> lk(g.mailbox_mutex());
         auto& box = g.mailbox(peer, me, tag);
         if (box.empty()) return false;

@@ -54,6 +54,7 @@ void LocalComm::execute(const CollRequest& r) {
   ScopedSerialKernels serial;  // this rank is one of the threads sharing the cores
   auto t0 = std::chrono::steady_clock::now();
   Group& g = *group_;
+  g.enter(me_, r.seq);  // peers' timeout messages say how far this member got
   switch (r.kind) {
     case CollKind::AllReduce: run_all_reduce(g, me_, r.send, r.recv, r.count, r.dtype, r.op); break;
     case CollKind::AllGather: run_all_gather(g, me_, r.send, r.recv, r.count, r.dtype); break;

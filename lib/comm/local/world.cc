@@ -45,11 +45,24 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 Group::Group(std::shared_ptr<World> world, std::string axis, std::vector<int> members)
     : world_(std::move(world)), axis_(std::move(axis)), members_(std::move(members)), slots_(members_.size()),
-      arrival_(new std::atomic<uint64_t>[members_.size()]) {
-  for (size_t i = 0; i < members_.size(); ++i) arrival_[i] = 0;
+      arrival_(new std::atomic<uint64_t>[members_.size()]), seq_(new std::atomic<int64_t>[members_.size()]) {
+  for (size_t i = 0; i < members_.size(); ++i) arrival_[i] = 0, seq_[i] = 0;
 }
 
-void Group::wait_for(const std::function<bool()>& done, const char* what,
+std::string Group::where(int me, const char* what) const {
+  return std::string(what) + " on axis " + axis_ + " (seq " + std::to_string(seq_[me].load()) + " on rank " +
+         std::to_string(members_[me]) + ")";
+}
+
+std::string Group::progress_of(const std::vector<int>& members) const {
+  std::string s;
+  for (int m : members)
+    s += std::string(s.empty() ? "" : ", ") + "rank " + std::to_string(members_[m]) + " last entered seq " +
+         std::to_string(seq_[m].load());
+  return s;
+}
+
+void Group::wait_for(int me, const std::function<bool()>& done, const char* what,
                      const std::function<std::vector<int>()>& missing, bool ignore_failure,
                      const std::function<bool()>& leave) {
   // Spin a few microseconds (a peer on another core answers fast), then yield, then block:
@@ -78,22 +91,23 @@ void Group::wait_for(const std::function<bool()>& done, const char* what,
     if (!ignore_failure && w.failed()) {
       give_up = true;
     } else {
-      std::vector<int> gone;
+      std::vector<int> gone, gone_members;
       for (int m : missing())
-        if (w.departed(members_[m])) gone.push_back(members_[m]);
+        if (w.departed(members_[m])) gone.push_back(members_[m]), gone_members.push_back(m);
       if (!gone.empty()) {
         give_up = true;
         code = DT_ERR_COMM;
-        msg = std::string(what) + " on axis " + axis_ + ": rank(s) " + rank_list(gone) + " returned without joining it";
+        msg = where(me, what) + ": rank(s) " + rank_list(gone) + " returned without joining it (" +
+              progress_of(gone_members) + ")";
       } else if (std::chrono::steady_clock::now() >= deadline) {
-        std::vector<int> lost;
-        for (int m : missing()) lost.push_back(members_[m]);
+        std::vector<int> lost, lost_members = missing();
+        for (int m : lost_members) lost.push_back(members_[m]);
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.3g", w.options().timeout_s);
         give_up = true;
         code = DT_ERR_TIMEOUT;
-        msg = std::string(what) + " on axis " + axis_ + " timed out after " + secs + " s: rank(s) " +
-              rank_list(lost) + " did not arrive";
+        msg = where(me, what) + " timed out after " + secs + " s: rank(s) " + rank_list(lost) + " did not arrive (" +
+              progress_of(lost_members) + ")";
       }
     }
     if (give_up) {
@@ -132,7 +146,7 @@ void Group::meet(int me, const char* what, bool fence) {
       }
     return false;  // the last member has arrived: the barrier is complete
   };
-  wait_for([&] { return (state_.load(std::memory_order_acquire) >> 32) != gen; }, what,
+  wait_for(me, [&] { return (state_.load(std::memory_order_acquire) >> 32) != gen; }, what,
            [&] {
              std::vector<int> m;
              for (int i = 0; i < size(); ++i)

@@ -105,8 +105,12 @@ class Group {
   // (unless `ignore_failure`) rethrows the world's error; if a rank in missing() has
   // departed, fails with COMM. Before giving up it calls leave(), if given: false means
   // the wait has completed after all, and it goes on until done().
-  void wait_for(const std::function<bool()>& done, const char* what, const std::function<std::vector<int>()>& missing,
-                bool ignore_failure = false, const std::function<bool()>& leave = nullptr);
+  // `me` is the waiting member: messages name its sequence number and each missing rank's.
+  void wait_for(int me, const std::function<bool()>& done, const char* what,
+                const std::function<std::vector<int>()>& missing, bool ignore_failure = false,
+                const std::function<bool()>& leave = nullptr);
+  // Member `me` has started the call numbered `seq` on this group (Communicator's count).
+  void enter(int me, int64_t seq) { seq_[me].store(seq, std::memory_order_release); }
   // With check_args: every member's slot agrees with member 0's (kind, dtype, count, root,
   // op); throws COMM naming the first member that differs. Call after a barrier.
   void check_slots(int me, const char* what);
@@ -125,6 +129,11 @@ class Group {
   // so that an arrival can be taken back atomically while the generation is incomplete.
   std::atomic<uint64_t> state_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> arrival_;  // per member: last generation it reached
+  std::unique_ptr<std::atomic<int64_t>[]> seq_;        // per member: the call it entered last
+  // "all_reduce on axis dp (seq 5 on rank 0)"
+  std::string where(int me, const char* what) const;
+  // "rank 1 at seq 4, rank 2 at seq 4": how far each missing member got.
+  std::string progress_of(const std::vector<int>& members) const;
   std::mutex mailbox_mu_;
   std::map<std::tuple<int, int, int>, std::deque<std::shared_ptr<Message>>> mailboxes_;
 };

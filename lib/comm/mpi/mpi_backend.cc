@@ -29,7 +29,7 @@ class MpiBackend : public Backend {
  public:
   explicit MpiBackend(const BackendOptions& o) {
     DT_CHECK(o.timeout_s > 0, "timeout = " + std::to_string(o.timeout_s) + " s; accepted: > 0");
-    mpi::ensure_mpi();
+    mpi::ensure_mpi(o.timeout_s);
     int size = 0;
     {
       std::lock_guard<std::mutex> lk(mpi::mpi_mutex());
@@ -103,7 +103,12 @@ class MpiBackend : public Backend {
             if (rc != MPI_SUCCESS) fail(DT_ERR_COMM, what + ": MPI error: " + mpi::mpi_error_string(rc));
             return flag != 0;
           },
-          [&] { return mpi::timeout_text(what.c_str(), "world", world_->timeout_s()); });
+          [&] {
+            std::vector<int> everyone(static_cast<size_t>(n));
+            for (int p = 0; p < n; ++p) everyone[static_cast<size_t>(p)] = p;
+            return mpi::timeout_text(what.c_str(), "world", 0, world_->rank(), world_->timeout_s()) + ": " +
+                   world_->status_check_locked(-1, 0, everyone);
+          });
     } catch (...) {
       mpi::keep_forever(asks);
       throw;

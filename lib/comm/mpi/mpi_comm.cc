@@ -1,5 +1,6 @@
 #include "comm/mpi/mpi_comm.h"
 
+#include <algorithm>
 #include <climits>
 
 namespace dt::comm::mpi {
@@ -76,7 +77,9 @@ int mpi_count(int64_t n, const Channel& ch, const char* what) {
 
 Channel::Channel(std::shared_ptr<World> world, MPI_Comm comm, std::string axis, std::vector<int> members)
     : world_(std::move(world)), comm_(comm), axis_(std::move(axis)), members_(std::move(members)) {
+  std::lock_guard<std::mutex> lk(mpi_mutex());
   MPI_Comm_rank(comm_, &rank_);
+  id_ = world_->add_channel_locked();
 }
 
 Channel::~Channel() {
@@ -127,6 +130,8 @@ bool Channel::advance(Op& op) {
     if (op.next == op.steps.size()) {
       op.done = true;
       ledger_.record(op.kind, op.bytes, op.wire_bytes, seconds_since(op.began));
+      auto& finished = world_->progress_locked(id_).finished;
+      finished = std::max(finished, op.seq);
       return true;
     }
     auto& step = op.steps[op.next++];
@@ -150,12 +155,15 @@ void Channel::pump() {
 
 std::string Channel::timeout_message() const {
   const char* what = "operation";
+  int64_t seq = 0;
   for (const auto& op : queue_)
     if (!op->done) {
       what = op->what;
+      seq = op->seq;
       break;
     }
-  return timeout_text(what, axis_, world_->timeout_s());
+  return timeout_text(what, axis_, seq, members_[rank_], world_->timeout_s()) + ": " +
+         world_->status_check_locked(id_, seq, members_);
 }
 
 WorkPtr MpiComm::issue(const CollRequest& r, bool blocking) {
@@ -163,6 +171,7 @@ WorkPtr MpiComm::issue(const CollRequest& r, bool blocking) {
   auto op = std::make_shared<Op>();
   op->kind = r.kind;
   op->what = coll_name(r.kind);
+  op->seq = r.seq;
   op->bytes = r.bytes;
   op->wire_bytes = r.wire_bytes;
   op->issued = std::chrono::steady_clock::now();
@@ -176,6 +185,7 @@ WorkPtr MpiComm::issue(const CollRequest& r, bool blocking) {
     else
       build_transfer(*ch_, r, *op);
     ch_->enqueue(op);
+    w.progress_locked(ch_->id()).issued = r.seq;  // what a peer's status check hears
     try {
       ch_->pump();  // post what can be posted now, so the op progresses during compute
     } catch (const Error& e) {

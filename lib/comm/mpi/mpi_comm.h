@@ -28,6 +28,7 @@ class Channel;
 struct Op {
   CollKind kind = CollKind::Barrier;
   const char* what = "";  // the collective's name, for messages
+  int64_t seq = 0;        // the communicator's number for the call (CollRequest::seq)
   int64_t bytes = 0;      // for the ledger
   int64_t wire_bytes = 0;
   std::vector<std::function<void(Channel&, Op&)>> steps;
@@ -58,6 +59,7 @@ class Channel {
   MPI_Comm comm() const { return comm_; }
   const std::string& axis() const { return axis_; }
   int rank() const { return rank_; }
+  int id() const { return id_; }  // the world's number for it (World::progress_locked)
   int size() const { return static_cast<int>(members_.size()); }
   int global_rank(int member) const { return members_[member]; }
   CommLedger& ledger() { return ledger_; }
@@ -71,7 +73,8 @@ class Channel {
   void enqueue(std::shared_ptr<Op> op) { queue_.push_back(std::move(op)); }
   // Starts and advances queued ops in order; retires finished ones. Throws on MPI errors.
   void pump();
-  // The timeout message for the oldest unfinished op.
+  // The timeout message for the oldest unfinished op, with what a status check of the
+  // members found (World::status_check_locked). With mpi_mutex() held.
   std::string timeout_message() const;
 
  private:
@@ -82,6 +85,7 @@ class Channel {
   std::string axis_;
   std::vector<int> members_;
   int rank_ = 0;
+  int id_ = 0;
   CommLedger ledger_;
   std::deque<std::shared_ptr<Op>> queue_;
 };

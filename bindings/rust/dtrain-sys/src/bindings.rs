@@ -164,9 +164,13 @@ extern "C" {
     #[doc = "  (an MPI the host initialized is the host's to finalize). libdtrain does this by itself"]
     #[doc = "  when the process calls exit(); call it last from hosts whose runtime ends the process"]
     #[doc = "  without running atexit handlers (Go), or mpirun reports the process as failed. After it"]
-    #[doc = "  an \"mpi\" mesh cannot be made (DT_ERR_COMM) and live ones fail their collectives. Safe to"]
-    #[doc = "  call more than once, and a no-op in a build without MPI. Call it with no other call in"]
-    #[doc = "  flight."]
+    #[doc = "  (even if MPI was never used) an \"mpi\" mesh cannot be made (DT_ERR_COMM) and live ones"]
+    #[doc = "  fail their collectives. Once an \"mpi\" mesh of this process has failed (a timeout, an"]
+    #[doc = "  abort, a peer's failure), MPI_Finalize would wait for peers that may be stopped or gone:"]
+    #[doc = "  then MPI is left running and this returns DT_ERR_COMM; end the process, and mpirun ends"]
+    #[doc = "  the job (at exit, libdtrain calls MPI_Abort in that case instead of MPI_Finalize, with"]
+    #[doc = "  the exit status, or 1 for 0). Safe to call more than once, and a no-op in a build"]
+    #[doc = "  without MPI. Call it with no other call in flight."]
     pub fn dt_shutdown() -> dt_status;
 }
 #[repr(C)]
@@ -551,6 +555,22 @@ extern "C" {
         needed: *mut usize,
     ) -> dt_status;
 }
+extern "C" {
+    #[doc = " Hang forensics: the last 64 collectives of each local rank (all axes, oldest first) and"]
+    #[doc = "  the mesh's error, as JSON ({\"backend\":..,\"failure\":null or {\"status\":\"DT_ERR_TIMEOUT\","]
+    #[doc = "  \"message\":..},\"ranks\":[{\"rank\":r,\"calls\":[{\"seq\":..,\"kind\":\"all_reduce\",\"axis\":\"dp\","]
+    #[doc = "  \"bytes\":..,\"start_unix_s\":..,\"seconds\":..,\"status\":\"ok\"},..]},..]}). \"seq\" numbers the"]
+    #[doc = "  calls of one rank on one axis from 1, as timeout messages do; \"start_unix_s\" is wall-clock"]
+    #[doc = "  time, so ranks of different processes line up; \"status\" is \"running\" for a call that has"]
+    #[doc = "  not ended (the one a hung rank is in), else \"ok\", \"timeout\", \"aborted\", \"comm\", ... Works"]
+    #[doc = "  on a failed mesh. Written into buf as dt_mesh_comm_report_json does."]
+    pub fn dt_mesh_comm_history_json(
+        mesh: *mut dt_mesh,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct dt_module {
@@ -562,9 +582,10 @@ extern "C" {
     #[doc = "                (2 layers, d_model 64, 2 heads, context 64, byte vocab), \"gpt-small\""]
     #[doc = "                (6 layers, d_model 384, 6 heads, context 256, byte vocab), \"llama-tiny\""]
     #[doc = "                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings)."]
-    #[doc = "   \"vocab_size\", \"context\", \"n_layer\", \"n_head\", \"d_model\"  int >= 1."]
-    #[doc = "   \"n_kv_head\"  int >= 0 (0: n_head; fewer: grouped-query; must divide n_head)."]
-    #[doc = "   \"d_ff\"       int >= 0 (0: 4 * d_model)."]
+    #[doc = "   \"vocab_size\" int, 1 to 2^24.   \"context\"  int, 1 to 2^22.   \"d_model\"  int, 1 to 2^17."]
+    #[doc = "   \"n_layer\", \"n_head\"  int, 1 to 4096."]
+    #[doc = "   \"n_kv_head\"  int, 0 to 4096 (0: n_head; fewer: grouped-query; must divide n_head)."]
+    #[doc = "   \"d_ff\"       int, 0 to 2^20 (0: 4 * d_model)."]
     #[doc = "   \"norm\"       \"layernorm\" | \"rmsnorm\".   \"pos\"  \"learned\" | \"rope\"."]
     #[doc = "   \"act\"        \"gelu\" | \"swiglu\".          \"tied_embeddings\", \"bias\"  bool."]
     #[doc = "   \"seed\"       int: parameters are a function of (seed, parameter name)."]
@@ -832,7 +853,8 @@ extern "C" {
     #[doc = "                   must be below it; 0, the default: no check)."]
     #[doc = "  kind \"addition\": \"a+b=c\" problems such as \"042+917=0959\\n\" (operands zero-padded, only"]
     #[doc = "                   the sum's digits and the newline are targets). options: \"digits\" (1 to"]
-    #[doc = "                   18, default 3), \"size\" (examples, default 100000), \"seed\" (int),"]
+    #[doc = "                   18, default 3), \"size\" (examples, 1 to 2^32 = 4294967296, default"]
+    #[doc = "                   100000), \"seed\" (int),"]
     #[doc = "                   \"split\" (\"all\", the default; \"train\": never a held-out problem;"]
     #[doc = "                   \"test\": only held-out problems, a fixed tenth of all (a, b) pairs)."]
     #[doc = "  A missing, unreadable or too-short file is an error naming it (DT_ERR_IO or"]
@@ -871,8 +893,9 @@ pub struct dt_loader {
 }
 extern "C" {
     #[doc = " Creates a loader. options: \"batch\" (int, required: 1 to the dataset's size), \"seed\""]
-    #[doc = "  (int, default 0), \"shuffle\" (bool, default 1; 0: examples in order). Keeps the dataset"]
-    #[doc = "  alive. Caller owns *out; release with dt_loader_destroy."]
+    #[doc = "  (int, default 0), \"shuffle\" (bool, default 1; 0: examples in order). An epoch's order"]
+    #[doc = "  takes 8 bytes per example: DT_ERR_OUT_OF_MEMORY when that exceeds the machine's physical"]
+    #[doc = "  memory. Keeps the dataset alive. Caller owns *out; release with dt_loader_destroy."]
     pub fn dt_loader_create(
         dataset: *mut dt_dataset,
         options: *const dt_options,
