@@ -53,7 +53,7 @@ rank_pid() {
 }
 
 now() { date +%s.%N; }
-hangs=0 unnamed=0 skipped=0 times=() records=()
+hangs=0 unnamed=0 skipped=0 histories=0 times=() records=()
 for ((run = 1; run <= runs; run++)); do
   if [ "$np_mode" = mixed ]; then np=$((2 + RANDOM % 2)); else np=$np_mode; fi
   victim=$((RANDOM % np))
@@ -62,7 +62,7 @@ for ((run = 1; run <= runs; run++)); do
   out="$work/run$run"
   mkdir -p "$out"
   mpirun -np "$np" --oversubscribe "$dtrain" train --backend mpi --timeout "$timeout" --data addition --digits 2 \
-    --layers 1 --d-model 32 --heads 2 --steps 100000 --batch 12 --no-progress --threads 1 --out "$out/run" \
+    --layers 1 --d-model 32 --heads 2 --steps 100000 --batch 12 --no-progress --threads 1 --report --out "$out/run" \
     >"$out/log" 2>&1 &
   mpi_pid=$!
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
@@ -97,13 +97,16 @@ for ((run = 1; run <= runs; run++)); do
   # did not answer"), or mpirun reports its death ("process rank 1 ... exited on signal 9").
   named=0
   if grep -Eq "rank\(s\) (\[[0-9, ]*\b$victim\b|[0-9, ]*\b$victim\b[0-9, ]* did not answer)|process rank $victim .*(signal|exited)" "$out/log"; then named=1; fi
+  # --report: a surviving rank whose step failed writes its last collectives (FailureReport).
+  history=no
+  if compgen -G "$out/run/comm_history.rank*.json" >/dev/null; then history=yes; ((histories++)); fi
   [ "$ended" = 1 ] || ((hangs++))
   [ "$named" = 1 ] || ((unnamed++))
   [ "$ended" = 1 ] && times+=("$wait_s")
   line=$(grep -Eo 'dtrain: error: .{0,200}|process rank [0-9]+ .{0,60}' "$out/log" | head -1)
-  printf 'run %d: np=%d %s rank %d at %d ms -> %s in %s s, rc=%d, named=%s | %s\n' "$run" "$np" "$fault" "$victim" \
-    "$delay_ms" "$([ "$ended" = 1 ] && echo ended || echo HUNG)" "$wait_s" "$rc" "$([ "$named" = 1 ] && echo yes || echo no)" "$line"
-  records+=("{\"run\":$run,\"np\":$np,\"fault\":\"$fault\",\"rank\":$victim,\"delay_ms\":$delay_ms,\"ended\":$([ "$ended" = 1 ] && echo true || echo false),\"seconds\":$wait_s,\"exit_status\":$rc,\"named\":$([ "$named" = 1 ] && echo true || echo false)}")
+  printf 'run %d: np=%d %s rank %d at %d ms -> %s in %s s, rc=%d, named=%s, history=%s | %s\n' "$run" "$np" "$fault" "$victim" \
+    "$delay_ms" "$([ "$ended" = 1 ] && echo ended || echo HUNG)" "$wait_s" "$rc" "$([ "$named" = 1 ] && echo yes || echo no)" "$history" "$line"
+  records+=("{\"run\":$run,\"np\":$np,\"fault\":\"$fault\",\"rank\":$victim,\"delay_ms\":$delay_ms,\"ended\":$([ "$ended" = 1 ] && echo true || echo false),\"seconds\":$wait_s,\"exit_status\":$rc,\"named\":$([ "$named" = 1 ] && echo true || echo false),\"history_written\":$([ "$history" = yes ] && echo true || echo false)}")
   if [ -n "$keep" ]; then mkdir -p "$keep"; cp "$out/log" "$keep/run$run.log"; fi
   rm -rf "$out"
 done
@@ -113,10 +116,11 @@ stats=$(printf '%s\n' "${times[@]:-}" | grep . | sort -g | awk '{ v[NR] = $1 } E
   m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f\n", v[NR], m }')
 read -r max_s median_s <<<"$stats"
 echo "summary: $runs runs, $hangs hangs (not ended within timeout + 5 = $limit s), $unnamed without the rank named;" \
-     "time to exit after the fault: max $max_s s, median $median_s s (timeout $timeout s); $skipped redone (rank not found)"
+     "time to exit after the fault: max $max_s s, median $median_s s (timeout $timeout s); $skipped redone (rank not found);" \
+     "$histories wrote a comm history (--report)"
 if [ -n "$json" ]; then
-  { printf '{"runs":%d,"timeout_s":%d,"limit_s":%d,"hangs":%d,"unnamed":%d,"redone":%d,"max_exit_s":%s,"median_exit_s":%s,"records":[' \
-      "$runs" "$timeout" "$limit" "$hangs" "$unnamed" "$skipped" "$max_s" "$median_s"
+  { printf '{"runs":%d,"timeout_s":%d,"limit_s":%d,"hangs":%d,"unnamed":%d,"redone":%d,"histories_written":%d,"max_exit_s":%s,"median_exit_s":%s,"records":[' \
+      "$runs" "$timeout" "$limit" "$hangs" "$unnamed" "$skipped" "$histories" "$max_s" "$median_s"
     (IFS=,; printf '%s' "${records[*]}")
     printf ']}\n'; } >"$json"
 fi

@@ -143,6 +143,7 @@ int run_train(TrainArgs a) {
   Loader loader(loader_raw);
 
   std::filesystem::create_directories(a.out);
+  FailureReport on_failure(mesh.get(), a.report, a.out);  // --report: hang forensics if this scope unwinds
   const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
   std::vector<std::pair<int64_t, double>> curve;
   int64_t step = 0;
