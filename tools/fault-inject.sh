@@ -48,7 +48,7 @@ limit=$((timeout + 5))
 rank_pid() {
   local p
   for p in $(pgrep -P "$2"); do
-    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
+    if tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -x >/dev/null "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; return; fi
   done
 }
 

@@ -27,6 +27,7 @@ test_packages=(
   openjdk-17-jdk-headless junit5              # the Java binding and its JUnit tests
   cargo rustc                                 # the Rust crates (Debian's 1.63: the crates' rust-version)
   bindgen libclang-dev                        # regenerates the Rust -sys bindings (drift check; bindgen loads libclang)
+  clang libclang-rt-14-dev                    # the fuzz preset: libFuzzer ships with clang, not GCC
 )
 case "${1:-}" in
   "") packages=("${demo_packages[@]}" "${test_packages[@]}") ;;

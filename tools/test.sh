@@ -7,6 +7,11 @@
 # without CUDA (DTRAIN_WITH_CUDA=OFF): sanitizers do not instrument nvcc's device code, and
 # so CI also builds and tests the CPU-only configuration, while the Release pass builds the
 # CUDA kernels (wherever nvcc is) and runs the GPU tests, which skip without a GPU.
+# Each sanitizer pass runs the tests its sanitizer can tell something about
+# (DTRAIN_TEST_SCOPE in CMakePresets.json, regexes in tests/CMakeLists.txt): ASan+UBSan runs
+# all but the long end-to-end training runs that repeat the Release pass with more ranks;
+# TSan runs the tests where threads share memory (thread pool, collectives, mesh, DDP,
+# ZeRO, the threaded C API, MPI). Every test still runs in full in the Release pass.
 # DTRAIN_TEST_SKIP_SANITIZERS=1 skips both sanitizer passes (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,8 +21,9 @@ export CTEST_OUTPUT_ON_FAILURE=1
 
 run_preset() {
   local preset=$1
+  shift
   echo "== [$preset] configure"
-  cmake --preset "$preset" >/dev/null
+  cmake --preset "$preset" "$@" >/dev/null
   echo "== [$preset] build"
   cmake --build --preset "$preset" -j"$jobs"
   echo "== [$preset] test"
@@ -25,7 +31,8 @@ run_preset() {
 }
 
 start=$(date +%s)
-run_preset default
+# Every binding's toolchain is installed above, so a missing one is an error, not a skip.
+run_preset default -DDTRAIN_REQUIRE_BINDINGS=ON
 if [ "${DTRAIN_TEST_SKIP_SANITIZERS:-0}" != "1" ]; then
   run_preset asan
   run_preset tsan

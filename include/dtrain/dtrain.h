@@ -457,6 +457,13 @@ typedef struct dt_module dt_module;
  *  n_head must divide d_model. Caller owns *out; release with dt_module_destroy. Thread-safe. */
 DT_API dt_status dt_module_create_gpt(const dt_options* config, dt_module** out);
 
+/** Number of scalar parameters the GPT that dt_module_create_gpt(config) makes would hold
+ *  (what dt_module_param_count reports for it), computed from the config without building
+ *  or allocating anything: size a model before making it, or one too large for this
+ *  machine. Same keys and the same DT_ERR_INVALID_ARGUMENT messages as dt_module_create_gpt;
+ *  "device" must be well formed but need not exist here. Thread-safe. */
+DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* out);
+
 /** Creates an MLP. config keys: "sizes" (required string of comma-separated ints >= 1,
  *  at least two: "in,hidden...,out", e.g. "4,32,1"), "act" ("gelu" | "silu", between
  *  layers), "seed" (int). Caller owns *out; release with dt_module_destroy. Thread-safe. */

@@ -66,17 +66,15 @@ const std::vector<std::string>& gpt_keys() {
   return keys;
 }
 
-// Option "device": where the model lives; UNSUPPORTED when this build or machine has no such GPU.
-dt::Device gpt_device(const dt_options* options) {
-  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt", gpt_keys());
+// Option "device": where the model lives. `fn` is the C entry point the messages name.
+dt::Device gpt_device(const dt_options* options, const char* fn) {
+  dt::OptionReader r(dt::api::opts_of(options), fn, gpt_keys());
   std::string where = r.get_string("device", "cpu");
-  dt::Device device = dt::parse_device(where.c_str(), "dt_module_create_gpt: option \"device\"");
-  dt::require_available(device);
-  return device;
+  return dt::parse_device(where.c_str(), (std::string(fn) + ": option \"device\"").c_str());
 }
 
-dt::nn::GPTConfig gpt_config(const dt_options* options) {
-  dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_gpt", gpt_keys());
+dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
+  dt::OptionReader r(dt::api::opts_of(options), fn, gpt_keys());
   dt::nn::GPTConfig c;
   if (r.has("preset")) {
     std::string p = r.get_string("preset", "");
@@ -152,11 +150,22 @@ extern "C" {
 dt_status dt_module_create_gpt(const dt_options* config, dt_module** out) {
   return guard("dt_module_create_gpt", [&] {
     need(out, "out");
-    dt::nn::GPTConfig cfg = gpt_config(config);
-    dt::ScopedDevice on(gpt_device(config));  // parameters, and later every buffer, live there
+    dt::nn::GPTConfig cfg = gpt_config(config, "dt_module_create_gpt");
+    const dt::Device device = gpt_device(config, "dt_module_create_gpt");
+    dt::require_available(device);  // UNSUPPORTED when this build or machine has no such GPU
+    dt::ScopedDevice on(device);    // parameters, and later every buffer, live there
     auto gpt = std::make_shared<dt::nn::GPT>(cfg);
     auto* h = new dt_module{gpt, gpt.get()};
     *out = h;
+  });
+}
+
+dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* out) {
+  return guard("dt_module_gpt_param_count", [&] {
+    need(out, "out");
+    const dt::nn::GPTConfig cfg = gpt_config(config, "dt_module_gpt_param_count");
+    gpt_device(config, "dt_module_gpt_param_count");  // a well-formed name; the device need not be here
+    *out = cfg.param_count();
   });
 }
 

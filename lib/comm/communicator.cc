@@ -27,6 +27,21 @@ void check_counts(const CollRequest& r, const char* arg, const std::vector<int64
                                  "; accepted: >= 0");
 }
 
+// Runs f() and, if it throws, marks history entry `token` with the error's status before the
+// error goes on: the one place a collective's failure reaches its history.
+template <typename F>
+auto run_recorded(CollHistory& history, uint64_t token, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    history.finish(token, e.code());
+    throw;
+  } catch (...) {
+    history.finish(token, DT_ERR_INTERNAL);
+    throw;
+  }
+}
+
 // A backend's Work that marks its history entry when the caller sees it end. An async call
 // whose Work is dropped unwaited stays "running" in the history, which is what it was for
 // all this rank knows.
@@ -35,28 +50,16 @@ class RecordedWork : public Work {
   RecordedWork(WorkPtr inner, std::shared_ptr<CollHistory> history, uint64_t token)
       : inner_(std::move(inner)), history_(std::move(history)), token_(token) {}
   bool test() override {
-    bool done = observe([&] { return inner_->test(); });
+    bool done = run_recorded(*history_, token_, [&] { return inner_->test(); });
     if (done) history_->finish(token_, DT_OK);
     return done;
   }
   void wait() override {
-    observe([&] { return (inner_->wait(), true); });
+    run_recorded(*history_, token_, [&] { inner_->wait(); });
     history_->finish(token_, DT_OK);
   }
 
  private:
-  template <typename F>
-  bool observe(F f) {
-    try {
-      return f();
-    } catch (const Error& e) {
-      history_->finish(token_, e.code());
-      throw;
-    } catch (...) {
-      history_->finish(token_, DT_ERR_INTERNAL);
-      throw;
-    }
-  }
   WorkPtr inner_;
   std::shared_ptr<CollHistory> history_;
   uint64_t token_;
@@ -138,16 +141,7 @@ WorkPtr Communicator::start(CollRequest r, bool blocking) {
   r.wire_bytes = wire_bytes(r, rank(), n);
   r.seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const uint64_t token = history_->begin(r.kind, axis(), r.seq, r.bytes);
-  WorkPtr work;
-  try {
-    work = issue(r, blocking);
-  } catch (const Error& e) {
-    history_->finish(token, e.code());
-    throw;
-  } catch (...) {
-    history_->finish(token, DT_ERR_INTERNAL);
-    throw;
-  }
+  WorkPtr work = run_recorded(*history_, token, [&] { return issue(r, blocking); });
   return std::make_shared<RecordedWork>(std::move(work), history_, token);
 }
 

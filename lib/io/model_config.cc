@@ -84,11 +84,8 @@ nn::GPTConfig config_from_json(const json& j, const std::string& where) {
   return c;
 }
 
-double config_min_checkpoint_bytes(const nn::GPTConfig& raw) {
-  const nn::GPTConfig c = raw.resolved();
-  const double d = static_cast<double>(c.d_model), f = static_cast<double>(c.d_ff);
-  const double numel = static_cast<double>(c.vocab_size) * d + static_cast<double>(c.n_layer) * (2 * d * d + 2 * d * f);
-  return numel * static_cast<double>(dtype_size(c.dtype));
+double config_min_checkpoint_bytes(const nn::GPTConfig& c) {
+  return static_cast<double>(c.param_count()) * static_cast<double>(dtype_size(c.dtype));
 }
 
 std::string config_mismatch(const json& saved, const nn::GPTConfig& model) {

@@ -18,8 +18,8 @@ nlohmann::json config_to_json(const nn::GPTConfig& c);
 // key when a field is missing or of the wrong kind.
 nn::GPTConfig config_from_json(const nlohmann::json& j, const std::string& where);
 
-// A lower bound on the bytes a checkpoint of this model holds (the token embedding and each
-// block's attention and MLP matrices, in the model's dtype), computed without building it:
+// A lower bound on the bytes a checkpoint of this model holds (every parameter in the model's
+// dtype: GPTConfig::param_count elements), computed without building it:
 // a loader compares it with the data files' sizes before allocating, so a config claiming a
 // billion layers is refused at once instead of exhausting memory.
 double config_min_checkpoint_bytes(const nn::GPTConfig& c);

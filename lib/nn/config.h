@@ -48,6 +48,11 @@ struct GPTConfig {
     return c;
   }
   int64_t head_dim() const { return d_model / n_head; }
+  // Elements of every parameter tensor the GPT built from this config holds (what
+  // dt_module_param_count reports), computed without building it. The one formula the C API,
+  // the command line's memory checks and the checkpoint loader's size check all use; exact
+  // in int64 for every config validate() accepts.
+  int64_t param_count() const;
   std::string str() const;
 };
 

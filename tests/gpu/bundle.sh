@@ -87,7 +87,7 @@ cpu_flags() {
   esac
 }
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -qv '^??' && echo true || echo false)
+dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -v >/dev/null '^??' && echo true || echo false)
 tar -C "$stage" -czf "$dir/payload.tar.gz" bin lib torch_anchor.py
 cp "$root/tests/gpu/bundle_run.sh" "$dir/run.sh"
 files=$(cd "$stage" && find bin lib -type f -printf '    "%p": %s,\n' | sort | sed '$ s/,$//')

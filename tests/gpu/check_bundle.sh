@@ -59,7 +59,7 @@ for f in "$work"/bin/* "$work"/lib/*.so*; do
     esac
   done <<< "$out"
 done
-if readelf -d "$work/lib/libdtrain.so.0" | grep -q 'NEEDED.*libmpi'; then problem "lib/libdtrain.so.0 needs MPI"; fi
+if readelf -d "$work/lib/libdtrain.so.0" | grep >/dev/null 'NEEDED.*libmpi'; then problem "lib/libdtrain.so.0 needs MPI"; fi
 # run.sh itself, where there is no GPU: it must stop at the preflight, say why, and still
 # write a well-formed gpu_check.json (the GPU machine's first run reports the same way).
 if ! command -v nvidia-smi >/dev/null; then

@@ -13,7 +13,7 @@
 #include "core/rng.h"
 #include "io/checkpoint.h"
 #include "io/file_util.h"
-#include "unit/test_util.h"
+#include "unit/checkpoint_fixture.h"
 
 namespace dt {
 namespace {
@@ -21,17 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-class IoCheckpoint : public ::testing::Test {
+class IoCheckpoint : public test::CheckpointDirTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "dtrain_ckpt_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<io::CheckpointTensor> tensors(uint64_t seed) {
+  std::vector<io::CheckpointTensor> tensors(uint64_t seed) override {
     Tensor steps = Tensor::zeros({3}, DType::I64);
     for (int i = 0; i < 3; ++i) steps.data<int64_t>()[i] = (int64_t(1) << 40) + i + int64_t(seed);
     return {{"w", test::randn({4, 5}, DType::F32, seed, "w"), {1, "tp"}},
@@ -43,32 +35,13 @@ class IoCheckpoint : public ::testing::Test {
             {"b", Tensor::zeros({3}, DType::BF16), {}},
             {"steps", Tensor::zeros({3}, DType::I64), {}}};
   }
-  std::string data_file() {
-    return dir_ + "/" + io::read_checkpoint_index(dir_)["weight_map"]["w"].get<std::string>();
-  }
   // Rewrites the data file with `edit` applied to its bytes, then expects load to fail with
   // `code` and a message holding `needle`, and the destination to be left as it was.
   void expect_corrupt(const std::function<void(std::string&)>& edit, dt_status code, const std::string& needle) {
-    std::string path = data_file();
-    std::vector<char> raw = io::read_file(path);
-    std::string bytes(raw.begin(), raw.end());
+    std::string path = data_file(), bytes = read(path);
     edit(bytes);
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+    write(path, bytes);
     expect_load_fails(code, needle);
-  }
-  void expect_load_fails(dt_status code, const std::string& needle,
-                         std::vector<io::CheckpointTensor> dest = {}) {
-    if (dest.empty()) dest = tensors(99);  // distinctive contents to check nothing changed
-    std::vector<Tensor> keep;
-    for (auto& d : dest) keep.push_back(test::converted(d.tensor, d.tensor.dtype()));
-    try {
-      io::load_checkpoint(dir_, dest);
-      ADD_FAILURE() << "load succeeded; expected " << needle;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "\"" << needle << "\" not in: " << e.what();
-    }
-    for (size_t i = 0; i < dest.size(); ++i) EXPECT_TRUE(test::same_bits(dest[i].tensor, keep[i])) << dest[i].name;
   }
   // The header JSON of the data file, for edits that keep its length.
   static std::string header_of(const std::string& bytes) {
@@ -82,8 +55,6 @@ class IoCheckpoint : public ::testing::Test {
     ASSERT_NE(at, std::string::npos) << from;
     bytes.replace(8 + at, from.size(), to);
   }
-
-  std::string dir_;
 };
 
 TEST_F(IoCheckpoint, RoundTripIsBitwiseWithMetadataAndSpecs) {

@@ -19,7 +19,7 @@
 #include "io/checkpoint.h"
 #include "io/file_util.h"
 #include "io/safetensors.h"
-#include "unit/test_util.h"
+#include "unit/checkpoint_fixture.h"
 
 namespace dt {
 namespace {
@@ -27,48 +27,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-class IoHostile : public ::testing::Test {
+class IoHostile : public test::CheckpointDirTest {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "dtrain_hostile_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<io::CheckpointTensor> tensors(uint64_t seed) {
+  std::vector<io::CheckpointTensor> tensors(uint64_t seed) override {
     return {{"w", test::randn({4, 5}, DType::F32, seed, "w"), {}}, {"b", test::randn({3}, DType::BF16, seed, "b"), {}}};
   }
-  std::string index() { return io::checkpoint_index_path(dir_); }
-  std::string data_file() { return dir_ + "/" + io::read_checkpoint_index(dir_)["weight_map"]["w"].get<std::string>(); }
-  static void write(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
-  }
-  static std::string read(const std::string& path) {
-    std::vector<char> raw = io::read_file(path);
-    return std::string(raw.begin(), raw.end());
-  }
-  // A safetensors file with this header JSON and `data` bytes after it.
-  static std::string safetensors(const std::string& header, const std::string& data) {
-    std::string out(8, '\0');
-    for (int k = 0; k < 8; ++k) out[k] = static_cast<char>((uint64_t(header.size()) >> (8 * k)) & 0xff);
-    return out + header + data;
-  }
-  // load_checkpoint fails with `code` and `needle`, and leaves the destination as it was.
-  void expect_load_fails(dt_status code, const std::string& needle) {
-    auto dest = tensors(99), keep = tensors(99);
-    try {
-      io::load_checkpoint(dir_, dest);
-      ADD_FAILURE() << "load succeeded; expected " << needle;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), code) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "\"" << needle << "\" not in: " << e.what();
-      EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
-    }
-    for (size_t i = 0; i < dest.size(); ++i) EXPECT_TRUE(test::same_bits(dest[i].tensor, keep[i].tensor));
-  }
-  std::string dir_;
 };
 
 TEST_F(IoHostile, DeeplyNestedIndexIsRefusedWithoutRecursion) {

@@ -1,8 +1,8 @@
 // dtrain plan: per-rank memory of the model states (weights, gradients, optimizer state)
 // for a dp size, a ZeRO stage and a precision, by the ZeRO paper's formulas (Rajbhandari et
 // al., 2020, section 3 and Table 1), the communication per step, and the effective batch.
-// For a model it can build it counts the parameters through the C API; --params takes a
-// raw count (e.g. 7.5e9) for models too large to build here.
+// It counts the --model's parameters through the C API without building it (of any size);
+// --params takes a raw count instead (e.g. 7.5e9).
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -35,10 +35,8 @@ int run_plan(const PlanArgs& a) {
   std::string what;
   if (psi > 0) {  // at most 1e15 (its range): exact as an integer
     what = "a model of " + std::to_string(static_cast<long long>(psi)) + " parameters";
-  } else {
-    Module m = a.model.create(a.context, 1);
-    int64_t n = 0;
-    check(dt_module_param_count(m.get(), &n), "counting parameters");
+  } else {  // counted by the library from the flags, without building the model
+    const int64_t n = a.model.count_params(a.context);
     psi = static_cast<double>(n);
     what = "--model " + a.model.preset + " (" + std::to_string(n) + " parameters)";
   }

@@ -49,12 +49,12 @@ std::vector<std::pair<int64_t, double>> resume_metrics(const std::string& path, 
 void refuse_too_big_run(const TrainArgs& a, bool addition) {
   if (addition) refuse_if_too_big("--train-size " + std::to_string(a.train_size), example_bytes(a.train_size), kExampleBytesWhy);
   // Addition examples are 3 * digits + 3 tokens, and the model has one position more.
-  const double params = a.model.estimate_params(addition ? 3 * a.digits + 4 : a.context);
+  const double params = static_cast<double>(a.model.count_params(addition ? 3 * a.digits + 4 : a.context));
   // Under mpirun the world size, and so a ZeRO shard, is known only once the mesh is made:
   // then only the weights are checked (ModelArgs::create).
   if (a.backend == "mpi") return;
   const double ranks_here = static_cast<double>(a.dp);
-  refuse_if_too_big("the model (about " + std::to_string(static_cast<long long>(params)) + " parameters)",
+  refuse_if_too_big("the model (" + std::to_string(static_cast<long long>(params)) + " parameters)",
                     ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp),
                                              state_bytes(a.model.precision)),
                     "weights, gradients and AdamW state of the " + std::to_string(static_cast<long long>(ranks_here)) +

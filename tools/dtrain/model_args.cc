@@ -26,41 +26,11 @@ void ModelArgs::add_to(CLI::App& app) {
       ->group("Model");
 }
 
-double ModelArgs::estimate_params(int64_t context) const {
-  // The presets' shapes (dt_module_create_gpt in dtrain.h); only the fields not given count.
-  struct Shape {
-    double layers, d_model, heads, vocab;
-    bool swiglu, rope, tied;
-  };
-  Shape s;
-  if (preset == "gpt-tiny")
-    s = {2, 64, 2, 256, false, false, true};
-  else if (preset == "gpt-small")
-    s = {6, 384, 6, 256, false, false, true};
-  else if (preset == "llama-tiny")
-    s = {2, 64, 2, 256, true, true, false};
-  else
-    return 0;
-  const auto given = [](int64_t v, double fallback) { return v > 0 ? static_cast<double>(v) : fallback; };
-  const double L = given(layers, s.layers), d = given(d_model, s.d_model), V = given(vocab, s.vocab);
-  const double ff = given(d_ff, 4 * d), heads_n = given(heads, s.heads);
-  const double kv = given(kv_heads, heads_n) / heads_n * d;  // width of K and of V
-  const bool swiglu = act.empty() ? s.swiglu : act == "swiglu", rope = pos.empty() ? s.rope : pos == "rope";
-  const double attention = d * (d + 2 * kv) + d * d + 2 * d + 2 * kv;  // qkv and output, with biases
-  const double mlp = (swiglu ? 3 : 2) * d * ff + ff + d;
-  const double per_block = attention + mlp + 4 * d;  // two norms
-  return V * d * (s.tied ? 1 : 2) + (rope ? 0 : static_cast<double>(context) * d) + L * per_block + 2 * d;
-}
-
-Module ModelArgs::create(int64_t context, int64_t seed) const {
-  const double params = estimate_params(context);
-  refuse_if_too_big("a model of about " + std::to_string(static_cast<long long>(params)) + " parameters",
-                    params * state_bytes(precision).w, "its weights alone");
+Options ModelArgs::options(int64_t context, int64_t seed) const {
   Options o = make_options();
   set(o.get(), "preset", preset);
   set(o.get(), "context", context);
   set(o.get(), "seed", seed);
-  // Only what the user gave: the library's messages then name the option they typed.
   if (layers >= 0) set(o.get(), "n_layer", layers);
   if (d_model >= 0) set(o.get(), "d_model", d_model);
   if (heads >= 0) set(o.get(), "n_head", heads);
@@ -72,8 +42,21 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
   if (!act.empty()) set(o.get(), "act", act);
   if (!precision.empty()) set(o.get(), "precision", precision);
   if (!device.empty()) set(o.get(), "device", device);
+  return o;
+}
+
+int64_t ModelArgs::count_params(int64_t context) const {
+  int64_t n = 0;
+  check(dt_module_gpt_param_count(options(context, 1).get(), &n), "sizing the model");
+  return n;
+}
+
+Module ModelArgs::create(int64_t context, int64_t seed) const {
+  const double params = static_cast<double>(count_params(context));
+  refuse_if_too_big("a model of " + std::to_string(static_cast<long long>(params)) + " parameters",
+                    params * state_bytes(precision).w, "its weights alone");
   dt_module* m = nullptr;
-  check(dt_module_create_gpt(o.get(), &m), "creating the model");
+  check(dt_module_create_gpt(options(context, seed).get(), &m), "creating the model");
   return Module(m);
 }
 

@@ -13,12 +13,15 @@ struct ModelArgs {
   std::string norm, pos, act, precision, device;
 
   void add_to(CLI::App& app);
-  // Parameters of the model these flags describe with `context`, by formula, before it is
-  // built (0 for an unknown preset: the library names it then). Slightly high: it counts
-  // every bias and norm the presets may have.
-  double estimate_params(int64_t context) const;
-  // The module, with `context` as its longest sequence and `seed` for its initial weights;
-  // a model whose weights alone would not fit in this machine's memory is refused first.
+  // The dt_module_create_gpt options these flags describe, with `context` as the longest
+  // sequence and `seed` for the initial weights. Only what the user gave is set, so the
+  // library's messages name the option they typed.
+  Options options(int64_t context, int64_t seed) const;
+  // Exact parameters of that model, counted by the library without building it
+  // (dt_module_gpt_param_count); bad flags fail here with the library's message.
+  int64_t count_params(int64_t context) const;
+  // The module; a model whose weights alone would not fit in this machine's memory is
+  // refused first.
   Module create(int64_t context, int64_t seed) const;
 };
 

@@ -1806,6 +1806,21 @@ _gostring_ _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(dt_options *_swig_go_
 }
 
 
+_gostring_ _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(dt_options *_swig_go_0, long long *_swig_go_1) {
+  dt_options *arg1 = (dt_options *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_options *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1; 
+  
+  result = (dt_status)dt_module_gpt_param_count((struct dt_options const *)arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(dt_options *_swig_go_0, dt_module **_swig_go_1) {
   dt_options *arg1 = (dt_options *) 0 ;
   dt_module **arg2 = (dt_module **) 0 ;

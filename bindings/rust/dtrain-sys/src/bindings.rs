@@ -600,6 +600,14 @@ extern "C" {
     pub fn dt_module_create_gpt(config: *const dt_options, out: *mut *mut dt_module) -> dt_status;
 }
 extern "C" {
+    #[doc = " Number of scalar parameters the GPT that dt_module_create_gpt(config) makes would hold"]
+    #[doc = "  (what dt_module_param_count reports for it), computed from the config without building"]
+    #[doc = "  or allocating anything: size a model before making it, or one too large for this"]
+    #[doc = "  machine. Same keys and the same DT_ERR_INVALID_ARGUMENT messages as dt_module_create_gpt;"]
+    #[doc = "  \"device\" must be well formed but need not exist here. Thread-safe."]
+    pub fn dt_module_gpt_param_count(config: *const dt_options, out: *mut i64) -> dt_status;
+}
+extern "C" {
     #[doc = " Creates an MLP. config keys: \"sizes\" (required string of comma-separated ints >= 1,"]
     #[doc = "  at least two: \"in,hidden...,out\", e.g. \"4,32,1\"), \"act\" (\"gelu\" | \"silu\", between"]
     #[doc = "  layers), \"seed\" (int). Caller owns *out; release with dt_module_destroy. Thread-safe."]
