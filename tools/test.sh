@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the Release build first, then the whole suite again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and under ThreadSanitizer (the collectives
-# are threads sharing memory). Exits non-zero on any failure.
+# Builds and runs every test: the Release build first, then again under AddressSanitizer +
+# UndefinedBehaviorSanitizer and under ThreadSanitizer (the collectives are threads sharing
+# memory), and last a short fuzzing pass over the loaders of outside files (clang's
+# libFuzzer). Exits non-zero on any failure. docs/testing.md describes each pass.
 # The sanitizer builds compile at -O1 -g1 (line tables are all a sanitizer report needs):
 # less than half the compile time of -O2 -g on 2 cores, with the same checks. They build
 # without CUDA (DTRAIN_WITH_CUDA=OFF): sanitizers do not instrument nvcc's device code, and
@@ -12,7 +13,7 @@
 # all but the long end-to-end training runs that repeat the Release pass with more ranks;
 # TSan runs the tests where threads share memory (thread pool, collectives, mesh, DDP,
 # ZeRO, the threaded C API, MPI). Every test still runs in full in the Release pass.
-# DTRAIN_TEST_SKIP_SANITIZERS=1 skips both sanitizer passes (quicker local runs).
+# DTRAIN_TEST_SKIP_SANITIZERS=1 skips the sanitizer and fuzzing passes (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -25,16 +26,21 @@ run_preset() {
   echo "== [$preset] configure"
   cmake --preset "$preset" "$@" >/dev/null
   echo "== [$preset] build"
+  local t0=$(date +%s)
   cmake --build --preset "$preset" -j"$jobs"
+  local t1=$(date +%s)
   echo "== [$preset] test"
   ctest --preset "$preset" -j"$jobs" --timeout 300
+  echo "== [$preset] passed: build $((t1 - t0)) s, tests $(( $(date +%s) - t1 )) s"
 }
 
 start=$(date +%s)
-# Every binding's toolchain is installed above, so a missing one is an error, not a skip.
-run_preset default -DDTRAIN_REQUIRE_BINDINGS=ON
+# Every binding's toolchain is installed above, so a missing one is an error, not a skip;
+# warnings are errors in the Release pass (GCC at -O1 under the sanitizers warns differently).
+run_preset default -DDTRAIN_REQUIRE_BINDINGS=ON -DDTRAIN_WERROR=ON
 if [ "${DTRAIN_TEST_SKIP_SANITIZERS:-0}" != "1" ]; then
   run_preset asan
   run_preset tsan
+  run_preset fuzz
 fi
 echo "== all tests passed in $(( $(date +%s) - start )) s"

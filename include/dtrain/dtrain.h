@@ -246,7 +246,8 @@ DT_API dt_status dt_softmax(const dt_tensor* x, dt_tensor* y);
 
 /** Bytes held by tensors on `device` ("cpu" or "cuda:N") under `tag` (DT_MEM_ALL for the
  *  sum): now and the peak since start or the last dt_memory_reset_peak. Either out-pointer
- *  may be NULL. Counts requested bytes; pooled free blocks are not counted. Thread-safe. */
+ *  may be NULL. Counts requested bytes; pooled free blocks are not counted. A GPU this build
+ *  or machine lacks is DT_ERR_UNSUPPORTED here and in every dt_memory_* call. Thread-safe. */
 DT_API dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes,
                                  int64_t* peak_bytes);
 

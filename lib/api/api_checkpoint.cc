@@ -1,5 +1,9 @@
 // Checkpoints seen from outside an engine: the model a checkpoint describes, and its
-// metadata; plus the small helpers every API file shares (text out, path stems).
+// metadata; plus the small helpers every API file shares (text out, path stems, the
+// physical-memory check).
+#include <unistd.h>
+
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -32,6 +36,19 @@ std::pair<std::string, std::string> split_stem(const char* path_stem, const char
            std::string(arg) + " = \"" + p.string() + "\"; accepted: a directory and a file name stem, e.g. \"ckpt/run1\"");
   std::string dir = p.parent_path().string();
   return {dir.empty() ? "." : dir, stem};
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : HUGE_VAL;
+}
+
+void refuse_beyond_memory(const std::string& fn, const std::string& what, double bytes) {
+  const double memory = physical_memory_bytes();
+  if (bytes > memory)
+    fail(DT_ERR_OUT_OF_MEMORY, fn + ": " + what + " need " + std::to_string(static_cast<long long>(bytes)) +
+                                   " bytes; this machine has " + std::to_string(static_cast<long long>(memory)) +
+                                   " bytes of memory");
 }
 
 }  // namespace dt::api

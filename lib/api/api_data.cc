@@ -31,12 +31,6 @@ constexpr int32_t kIgnore = -1;
 // holds one int64 per example, so even this many need 32 GiB.
 constexpr int64_t kMaxAdditionSize = int64_t(1) << 32;
 
-// Bytes of physical memory, or no limit when the system does not say.
-double physical_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : HUGE_VAL;
-}
-
 std::shared_ptr<dt::io::Dataset> make_dataset(const std::string& kind, const dt_options* options) {
   const dt::Options* o = dt::api::opts_of(options);
   if (kind == "text" || kind == "tokens") {
@@ -143,12 +137,10 @@ dt_status dt_loader_create(dt_dataset* dataset, const dt_options* options, dt_lo
                                        std::to_string(d.size()));
     // The order of an epoch (one int64 per example) is made at the first batch; a dataset
     // whose order this machine cannot hold is refused now, with the figures.
-    const double order_bytes = 8.0 * static_cast<double>(d.size()), memory = physical_memory_bytes();
-    if (order_bytes > memory)
-      dt::fail(DT_ERR_OUT_OF_MEMORY, "dt_loader_create: the dataset's " + std::to_string(d.size()) +
-                                         " examples need " + std::to_string(static_cast<long long>(order_bytes)) +
-                                         " bytes for an epoch's order (8 per example); this machine has " +
-                                         std::to_string(static_cast<long long>(memory)) + " bytes of memory");
+    dt::api::refuse_beyond_memory("dt_loader_create",
+                                  "the dataset's " + std::to_string(d.size()) +
+                                      " examples, an epoch's order (8 bytes per example),",
+                                  8.0 * static_cast<double>(d.size()));
     so.seed = static_cast<uint64_t>(r.get_int("seed", 0));
     so.shuffle = r.get_bool("shuffle", true);
     auto h = std::make_unique<dt_loader>();

@@ -12,6 +12,19 @@
 using dt::api::guard;
 using dt::api::need;
 
+namespace {
+
+// The device a memory query names: well formed, and present in this build and machine
+// (a query for a GPU that is not here is UNSUPPORTED, as creating a tensor there would be,
+// rather than an empty ledger that reads like an idle device).
+dt::Device ledger_device(const char* device) {
+  const dt::Device d = dt::parse_device(device, "device");
+  dt::require_available(d);
+  return d;
+}
+
+}  // namespace
+
 extern "C" {
 
 dt_status dt_configure(const dt_options* options) {
@@ -43,7 +56,7 @@ dt_status dt_shutdown(void) {
 
 dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_bytes, int64_t* peak_bytes) {
   return guard("dt_memory_stats", [&] {
-    dt::Ledger& l = dt::ledger_for(dt::parse_device(device, "device"));
+    dt::Ledger& l = dt::ledger_for(ledger_device(device));
     int64_t cur = l.current(tag), peak = l.peak(tag);
     if (current_bytes) *current_bytes = cur;
     if (peak_bytes) *peak_bytes = peak;
@@ -53,7 +66,7 @@ dt_status dt_memory_stats(const char* device, dt_mem_tag tag, int64_t* current_b
 dt_status dt_memory_rank_stats(const char* device, int32_t rank, dt_mem_tag tag, int64_t* current_bytes,
                                int64_t* peak_bytes) {
   return guard("dt_memory_rank_stats", [&] {
-    dt::Device d = dt::parse_device(device, "device");
+    dt::Device d = ledger_device(device);
     if (rank < 0 || rank >= dt::kMaxRankLedgers)
       dt::invalid("rank = " + std::to_string(rank) + "; accepted: 0 to " + std::to_string(dt::kMaxRankLedgers - 1));
     const dt::Ledger* l = dt::rank_ledger(d, rank);
@@ -65,12 +78,12 @@ dt_status dt_memory_rank_stats(const char* device, int32_t rank, dt_mem_tag tag,
 }
 
 dt_status dt_memory_reset_peak(const char* device) {
-  return guard("dt_memory_reset_peak", [&] { dt::reset_peaks(dt::parse_device(device, "device")); });
+  return guard("dt_memory_reset_peak", [&] { dt::reset_peaks(ledger_device(device)); });
 }
 
 dt_status dt_memory_report_json(const char* device, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_memory_report_json", [&] {
-    dt::Device d = dt::parse_device(device, "device");
+    dt::Device d = ledger_device(device);
     std::string j = dt::ledger_for(d).json(d.str(), dt::pool_cached_bytes(d));
     std::string ranks = ",\"ranks\":[";
     bool first = true;

@@ -116,4 +116,12 @@ void write_text(const std::string& text, char* buf, size_t capacity, size_t* nee
 // ("name.index.json", ...); the error names `arg`.
 std::pair<std::string, std::string> split_stem(const char* path_stem, const char* arg = "path_stem");
 
+// Bytes of physical memory (HUGE_VAL when the system does not say).
+double physical_memory_bytes();
+
+// Throws DT_ERR_OUT_OF_MEMORY, with the figures, when `bytes` (what `what` would allocate)
+// exceed this machine's physical memory: such a request is refused before it allocates,
+// not left to the allocator (or to the OOM killer once overcommitted pages are touched).
+void refuse_beyond_memory(const std::string& fn, const std::string& what, double bytes);
+
 }  // namespace dt::api

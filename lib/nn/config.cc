@@ -15,14 +15,14 @@ GPTConfig GPTConfig::resolved() const {
 
 int64_t GPTConfig::param_count() const {
   const GPTConfig c = resolved();
-  const int64_t d = c.d_model, bias = c.bias ? 1 : 0;
-  const int64_t norm = d + (c.norm == NormKind::LayerNorm ? bias * d : 0);
+  const int64_t d = c.d_model, biases = c.bias ? 1 : 0;
+  const int64_t norm_params = d + (c.norm == NormKind::LayerNorm ? biases * d : 0);  // gain (+ bias)
   const auto linear = [&](int64_t in, int64_t out, int64_t has_bias) { return in * out + has_bias * out; };
   const int64_t qkv_width = (c.n_head + 2 * c.n_kv_head) * (d / c.n_head);
   const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;  // SwiGLU: gate and up in one
-  const int64_t block = 2 * norm + linear(d, qkv_width, bias) + linear(d, d, bias) + linear(d, fc_width, bias) +
-                        linear(c.d_ff, d, bias);
-  return c.vocab_size * d + (c.pos == PosKind::Learned ? c.context * d : 0) + c.n_layer * block + norm +
+  const int64_t block = 2 * norm_params + linear(d, qkv_width, biases) + linear(d, d, biases) +
+                        linear(d, fc_width, biases) + linear(c.d_ff, d, biases);
+  return c.vocab_size * d + (c.pos == PosKind::Learned ? c.context * d : 0) + c.n_layer * block + norm_params +
          (c.tied_embeddings ? 0 : linear(d, c.vocab_size, 0));
 }
 

@@ -59,6 +59,13 @@ TEST(BadInput, UnknownDtypeAndDevice) {
   ASSERT_EQ(dt_device_count("cuda", &gpus), DT_OK);
   if (gpus == 0)  // a well-formed device this machine does not have
     expect_error(dt_tensor_create(DT_F32, s, 1, "cuda:0", nullptr, &t), DT_ERR_UNSUPPORTED, {"cuda:0", "not available"});
+  // The memory queries too: a GPU that is not here has no ledger to read (not an empty one).
+  int64_t bytes = -1;
+  expect_error(dt_memory_stats("cuda:999", DT_MEM_ALL, &bytes, nullptr), DT_ERR_UNSUPPORTED, {"cuda:999", "not available"});
+  expect_error(dt_memory_rank_stats("cuda:999", 0, DT_MEM_ALL, &bytes, nullptr), DT_ERR_UNSUPPORTED, {"cuda:999"});
+  expect_error(dt_memory_reset_peak("cuda:999"), DT_ERR_UNSUPPORTED, {"cuda:999"});
+  expect_error(dt_memory_stats("tpu", DT_MEM_ALL, &bytes, nullptr), DT_ERR_INVALID_ARGUMENT, {"\"tpu\""});
+  EXPECT_EQ(bytes, -1);
   expect_error(dt_device_count("opencl", &gpus), DT_ERR_INVALID_ARGUMENT, {"\"cpu\", \"cuda\""});
   EXPECT_EQ(dt_dtype_size(77), 0u);
   EXPECT_STREQ(dt_dtype_name(77), "unknown");

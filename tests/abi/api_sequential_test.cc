@@ -146,6 +146,15 @@ TEST(Sequential, BadLayerListsAndMisuseAreNamedErrors) {
     c.s("layers", "linear:3:4,gelu,linear:5:1");
     expect_error(dt_module_create_sequential(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"takes width 5", "give 4"});
   }
+  {  // sizes past 2^31 (IN x OUT must not overflow), and a model no machine here can hold:
+    // refused from the figures, before anything is allocated
+    Opts c;
+    c.s("layers", "linear:3:2147483649");
+    expect_error(dt_module_create_sequential(c.o, &m), DT_ERR_INVALID_ARGUMENT, {"from 1 to 2147483648"});
+    c.s("layers", "linear:1000000:1000000,gelu,layernorm:1000000");
+    expect_error(dt_module_create_sequential(c.o, &m), DT_ERR_OUT_OF_MEMORY,
+                 {"1000003000000 parameters", "gradients", "bytes of memory"});
+  }
   EXPECT_EQ(m, nullptr);
   m = sequential("linear:3:4,rmsnorm:4,linear:4:2:nobias");
   dt_tensor* wrong = f32(std::vector<float>(8), 2, 4);

@@ -44,14 +44,7 @@ bool save_gpt(const std::string& stem, bool llama) {
   return ok;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: fuzz_seeds DIR\n";
-    return 2;
-  }
-  const fs::path out = argv[1];
+int write_seeds(const fs::path& out) {
   const fs::path work = out / "work";
   fs::remove_all(work);
   fs::create_directories(work);
@@ -63,11 +56,11 @@ int main(int argc, char** argv) {
     const std::string data = idx["weight_map"].begin().value().get<std::string>();
     put(out / "safetensors" / (name + ".safetensors"), slurp(work / data));
   }
-  // A file of a few tensors of every dtype, written by the checkpoint writer directly.
+  // A file of tensors of four dtypes and ranks, written by the checkpoint writer directly.
   std::vector<dt::io::CheckpointTensor> ts = {{"f32", dt::Tensor::zeros({2, 3}, dt::DType::F32), {}},
                                               {"bf16", dt::Tensor::zeros({3}, dt::DType::BF16), {}},
                                               {"i64", dt::Tensor::zeros({1}, dt::DType::I64), {}},
-                                              {"empty", dt::Tensor::zeros({0}, dt::DType::F16), {}}};
+                                              {"f16", dt::Tensor::zeros({2, 1, 2}, dt::DType::F16), {}}};
   dt::io::save_checkpoint(work.string(), ts, {{"step", 3}});
   put(out / "checkpoint_index" / "dtypes.index.json", slurp(work / "checkpoint.index.json"));
   put(out / "safetensors" / "dtypes.safetensors", slurp(work / "checkpoint.000001.safetensors"));
@@ -80,4 +73,19 @@ int main(int argc, char** argv) {
   fs::remove_all(work);
   std::cout << "fuzz_seeds: wrote " << out.string() << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz_seeds DIR\n";
+    return 2;
+  }
+  try {
+    return write_seeds(argv[1]);
+  } catch (const std::exception& e) {
+    std::cerr << "fuzz_seeds: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -12,6 +12,9 @@ fi
 fuzzer=$1 seeds=$2 work=$3 seconds=$4 json=${6:-}
 name=$(basename "$fuzzer"); name=${name#fuzz_}
 mkdir -p "$work/corpus" "$work/artifacts"
+# Only this run's findings count (an earlier run's stay in artifacts/ for whoever reads them).
+stamp="$work/started"
+: >"$stamp"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 start=$(date +%s)
 # -rss_limit_mb / -malloc_limit_mb: a hostile input that makes a loader allocate without
@@ -20,7 +23,7 @@ start=$(date +%s)
   -timeout=10 -print_final_stats=1 -artifact_prefix="$work/artifacts/" >"$work/log" 2>&1
 rc=$?
 execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$work/log" | grep -oE '[0-9]+$' | tail -1)
-crashes=$(find "$work/artifacts" -type f | wc -l)
+crashes=$(find "$work/artifacts" -type f -newer "$stamp" | wc -l)
 corpus=$(find "$work/corpus" -type f | wc -l)
 elapsed=$(( $(date +%s) - start ))
 if [[ $rc -ne 0 && $crashes -eq 0 ]]; then crashes=1; fi
@@ -31,6 +34,6 @@ if [[ -n $json ]]; then
 fi
 if [[ $crashes -ne 0 ]]; then
   tail -60 "$work/log"
-  ls "$work/artifacts"
+  find "$work/artifacts" -type f -newer "$stamp"
   exit 1
 fi

@@ -290,7 +290,8 @@ extern "C" {
 extern "C" {
     #[doc = " Bytes held by tensors on `device` (\"cpu\" or \"cuda:N\") under `tag` (DT_MEM_ALL for the"]
     #[doc = "  sum): now and the peak since start or the last dt_memory_reset_peak. Either out-pointer"]
-    #[doc = "  may be NULL. Counts requested bytes; pooled free blocks are not counted. Thread-safe."]
+    #[doc = "  may be NULL. Counts requested bytes; pooled free blocks are not counted. A GPU this build"]
+    #[doc = "  or machine lacks is DT_ERR_UNSUPPORTED here and in every dt_memory_* call. Thread-safe."]
     pub fn dt_memory_stats(
         device: *const ::std::os::raw::c_char,
         tag: dt_mem_tag,
