@@ -13,7 +13,7 @@ from .errors import *  # noqa: F401,F403
 from .tensor import BF16, F16, F32, I32, I64, Tensor  # noqa: F401
 from ._handle import Options  # noqa: F401
 from .mesh import Mesh  # noqa: F401
-from .model import GPT, MLP, Model, Optimizer, Sequential, loss  # noqa: F401
+from .model import GPT, MLP, Model, Optimizer, Sequential, gpt_param_count, loss  # noqa: F401
 from .engine import Engine  # noqa: F401
 from .data import Dataset, Loader  # noqa: F401
 

@@ -82,3 +82,9 @@ class Mesh(Handle):
         """The comm ledger as a dict (see dt_mesh_comm_report_json)."""
         from ._json import read_json
         return read_json(lambda buf: native.dt_mesh_comm_report_json(self._h, buf))
+
+    def comm_history(self):
+        """Each local rank's last 64 collectives and the mesh's failure, as a dict (see
+        dt_mesh_comm_history_json); works on a failed mesh, which is when it matters."""
+        from ._json import read_json
+        return read_json(lambda buf: native.dt_mesh_comm_history_json(self._h, buf))

@@ -54,6 +54,14 @@ def GPT(**config):
     return Model._make(native.dt_module_create_gpt, config)
 
 
+def gpt_param_count(**config):
+    """Number of parameters dtrain.GPT(**config) would hold, counted from the config without
+    building the model or allocating (dt_module_gpt_param_count): size a model first, even
+    one this machine could not hold. The same keys and errors as dtrain.GPT."""
+    with contextlib.ExitStack() as stack:
+        return native.dt_module_gpt_param_count(options_ptr(config, stack))
+
+
 def MLP(sizes, **config):
     """An MLP: sizes "in,hidden...,out" (or a list of ints), act, seed."""
     if not isinstance(sizes, str):

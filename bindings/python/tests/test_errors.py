@@ -13,6 +13,13 @@ def test_unknown_option_key_is_invalid_argument_naming_the_key():
     assert isinstance(info.value, ValueError) and isinstance(info.value, dtrain.DtrainError)
 
 
+def test_param_count_of_a_bad_config_names_the_key():
+    with pytest.raises(dtrain.InvalidArgumentError, match="n_layer"):
+        dtrain.gpt_param_count(n_layer=-1)
+    with pytest.raises(dtrain.InvalidArgumentError, match="bogus"):
+        dtrain.gpt_param_count(bogus=1)
+
+
 def test_unknown_backend_and_dataset_kind():
     with pytest.raises(dtrain.DtrainError, match="backend"):
         dtrain.Mesh("carrier-pigeon", 2)

@@ -69,6 +69,26 @@ def test_zero3_matches_ddp_losses():
     assert max(abs(a - b) for a, b in zip(ddp, zero3)) < 1e-5
 
 
+def test_param_count_from_the_config_and_the_comm_history():
+    for config in ({"preset": "gpt-tiny"}, {"preset": "llama-tiny", "n_layer": 3, "d_model": 48, "n_head": 4}):
+        with dtrain.GPT(**config) as model:
+            assert dtrain.gpt_param_count(**config) == model.param_count
+    # A model no machine here could hold is counted without allocating.
+    assert dtrain.gpt_param_count(n_layer=1024, d_model=65536, n_head=64) > 5 * 10**13
+    with dtrain.Mesh("local", 2) as mesh, dtrain.GPT(preset="gpt-tiny") as model, \
+            dtrain.Optimizer(model, "adamw") as opt, dtrain.Engine(mesh, model, opt) as e, \
+            dtrain.Dataset("addition", digits=3) as data, dtrain.Loader(data, 8) as loader:
+        x, y = loader.new_batch()
+        e.train_step(*loader.next(x, y))
+        history = mesh.comm_history()
+        assert history["failure"] is None and len(history["ranks"]) == 2
+        calls = history["ranks"][0]["calls"]
+        assert calls and all(c["status"] == "ok" for c in calls)
+        for axis in {c["axis"] for c in calls}:  # each axis numbers its calls 1, 2, ...
+            seqs = [c["seq"] for c in calls if c["axis"] == axis]
+            assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
 def test_the_gil_is_released_during_a_train_step():
     with dtrain.GPT(preset="gpt-tiny", n_layer=4, d_model=128, n_head=4, seed=3) as model, \
             dtrain.Optimizer(model) as opt, dtrain.Engine(None, model, opt) as engine, \
