@@ -1,6 +1,7 @@
 package dtrain_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -316,6 +317,40 @@ func TestMeshAllReduce(t *testing.T) {
 	}
 	_, err := mesh.WorldSize()
 	wantErr(t, err, dtrain.ErrInvalidArgument, "closed")
+}
+
+// A GPT's size from its config alone, and a mesh's collective history.
+func TestParamCountAndCommHistory(t *testing.T) {
+	defer guard(t)
+	config := dtrain.Options{"preset": "llama-tiny", "n_layer": 3}
+	model := must(dtrain.NewGPT(config))
+	defer model.Close()
+	if n, held := must(dtrain.GPTParamCount(config)), must(model.ParamCount()); int(n) != held {
+		t.Fatalf("GPTParamCount %d, the model holds %d", n, held)
+	}
+	_, err := dtrain.GPTParamCount(dtrain.Options{"n_layer": -1})
+	wantErr(t, err, dtrain.ErrInvalidArgument, "n_layer")
+
+	mesh := must(dtrain.NewMesh("local", 2, nil))
+	defer mesh.Close()
+	ok(t, mesh.Barrier("dp"))
+	var history struct {
+		Failure any `json:"failure"`
+		Ranks   []struct {
+			Calls []struct {
+				Kind   string `json:"kind"`
+				Seq    int    `json:"seq"`
+				Status string `json:"status"`
+			} `json:"calls"`
+		} `json:"ranks"`
+	}
+	ok(t, json.Unmarshal([]byte(must(mesh.CommHistoryJSON())), &history))
+	if history.Failure != nil || len(history.Ranks) != 2 || len(history.Ranks[0].Calls) != 1 {
+		t.Fatalf("history %+v", history)
+	}
+	if c := history.Ranks[0].Calls[0]; c.Kind != "barrier" || c.Seq != 1 || c.Status != "ok" {
+		t.Fatalf("the barrier's entry %+v", c)
+	}
 }
 
 func TestModel(t *testing.T) {

@@ -166,3 +166,9 @@ func (m *Mesh) Abort() error {
 func (m *Mesh) CommReportJSON() (string, error) {
 	return reportJSON(m, cdt.Dt_mesh_comm_report_json)
 }
+
+// CommHistoryJSON returns each local rank's last 64 collectives and the mesh's failure as
+// JSON (dt_mesh_comm_history_json); it works on a failed mesh, which is when it matters.
+func (m *Mesh) CommHistoryJSON() (string, error) {
+	return reportJSON(m, cdt.Dt_mesh_comm_history_json)
+}

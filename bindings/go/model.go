@@ -16,6 +16,22 @@ func NewGPT(config Options) (*Model, error) {
 	return create[Model](config, cdt.Dt_module_create_gpt, cdt.Dt_module_destroy)
 }
 
+// GPTParamCount returns the number of parameters NewGPT(config) would hold, counted from
+// the config without building the model or allocating: size a model first, even one this
+// machine could not hold. The same keys and errors as NewGPT.
+func GPTParamCount(config Options) (int64, error) {
+	o, free, err := newOptions(config)
+	if err != nil {
+		return 0, err
+	}
+	defer free()
+	var n int64
+	if err := check(cdt.Dt_module_gpt_param_count(o, &n)); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // NewMLP creates an MLP: config "sizes" (e.g. "4,32,1"), "act", "seed".
 func NewMLP(config Options) (*Model, error) {
 	return create[Model](config, cdt.Dt_module_create_mlp, cdt.Dt_module_destroy)

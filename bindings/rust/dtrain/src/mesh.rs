@@ -253,4 +253,13 @@ impl Mesh {
         // SAFETY: live handle; read_json passes a buffer of `cap` bytes.
         read_json(|buf, cap, needed| unsafe { sys::dt_mesh_comm_report_json(p, buf, cap, needed) })
     }
+
+    /// Each local rank's last 64 collectives and the mesh's failure as JSON
+    /// (`dt_mesh_comm_history_json`); it works on a failed mesh, which is when it matters.
+    pub fn comm_history_json(&self) -> Result<String> {
+        let p = self.raw()?;
+        let _g = lock(&[&self.fam]);
+        // SAFETY: live handle; read_json passes a buffer of `cap` bytes.
+        read_json(|buf, cap, needed| unsafe { sys::dt_mesh_comm_history_json(p, buf, cap, needed) })
+    }
 }

@@ -39,6 +39,17 @@ impl Model {
         Model::make(|out| unsafe { sys::dt_module_create_gpt(opts.ptr(), out) })
     }
 
+    /// Number of parameters [`Model::gpt`] would make with `config`, counted from the config
+    /// without building the model or allocating: size a model first, even one this machine
+    /// could not hold. The same keys and errors as [`Model::gpt`].
+    pub fn gpt_param_count(config: &Pairs) -> Result<usize> {
+        let opts = CallOptions::new(config)?;
+        let mut n = 0i64;
+        // SAFETY: valid options (or NULL) and out-pointer.
+        check(unsafe { sys::dt_module_gpt_param_count(opts.ptr(), &mut n) })?;
+        Ok(n as usize)
+    }
+
     /// An MLP: "sizes" ("in,hidden...,out"), "act", "seed".
     pub fn mlp(config: &Pairs) -> Result<Model> {
         let opts = CallOptions::new(config)?;

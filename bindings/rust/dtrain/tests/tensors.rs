@@ -105,6 +105,10 @@ fn mesh_queries_and_all_reduce() {
     let stats = mesh.comm_stats(0, "tp", "all_reduce").unwrap();
     assert_eq!(stats.calls, 1);
     assert!(mesh.comm_report_json().unwrap().contains("\"backend\""));
+    // The history: every call, each axis numbered from 1, the last one the barrier.
+    let history = mesh.comm_history_json().unwrap();
+    assert!(history.contains("\"failure\":null"), "{history}");
+    assert!(history.contains("\"kind\":\"barrier\""), "{history}");
 }
 
 #[test]

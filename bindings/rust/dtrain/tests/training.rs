@@ -120,6 +120,11 @@ fn model_parameters() {
         .map(|n| model.param(n).unwrap().numel().unwrap())
         .sum();
     assert_eq!(total, model.param_count().unwrap());
+    assert_eq!(Model::gpt_param_count(&[("preset", "gpt-tiny".into())]).unwrap(), total);
+    assert_eq!(
+        Model::gpt_param_count(&[("n_layer", (-1i64).into())]).unwrap_err().status,
+        dtrain::Status::INVALID_ARGUMENT
+    );
     assert_eq!(
         model.param("no.such.param").unwrap_err().status,
         dtrain::Status::NOT_FOUND

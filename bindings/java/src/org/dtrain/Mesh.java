@@ -125,6 +125,12 @@ public final class Mesh extends Handle {
     return DtrainNative.dt_mesh_comm_report_json(ptr());
   }
 
+  /** Each local rank's last 64 collectives and the mesh's failure as JSON
+   *  (dt_mesh_comm_history_json); works on a failed mesh, which is when it matters. */
+  public String commHistoryJson() {
+    return DtrainNative.dt_mesh_comm_history_json(ptr());
+  }
+
   @Override
   void destroy(long p) {
     DtrainNative.dt_mesh_destroy(p);

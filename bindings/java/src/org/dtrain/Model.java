@@ -31,6 +31,17 @@ public final class Model extends Handle {
     return Options.with(config, Model::gpt);
   }
 
+  /** Number of parameters {@link #gpt(Options)} would make with {@code config}, counted from
+   *  the config without building the model or allocating: size a model first, even one this
+   *  machine could not hold. The same keys and errors as gpt(). */
+  public static long gptParamCount(Options config) {
+    return DtrainNative.dt_module_gpt_param_count(optional(config));
+  }
+
+  public static long gptParamCount(Map<String, ?> config) {
+    return Options.with(config, Model::gptParamCount);
+  }
+
   /** An MLP: "sizes" ("in,hidden...,out", required), "act", "seed". */
   public static Model mlp(Options config) {
     return new Model(DtrainNative.dt_module_create_mlp(require(config, "config")));

@@ -39,6 +39,17 @@ class BasicsTest {
   }
 
   @Test
+  void gptParamCountMatchesTheBuiltModel() {
+    Map<String, Object> config = Map.of("preset", "llama-tiny", "n_layer", 3);
+    try (Model model = Model.gpt(config)) {
+      assertEquals(model.paramCount(), Model.gptParamCount(config));
+    }
+    DtrainException e = assertThrows(DtrainException.class, () -> Model.gptParamCount(Map.of("n_layer", -1)));
+    assertEquals(Status.INVALID_ARGUMENT, e.status());
+    assertTrue(e.getMessage().contains("n_layer"), e.getMessage());
+  }
+
+  @Test
   void optionsRoundTrip() {
     try (Options o = new Options()) {
       o.set("i", 7).set("l", 1L << 40).set("d", 0.5).set("f", 1.5f).set("b", true).set("s", "héllo ✓ 𝄞");

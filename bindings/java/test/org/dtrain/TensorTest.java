@@ -201,6 +201,8 @@ class TensorTest {
       String json = mesh.commReportJson();
       assertTrue(json.contains("all_reduce"), json);
       mesh.barrier("world");
+      String history = mesh.commHistoryJson();
+      assertTrue(history.contains("\"failure\":null") && history.contains("\"kind\":\"barrier\""), history);
       try (Tensor plain = new Tensor(DType.F32, 3)) {
         DtrainException e = assertThrows(DtrainException.class, () -> mesh.allReduce("world", plain, ReduceOp.SUM));
         assertEquals(Status.INVALID_ARGUMENT, e.status());
