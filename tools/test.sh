@@ -27,7 +27,7 @@ run_preset() {
   cmake --preset "$preset" "$@" >/dev/null
   echo "== [$preset] build"
   local t0=$(date +%s)
-  cmake --build --preset "$preset" -j"$jobs"
+  cmake --build --preset "$preset" -j"$((jobs + 1))"  # one more: a job waiting on I/O or the linker
   local t1=$(date +%s)
   echo "== [$preset] test"
   ctest --preset "$preset" -j"$jobs" --timeout 300
