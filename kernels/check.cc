@@ -1,5 +1,7 @@
 #include "kernels/check.h"
 
+#include <cmath>
+
 namespace dt::kernels {
 
 static std::string where(const char* op, const Arg& a) { return std::string(op) + ": " + a.name; }
@@ -30,6 +32,17 @@ void require_min_ndim(const char* op, Arg a, int ndim) {
   require_defined(op, a);
   DT_CHECK(a.t.ndim() >= ndim, where(op, a) + " has " + std::to_string(a.t.ndim()) +
                                    " dims; required: at least " + std::to_string(ndim));
+}
+
+void require_row_stats(const char* op, Arg a, int64_t rows) {
+  require_dtype(op, a, DType::F32);
+  DT_CHECK(a.t.numel() == rows, where(op, a) + " has " + std::to_string(a.t.numel()) +
+                                    " values; required: one per row of x, " + std::to_string(rows));
+}
+
+void require_eps(const char* op, float eps) {
+  DT_CHECK(std::isfinite(eps) && eps >= 0.0f,
+           std::string(op) + ": eps is " + std::to_string(eps) + "; accepted: a finite value >= 0");
 }
 
 void require_same_shape(const char* op, std::initializer_list<Arg> args) {

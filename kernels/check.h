@@ -21,6 +21,11 @@ void require_float(const char* op, Arg a);
 void require_dtype(const char* op, Arg a, DType dtype);
 void require_shape(const char* op, Arg a, const Shape& shape);
 void require_min_ndim(const char* op, Arg a, int ndim);
+// Per-row statistics of a norm (mean, rstd): f32, one value per row of x, in any shape
+// holding `rows` values (e.g. [R] or [B, T]).
+void require_row_stats(const char* op, Arg a, int64_t rows);
+// A norm's epsilon: finite and >= 0.
+void require_eps(const char* op, float eps);
 // Every argument has the first one's shape / dtype / device.
 void require_same_shape(const char* op, std::initializer_list<Arg> args);
 void require_same_dtype(const char* op, std::initializer_list<Arg> args);

@@ -14,7 +14,7 @@ constexpr float kCubic = 0.044715f;
 // Elements per task: tanh costs ~20 flops, so a task of 4096 elements is worth a thread.
 // tanh is tanh_approx (fast_math.h): std::tanh is a scalar libm call and made GELU over a
 // quarter of a GPT training step.
-constexpr int64_t kGrain = 4096;
+constexpr int64_t kGeluGrain = 4096;
 
 template <class T> void gelu_kernel(const T* x, T* y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {
@@ -40,14 +40,14 @@ template <class T> void gelu_backward_kernel(const T* x, const T* dy, T* dx, int
 void gelu_forward(const Tensor& x, Tensor& y) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) { gelu_kernel(x.data<T>(), y.data<T>(), lo, hi); });
+    parallel_for(x.numel(), kGeluGrain, [&](int64_t lo, int64_t hi) { gelu_kernel(x.data<T>(), y.data<T>(), lo, hi); });
   });
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    parallel_for(x.numel(), kGeluGrain, [&](int64_t lo, int64_t hi) {
       gelu_backward_kernel(x.data<T>(), dy.data<T>(), dx.data<T>(), lo, hi);
     });
   });

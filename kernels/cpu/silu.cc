@@ -7,7 +7,7 @@
 namespace dt::kernels::cpu {
 namespace {
 
-constexpr int64_t kGrain = 4096;  // elements per task: exp is costly enough for this to pay
+constexpr int64_t kSiluGrain = 4096;  // elements per task: exp is costly enough for this to pay
 
 // exp(-v) overflows to Inf for v < -88, giving s = 0 and y = -0, the right limit.
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
@@ -32,14 +32,14 @@ template <class T> void silu_backward_kernel(const T* x, const T* dy, T* dx, int
 void silu_forward(const Tensor& x, Tensor& y) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) { silu_kernel(x.data<T>(), y.data<T>(), lo, hi); });
+    parallel_for(x.numel(), kSiluGrain, [&](int64_t lo, int64_t hi) { silu_kernel(x.data<T>(), y.data<T>(), lo, hi); });
   });
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   dispatch_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(x.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    parallel_for(x.numel(), kSiluGrain, [&](int64_t lo, int64_t hi) {
       silu_backward_kernel(x.data<T>(), dy.data<T>(), dx.data<T>(), lo, hi);
     });
   });

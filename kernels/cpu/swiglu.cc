@@ -7,7 +7,7 @@
 namespace dt::kernels::cpu {
 namespace {
 
-constexpr int64_t kGrain = 4096;  // elements per task: exp is costly enough for this to pay
+constexpr int64_t kSwigluGrain = 4096;  // elements per task: exp is costly enough for this to pay
 
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
@@ -34,7 +34,7 @@ void swiglu_backward_kernel(const T* gate, const T* up, const T* dy, T* dgate, T
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   dispatch_float(gate.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(gate.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    parallel_for(gate.numel(), kSwigluGrain, [&](int64_t lo, int64_t hi) {
       swiglu_kernel(gate.data<T>(), up.data<T>(), y.data<T>(), lo, hi);
     });
   });
@@ -43,7 +43,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dy, Tensor& dgate, Tensor& dup) {
   dispatch_float(gate.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    parallel_for(gate.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+    parallel_for(gate.numel(), kSwigluGrain, [&](int64_t lo, int64_t hi) {
       swiglu_backward_kernel(gate.data<T>(), up.data<T>(), dy.data<T>(), dgate.data<T>(), dup.data<T>(), lo, hi);
     });
   });

@@ -1,24 +1,7 @@
 // layernorm: validation and dispatch.
-#include <cmath>
-
 #include "kernels/check.h"
 
 namespace dt::kernels {
-namespace {
-
-// mean / rstd: f32, one value per row of x (any shape holding R values, e.g. [R] or [B, T]).
-void require_row_stats(const char* op, Arg a, int64_t rows) {
-  require_dtype(op, a, DType::F32);
-  DT_CHECK(a.t.numel() == rows, std::string(op) + ": " + a.name + " has " + std::to_string(a.t.numel()) +
-                                    " values; required: one per row of x, " + std::to_string(rows));
-}
-
-void require_eps(const char* op, float eps) {
-  DT_CHECK(std::isfinite(eps) && eps >= 0.0f,
-           std::string(op) + ": eps is " + std::to_string(eps) + "; accepted: a finite value >= 0");
-}
-
-}  // namespace
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y,
                        Tensor& mean, Tensor& rstd) {

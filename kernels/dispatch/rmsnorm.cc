@@ -1,19 +1,7 @@
 // rmsnorm: validation and dispatch.
-#include <cmath>
-
 #include "kernels/check.h"
 
 namespace dt::kernels {
-namespace {
-
-// rstd: f32, one value per row of x (any shape holding R values, e.g. [R] or [B, T]).
-void require_row_stats(const char* op, Arg a, int64_t rows) {
-  require_dtype(op, a, DType::F32);
-  DT_CHECK(a.t.numel() == rows, std::string(op) + ": " + a.name + " has " + std::to_string(a.t.numel()) +
-                                    " values; required: one per row of x, " + std::to_string(rows));
-}
-
-}  // namespace
 
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   const char* op = "rmsnorm_forward";
@@ -23,8 +11,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y
   require_same_shape(op, {{x, "x"}, {y, "y"}});
   require_same_dtype(op, {{x, "x"}, {weight, "weight"}, {y, "y"}});
   require_row_stats(op, {rstd, "rstd"}, x.rows());
-  DT_CHECK(std::isfinite(eps) && eps >= 0.0f,
-           std::string(op) + ": eps is " + std::to_string(eps) + "; accepted: a finite value >= 0");
+  require_eps(op, eps);
   require_same_device(op, {{x, "x"}, {weight, "weight"}, {y, "y"}, {rstd, "rstd"}});
   DT_BACKEND(x, rmsnorm_forward)(x, weight, eps, y, rstd);
 }

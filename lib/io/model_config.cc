@@ -3,8 +3,9 @@
 #include "core/error.h"
 
 namespace dt::io {
-
+namespace {
 using json = nlohmann::json;
+}  // namespace
 
 json config_to_json(const nn::GPTConfig& raw) {
   const nn::GPTConfig c = raw.resolved();
