@@ -21,6 +21,7 @@
 #include "core/allocator.h"
 #include "core/thread_pool.h"
 #include "engine/trainer.h"
+#include "parallel/ddp_strategy.h"
 
 namespace dt::bench {
 namespace {
@@ -62,8 +63,8 @@ Timed time_steps(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& cfg, int
     const double dt = now_s() - t0;
     if (i < warmup) continue;
     step_s.push_back(dt);
-    if (c && t.replica(0).grad_buckets()) {
-      exposed.push_back(t.replica(0).grad_buckets()->exposed_seconds());
+    if (const auto* ddp = t.replica(0).strategy<parallel::DdpStrategy>(); c && ddp) {
+      exposed.push_back(ddp->buckets().exposed_seconds());
       allreduce.push_back(c->ledger().get(comm::CollKind::AllReduce).seconds - ar0);
     }
   }

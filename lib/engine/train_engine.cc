@@ -7,7 +7,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "core/tensor_copy.h"
 #include "core/trace.h"
 #include "io/model_config.h"
 #include "nn/loss.h"
@@ -38,76 +37,49 @@ TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim
     scaler_good_ = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Optimizer);
     save_scaler_state();
   }
-  // Buckets for the grad-ready hook: each block's parameters, then everything else.
+  // The units strategies see: everything outside the blocks, then each block.
   std::set<const nn::Parameter*> in_blocks;
-  for (auto& b : model_.blocks()) {
-    block_params_.push_back(b->parameters());
-    for (nn::Parameter* p : block_params_.back()) in_blocks.insert(p);
+  units_.params.emplace_back();
+  units_.names.push_back("embed_head");
+  for (size_t i = 0; i < model_.blocks().size(); ++i) {
+    units_.params.push_back(model_.blocks()[i]->parameters());
+    units_.names.push_back("block." + std::to_string(i));
+    for (nn::Parameter* p : units_.params.back()) in_blocks.insert(p);
   }
   for (nn::Parameter* p : model_.parameters())
-    if (!in_blocks.count(p)) rest_params_.push_back(p);
+    if (!in_blocks.count(p)) units_.params[0].push_back(p);
 }
 
-void TrainEngine::enable_data_parallel(comm::Communicator& dp, int64_t bucket_bytes) {
-  std::vector<nn::ParamList> order(block_params_.rbegin(), block_params_.rend());  // backward's order
-  order.push_back(rest_params_);
-  buckets_ = std::make_unique<parallel::GradBuckets>(order, dp, bucket_bytes);
-  dp_ = &dp;
-}
-
-void TrainEngine::enable_zero(comm::Communicator& dp, int stage, const optim::Optimizer& prototype) {
-  DT_CHECK(stage >= 1 && stage <= 3, "zero = " + std::to_string(stage) + "; accepted: 0 (DDP), 1, 2 or 3");
-  std::vector<nn::ParamList> units = {rest_params_};
-  std::vector<std::string> names = {"embed_head"};
-  for (size_t i = 0; i < block_params_.size(); ++i) {
-    units.push_back(block_params_[i]);
-    names.push_back("block." + std::to_string(i));
+void TrainEngine::attach(std::unique_ptr<parallel::Strategy> s) {
+  DT_CHECK(s != nullptr, "TrainEngine::attach: a strategy is required");
+  for (auto& have : strategies_)
+    DT_CHECK(have->name() != s->name(), "strategy \"" + s->name() + "\" is attached already");
+  if (comm::Communicator* g = s->batch_group()) {
+    DT_CHECK(!batch_, "strategy \"" + s->name() + "\" splits the batch, and an attached one does already");
+    batch_ = g;
   }
-  zero_ = std::make_unique<parallel::ZeroSharding>(stage, units, names, dp);
-  zero_opt_ = prototype.clone_over(zero_->shard_params());
-  // The prototype's state (it may have stepped, or been loaded) in single-rank layout.
-  std::map<std::string, Tensor> whole;
-  for (auto& [name, t] : prototype.state()) whole[name] = t;
-  // An f32 model's values are their own masters, and its values are already in the shards.
-  zero_->load_whole_state([&](const std::string& n) { auto it = whole.find(n); return it == whole.end() ? nullptr : &it->second; },
-                          *zero_opt_, false);
-  opt_ = zero_opt_.get();
-  dp_ = &dp;
+  if (s->shards_state()) {
+    DT_CHECK(!sharded_state_, "strategy \"" + s->name() + "\" shards the state, and \"" + sharded_state_->name() +
+                                  "\" does already");
+    sharded_state_ = s.get();
+  }
+  if (optim::Optimizer* o = s->optimizer()) opt_ = o;
+  owned_grads_ = owned_grads_ || s->owns_grads();
+  strategies_.push_back(std::move(s));
 }
 
 void TrainEngine::gather_model() {
-  if (zero_) run([&] { zero_->gather_all(); });
+  run([&] {
+    for (auto& s : strategies_) s->gather_model();
+  });
 }
 
-void TrainEngine::zero_need(int unit) {
-  if (zero_) zero_->need_values(unit);
+void TrainEngine::clear_grads() {
+  if (!owned_grads_) opt_->zero_grad();
 }
 
-void TrainEngine::announce(const nn::ParamList& ready, int unit, bool last) {
-  if (hook_ && last) hook_(ready);  // first: a test's hook may plant values that must be reduced
-  if (buckets_ && last) buckets_->mark_ready(ready);
-  // ZeRO-1 accumulates whole grads and reduces once; stages 2/3 keep only shards, so they
-  // reduce every micro-batch and accumulate the sums.
-  if (zero_ && (last || zero_->stage() >= 2)) zero_->reduce_grads(unit);
-}
-
-// A double summed over the dp group exactly enough for a loss or a squared norm: as a float
-// pair (hi, lo), hi + lo == x to about 2^-48, each summed in f32 over a handful of ranks.
-// Inf or NaN stays non-finite (hi carries it, lo becomes NaN).
-double TrainEngine::dp_sum(double x) const {
-  if (!dp_) return x;
-  float v[2] = {static_cast<float>(x), 0.0f};
-  v[1] = static_cast<float>(x - static_cast<double>(v[0]));
-  const Device d = model_.device();
-  if (d.type == DeviceType::CPU) {
-    dp_->all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
-  } else {  // a GPU model's dp communicator (NCCL) takes device buffers only
-    Tensor buf = Tensor::uninit({2}, DType::F32, d);
-    copy_between(d, buf.raw(), Device::cpu(), v, sizeof v);
-    dp_->all_reduce(buf.raw(), buf.raw(), 2, DType::F32, comm::ReduceOp::Sum);
-    copy_between(Device::cpu(), v, d, buf.raw(), sizeof v);
-  }
-  return static_cast<double>(v[0]) + static_cast<double>(v[1]);
+double TrainEngine::batch_sum(double x) const {
+  return batch_ ? parallel::exact_sum(*batch_, x, model_.device()) : x;
 }
 
 void TrainEngine::run(const std::function<void()>& fn) {
@@ -148,88 +120,72 @@ int64_t TrainEngine::count_targets(const Tensor& tg) const {
   return n;
 }
 
-double TrainEngine::forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTActs& a) {
-  // GPT::forward_loss, in pieces. ZeRO units: 0 = embeddings, final norm and head, 1 + i =
-  // block i. At stage 3 each is gathered just before it runs (unit 0 twice: for the
-  // embedding, then for the head, whose backward follows at once) while the previous one
-  // computes, and freed after: at most two units are whole at a time.
-  const int n = model_.num_blocks();
-  zero_need(0);
-  if (zero_) zero_->prefetch_values(1);
+template <class Compute>
+void TrainEngine::forward_unit(int unit, parallel::Part part, const std::string& what, Compute&& compute) {
+  for (auto& s : strategies_) s->before_forward(unit, part);
   {
-    TraceSpan span("compute", "forward embed");
-    model_.embed(in, a);
+    TraceSpan span("compute", "forward " + what);
+    compute();
   }
-  if (zero_) zero_->release_values(0);
-  for (int i = 0; i < n; ++i) {
-    zero_need(1 + i);
-    if (zero_) zero_->prefetch_values(i + 1 < n ? 2 + i : 0);  // the next block, or the head
-    {
-      TraceSpan span("compute", "forward block " + std::to_string(i));
-      model_.forward_blocks(i, i + 1, a);
-    }
-    if (zero_) zero_->release_values(1 + i);
+  for (auto& s : strategies_) s->after_forward(unit, part);
+}
+
+template <class Compute>
+void TrainEngine::backward_unit(int unit, parallel::Part part, bool last, const std::string& what, Compute&& compute) {
+  for (auto& s : strategies_) s->before_backward(unit, part);
+  {
+    TraceSpan span("compute", "backward " + what);
+    compute();
   }
-  zero_need(0);
-  TraceSpan span("compute", "forward head");
-  model_.head(a);
-  a.targets = tg;
-  a.ignore_index = opt_cfg_.ignore_index;
-  return nn::cross_entropy_loss(a.logits, tg, opt_cfg_.ignore_index, a.ce);
+  // The user's hook first: a test's hook may plant values that a strategy must then reduce.
+  if (hook_ && last && parallel::grads_final(part)) hook_(units_.params[static_cast<size_t>(unit)]);
+  for (auto& s : strategies_) s->after_backward(unit, part, last);
+}
+
+double TrainEngine::forward_units(const Tensor& in, const Tensor& tg, nn::GPTActs& a) {
+  // GPT::forward_loss, unit by unit (parallel/strategy.h gives the order).
+  using parallel::Part;
+  forward_unit(0, Part::Embed, "embed", [&] { model_.embed(in, a); });
+  for (int i = 0; i < model_.num_blocks(); ++i)
+    forward_unit(1 + i, Part::Block, "block " + std::to_string(i), [&] { model_.forward_blocks(i, i + 1, a); });
+  double mean = 0.0;
+  forward_unit(0, Part::Head, "head", [&] {
+    model_.head(a);
+    a.targets = tg;
+    a.ignore_index = opt_cfg_.ignore_index;
+    mean = nn::cross_entropy_loss(a.logits, tg, opt_cfg_.ignore_index, a.ce);
+  });
+  return mean;
 }
 
 double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last) {
+  using parallel::Part;
   nn::GPTActs& a = acts_;
-  const int n = model_.num_blocks();
-  const double mean = forward_pieces(in, tg, a);
-  // GPT::backward, in pieces, so that finished buckets can be announced (DDP overlap) and
-  // ZeRO can gather, reduce and free block by block.
-  if (zero_) {
-    zero_->prefetch_values(n);  // the last block, during the head's backward
-    zero_->begin_grads(0);
-  }
-  {
-    TraceSpan span("compute", "backward head");
+  const double mean = forward_units(in, tg, a);
+  // GPT::backward, unit by unit, so that strategies can reduce each unit's gradients while
+  // the next one computes (DDP's buckets, ZeRO's reduce-scatters).
+  backward_unit(0, Part::Head, last, "head", [&] {
     nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
     model_.backward_head(a.dlogits, a);
-  }
-  // The embeddings' backward needs only their grads, so unit 0's values can go now.
-  if (zero_) zero_->release_values(0);
-  for (int i = n - 1; i >= 0; --i) {
-    if (zero_) {
-      zero_need(1 + i);
-      if (i > 0) zero_->prefetch_values(i);  // the block before (unit i)
-      zero_->begin_grads(1 + i);
-    }
-    {
-      TraceSpan span("compute", "backward block " + std::to_string(i));
-      model_.backward_blocks(i, i + 1, a);
-    }
-    announce(block_params_[static_cast<size_t>(i)], 1 + i, last);
-    if (zero_) zero_->release_values(1 + i);
-  }
-  {
-    TraceSpan span("compute", "backward embed");
-    model_.backward_embed(a);
-  }
-  announce(rest_params_, 0, last);
+  });
+  for (int i = model_.num_blocks() - 1; i >= 0; --i)
+    backward_unit(1 + i, Part::Block, last, "block " + std::to_string(i), [&] { model_.backward_blocks(i, i + 1, a); });
+  backward_unit(0, Part::Embed, last, "embed", [&] { model_.backward_embed(a); });
   return mean * static_cast<double>(a.ce.count);
 }
 
 StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   check_batch(inputs, targets, "train_step");
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t dp = dp_ ? dp_->size() : 1, M = opt_cfg_.micro_batches;
+  const int64_t dp = batch_ ? batch_->size() : 1, M = opt_cfg_.micro_batches;
   DT_CHECK(inputs.dim(0) % (dp * M) == 0, "train_step: global batch B = " + std::to_string(inputs.dim(0)) +
                                               " is not divisible by dp (" + std::to_string(dp) + ") x micro_batches (" +
                                               std::to_string(M) + ")");
-  const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = dp_ ? dp_->rank() * local : 0;
+  const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = batch_ ? batch_->rank() * local : 0;
   StepStats st;
   run([&] {
-    if (zero_)
-      zero_->begin_step();
-    else
-      opt_->zero_grad();
+    clear_grads();
+    for (auto& s : strategies_) s->begin_step();
     const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
     // The global batch's target count (every rank sees the whole batch, so no collective).
     const int64_t total = count_targets(targets);
@@ -241,9 +197,8 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
       loss_sum += micro_step(in, tg, scale * loss_scale, m == M - 1);
     }
-    if (buckets_) buckets_->finish();  // the summed gradients, identical on every replica
-    if (zero_) zero_->finish_grads();  // this rank's shard of the summed gradients
-    loss_sum = dp_sum(loss_sum);
+    for (auto& s : strategies_) s->finish_grads();
+    loss_sum = batch_sum(loss_sum);
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
     finish_step(st, loss_scale);
   });
@@ -260,16 +215,17 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
   // The schedule is a function of the update count, which checkpoints restore.
   st.lr = opt_cfg_.schedule.lr(opt_->steps());
   st.loss_scale = loss_scale;
-  // ZeRO: each rank holds a shard of the grads, so the squared sums add up over dp; every
-  // rank then has the same norm and takes the same clip and skip decisions.
-  optim::SquaredSumReducer reduce;
-  if (zero_) reduce = [&](double& sq) { sq = dp_sum(sq); };
+  // Each strategy sums what its ranks hold of the squared norm (ZeRO: the shards over dp);
+  // every rank then has the same norm and takes the same clip and skip decisions.
+  optim::SquaredSumReducer reduce = [&](double& sq) {
+    for (auto& s : strategies_) s->sum_squared_norm(sq);
+  };
   if (!scaler_) {
     st.grad_norm = optim::global_grad_norm(ps, reduce);
     const float clip = opt_cfg_.max_grad_norm > 0 ? optim::clip_coefficient(st.grad_norm, opt_cfg_.max_grad_norm) : 1.0f;
     opt_->set_lr(st.lr);
     opt_->step(clip);
-    if (zero_) zero_->after_step();
+    for (auto& s : strategies_) s->after_update();
     return;
   }
   // One pass: the scaled norm is non-finite exactly when some gradient overflowed.
@@ -281,14 +237,14 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
     // Overflow at min_scale: nothing was updated; put back the scaler's counters too, so
     // the engine is exactly as it was before this step.
     scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
-    if (!zero_) opt_->zero_grad();  // ZeRO zeroes at the start of the next step
+    clear_grads();  // a strategy that keeps the grads zeroes them at the next step
     throw;
   }
   save_scaler_state();
   st.skipped = d.skip;
   if (d.skip) {
     st.grad_norm = scaled;  // Inf or NaN
-    if (!zero_) opt_->zero_grad();
+    clear_grads();
     return;
   }
   st.grad_norm = scaled * static_cast<double>(d.unscale);  // the true norm, as f32/bf16 report it
@@ -297,7 +253,7 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
   const float clip = max_norm > 0 ? optim::clip_coefficient(st.grad_norm, max_norm) : 1.0f;
   opt_->set_lr(st.lr);
   opt_->step(d.unscale * clip);
-  if (zero_) zero_->after_step();
+  for (auto& s : strategies_) s->after_update();
 }
 
 void TrainEngine::save_scaler_state() {
@@ -313,8 +269,8 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
   run([&] {
     for (int64_t m = 0; m < M; ++m) {  // in micro-batches: the same memory bound as training
       nn::GPTActs a;
-      double mean = forward_pieces(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb), a);
-      if (zero_) zero_->release_values(0);
+      double mean = forward_units(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb), a);
+      for (auto& s : strategies_) s->end_forward_only();
       sum += mean * static_cast<double>(a.ce.count);
       total += a.ce.count;
     }
@@ -322,37 +278,34 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
   return total > 0 ? sum / static_cast<double>(total) : 0.0;
 }
 
+std::vector<io::CheckpointTensor> TrainEngine::scaler_tensors() {
+  if (!scaler_) return {};
+  return {{"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}}, {"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}}};
+}
+
 std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   std::vector<io::CheckpointTensor> out;
-  if (zero_) {
-    // The single-rank layout, gathered over dp: a ZeRO checkpoint loads into any layout.
-    run([&] {
-      const bool whole = zero_->stage() < 3;
-      if (!whole) zero_->gather_all();
-      for (int k = 0; k < zero_->num_units(); ++k) zero_need(k);  // stages 1/2: pending gathers
-      out = zero_->whole_state(*opt_);
-    });
+  if (sharded_state_) {
+    // The single-rank layout, gathered: a sharded checkpoint loads into any layout.
+    run([&] { out = sharded_state_->whole_state(*opt_); });
   } else {
     for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value, p->spec});
     for (auto& [name, t] : opt_->state()) out.push_back({name, t, nn::ShardSpec{}});
   }
-  if (scaler_) {  // kept current by every step, so a save needs no sync
-    out.push_back({"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}});
-    out.push_back({"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}});
-  }
+  for (auto& t : scaler_tensors()) out.push_back(t);  // kept current by every step: no sync
   return out;
 }
 
 void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
-  const bool was_whole = zero_ && zero_->pinned();
-  std::vector<io::CheckpointTensor> state = state_tensors();  // collective under ZeRO
-  // ZeRO-3 gathered the values for this save alone: free them again once written.
-  struct Release {
-    parallel::ZeroSharding* z;
-    ~Release() {
-      if (z) z->release_all();
+  for (auto& s : strategies_) s->before_save();
+  // Whatever a strategy gathered for this save alone is freed again once written.
+  struct AfterSave {
+    std::vector<std::unique_ptr<parallel::Strategy>>& all;
+    ~AfterSave() {
+      for (auto& s : all) s->after_save();
     }
-  } release{zero_ && !was_whole ? zero_.get() : nullptr};
+  } after{strategies_};
+  std::vector<io::CheckpointTensor> state = state_tensors();  // collective when sharded
   if (!write) return;
   nlohmann::json meta = {{"step", opt_->steps()},
                          {"model", model_.config().str()},
@@ -378,21 +331,11 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
     probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
   }
   nlohmann::json meta;
-  if (zero_) {
-    // Every rank reads the whole tensors, then keeps its shards (nothing is written before
-    // the whole checkpoint was read and checked).
-    std::vector<std::pair<std::string, Tensor>> whole = zero_->whole_state_templates(*opt_);
-    std::vector<io::CheckpointTensor> dest;
-    for (auto& [name, t] : whole) dest.push_back({name, t, nn::ShardSpec{}});
-    if (scaler_) {
-      dest.push_back({"loss_scaler.scale", scaler_scale_, nn::ShardSpec{}});
-      dest.push_back({"loss_scaler.good_steps", scaler_good_, nn::ShardSpec{}});
-    }
+  if (sharded_state_) {
+    std::vector<io::CheckpointTensor> dest = sharded_state_->load_targets(*opt_);
+    for (auto& t : scaler_tensors()) dest.push_back(t);
     meta = io::load_checkpoint(dir, dest, stem);
-    std::map<std::string, const Tensor*> by_name;
-    for (auto& [name, t] : whole) by_name[name] = &t;
-    zero_->load_whole_state([&](const std::string& n) { auto it = by_name.find(n); return it == by_name.end() ? nullptr : it->second; },
-                            *opt_, true);
+    sharded_state_->finish_load(*opt_);
   } else {
     meta = io::load_checkpoint(dir, state_tensors(), stem);
     opt_->after_load();

@@ -17,12 +17,11 @@
 // bf16 has f32's range and needs none of this. The scaler's state is part of
 // state_tensors(), so checkpoints resume it.
 //
-// Data parallelism: backward runs block by block and, in the last micro-batch, calls the
-// grad-ready hook with each group of parameters whose gradient is final (block n-1, ...,
-// block 0, then the embeddings, final norm and head), so DDP launches one all-reduce per
-// bucket while backward continues. ZeRO (enable_zero) shards by the same groups (its units:
-// the non-block parameters, then each block), and forward runs block by block too, so that
-// stage 3 gathers each block's values just before it runs and frees them right after.
+// Parallelism: strategies (parallel/strategy.h: DDP, ZeRO, ...) attach to the engine, which
+// runs forward and backward unit by unit (the non-block parameters, then each block) and
+// calls their hooks around each unit; the step loop below knows no strategy by name. The
+// last micro-batch's backward also calls the grad-ready hook with each unit whose gradient
+// is final (block n-1, ..., block 0, then the embeddings, final norm and head).
 #pragma once
 #include <functional>
 #include <memory>
@@ -35,8 +34,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "parallel/grad_buckets.h"
-#include "parallel/zero.h"
+#include "parallel/strategy.h"
 
 namespace dt::engine {
 
@@ -78,28 +76,29 @@ class TrainEngine {
   double evaluate(const Tensor& inputs, const Tensor& targets);
 
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
-  // Makes this engine one data-parallel replica (DDP) on `dp`, the communicator of its rank
-  // over the dp axis. train_step then takes the GLOBAL batch (the same on every rank, B
-  // divisible by dp size x micro_batches), trains on this rank's B / dp rows, and
-  // all-reduces the gradients in buckets of about `bucket_bytes` during the last
-  // micro-batch's backward (parallel/grad_buckets.h). Each rank's backward is scaled by its
-  // share of the global batch's target tokens, so the summed gradient is the global batch's
-  // gradient and every replica takes the same step. The reported loss is the global mean.
-  // Call it on the rank thread that will train, before the first step.
-  void enable_data_parallel(comm::Communicator& dp, int64_t bucket_bytes);
-  // Makes this engine one ZeRO replica (stage 1, 2 or 3; parallel/zero.h) on `dp`, with
-  // the same global-batch contract as enable_data_parallel. The engine's optimizer becomes
-  // prototype.clone_over(the shards), its state taken from prototype's (which may have
-  // stepped); the caller then releases prototype's state (Optimizer::release_state) once
-  // every replica has copied its slice. Call on the rank thread, before the first step.
-  // Every later call that touches the model's values (train_step, evaluate, gather_model,
-  // state_tensors, save, load) is collective over dp: every replica makes it.
-  void enable_zero(comm::Communicator& dp, int stage, const optim::Optimizer& prototype);
-  const parallel::GradBuckets* grad_buckets() const { return buckets_.get(); }
-  const parallel::ZeroSharding* zero() const { return zero_.get(); }
-  int zero_stage() const { return zero_ ? zero_->stage() : 0; }
-  // ZeRO-3: every block's values gathered and kept whole until the next train_step, so the
-  // model can generate; a no-op otherwise.
+  // The model's units, in the order strategies see them (parallel/strategy.h).
+  const parallel::ModelUnits& units() const { return units_; }
+  // Attaches a strategy (call on the rank thread that will train, before the first step).
+  // With one that splits the batch (Strategy::batch_group), train_step takes the GLOBAL
+  // batch (the same on every rank, B divisible by the group's size x micro_batches), trains
+  // this rank's B / size rows, and scales its backward by its share of the global batch's
+  // target tokens, so the summed gradient is the global batch's and every replica takes the
+  // same step; the reported loss is the global mean. A strategy with its own optimizer
+  // (ZeRO) replaces the engine's. With one that shards the state, every later call that
+  // touches the model's values (train_step, evaluate, gather_model, state_tensors, save,
+  // load) is collective over its group: every replica makes it.
+  void attach(std::unique_ptr<parallel::Strategy> strategy);
+  // The attached strategy of type S, or null.
+  template <class S>
+  const S* strategy() const {
+    for (auto& s : strategies_)
+      if (auto* p = dynamic_cast<const S*>(s.get())) return p;
+    return nullptr;
+  }
+  // True when an attached strategy holds the state sharded (see attach).
+  bool state_sharded() const { return sharded_state_ != nullptr; }
+  // Every unit's values whole and kept until the next train_step (ZeRO-3: so that the model
+  // can generate); a no-op for strategies that keep them whole anyway.
   void gather_model();
   int64_t step() const { return opt_->steps(); }
   const optim::Optimizer& optimizer() const { return *opt_; }
@@ -123,31 +122,33 @@ class TrainEngine {
   void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;
   // Forward + backward of one micro-batch; returns its summed (not mean) loss.
   double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
-  // Forward block by block (ZeRO-3 gathers each block's values around it); the mean loss.
-  double forward_pieces(const Tensor& in, const Tensor& tg, nn::GPTActs& a);
-  void zero_need(int unit);  // ZeRO unit: 0 = non-block parameters, 1 + i = block i
+  // Forward unit by unit, the strategies' hooks around each; the mean loss.
+  double forward_units(const Tensor& in, const Tensor& tg, nn::GPTActs& a);
+  template <class Compute>
+  void forward_unit(int unit, parallel::Part part, const std::string& what, Compute&& compute);
+  template <class Compute>
+  void backward_unit(int unit, parallel::Part part, bool last, const std::string& what, Compute&& compute);
   int64_t count_targets(const Tensor& tg) const;
-  // The user hook (last micro-batch), then the DDP buckets or ZeRO's reduce-scatter of unit.
-  void announce(const nn::ParamList& ready, int unit, bool last);
-  double dp_sum(double x) const;  // x summed over the dp group (identity without one)
+  double batch_sum(double x) const;  // x summed over the batch group (identity without one)
   void run(const std::function<void()>& fn);
   // The optimizer step after the grads are complete; fills st's grad_norm, lr, loss_scale
   // and skipped. loss_scale: the scale backward ran with.
   void finish_step(StepStats& st, float loss_scale);
+  void clear_grads();         // unless a strategy keeps them
   void save_scaler_state();  // scaler -> its two state tensors
+  std::vector<io::CheckpointTensor> scaler_tensors();
 
   std::shared_ptr<comm::Mesh> mesh_;
   nn::GPT& model_;
-  optim::Optimizer* opt_;  // the host's, or the ZeRO shard optimizer below
+  optim::Optimizer* opt_;  // the host's, or a strategy's (ZeRO's shard optimizer)
   TrainOptions opt_cfg_;
   GradReadyHook hook_;
   nn::GPTActs acts_;
-  comm::Communicator* dp_ = nullptr;
-  std::unique_ptr<parallel::GradBuckets> buckets_;
-  std::unique_ptr<parallel::ZeroSharding> zero_;
-  std::unique_ptr<optim::Optimizer> zero_opt_;
-  std::vector<nn::ParamList> block_params_;
-  nn::ParamList rest_params_;  // embeddings, final norm, head
+  parallel::ModelUnits units_;
+  std::vector<std::unique_ptr<parallel::Strategy>> strategies_;
+  comm::Communicator* batch_ = nullptr;               // the group the batch is split over
+  parallel::Strategy* sharded_state_ = nullptr;       // the strategy that shards the state
+  bool owned_grads_ = false;                          // a strategy zeroes the grads
   std::unique_ptr<optim::DynamicLossScaler> scaler_;  // f16 only
   Tensor scaler_scale_, scaler_good_;                 // its checkpointed state, kept current
 };

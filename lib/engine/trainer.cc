@@ -13,6 +13,8 @@
 #include "core/thread_pool.h"
 #include "core/trace.h"
 #include "kernels/ops.h"
+#include "parallel/ddp_strategy.h"
+#include "parallel/zero_strategy.h"
 
 namespace dt::engine {
 namespace {
@@ -48,6 +50,13 @@ std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator& bootstrap,
 std::vector<std::unique_ptr<comm::Communicator>> make_gpu_comms(const std::vector<Device>&) { no_nccl(); }
 std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator&, Device) { no_nccl(); }
 #endif
+
+// The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
+std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
+                                                           comm::Communicator& dp, const optim::Optimizer& prototype) {
+  if (p.zero > 0) return std::make_unique<parallel::ZeroStrategy>(engine.units(), dp, p.zero, prototype);
+  return std::make_unique<parallel::DdpStrategy>(engine.units(), dp, p.bucket_bytes);
+}
 
 }  // namespace
 
@@ -118,10 +127,7 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     const size_t i = static_cast<size_t>(li);
     if (!gpu_comms_.empty() && !gpu_comms_[i]) gpu_comms_[i] = make_gpu_comm(mesh_->comm(rank, "dp"), devices[i]);
     comm::Communicator& dp = gpu_comms_.empty() ? mesh_->comm(rank, "dp") : *gpu_comms_[i];
-    if (zero_ > 0)
-      r.enable_zero(dp, zero_, opt);
-    else
-      r.enable_data_parallel(dp, p.bucket_bytes);
+    r.attach(data_parallel_strategy(p, r, dp, opt));
   });
   // Every replica has its slice of the host optimizer's state: the whole of it can go.
   if (zero_ > 0) opt.release_state();
@@ -139,14 +145,14 @@ void Trainer::on_all(const std::function<void(int, int)>& fn) {
 }
 
 double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
-  if (zero_ == 0 || dp_ == 1) return replicas_[0]->evaluate(inputs, targets);
+  if (!replicas_[0]->state_sharded()) return replicas_[0]->evaluate(inputs, targets);
   std::vector<double> loss(replicas_.size());
   on_all([&](int li, int) { loss[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->evaluate(inputs, targets); });
   return loss[0];
 }
 
 void Trainer::gather_model() {
-  if (zero_ != 3 || dp_ == 1) return;
+  if (!replicas_[0]->state_sharded()) return;
   on_all([&](int li, int) { replicas_[static_cast<size_t>(li)]->gather_model(); });
 }
 
@@ -158,7 +164,7 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 std::vector<io::CheckpointTensor> Trainer::state_tensors() {
-  if (zero_ == 0 || dp_ == 1) return replicas_[0]->state_tensors();
+  if (!replicas_[0]->state_sharded()) return replicas_[0]->state_tensors();
   std::vector<std::vector<io::CheckpointTensor>> all(replicas_.size());
   on_all([&](int li, int) { all[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->state_tensors(); });
   return all[0];
@@ -167,9 +173,10 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
   if (dp_ == 1 || !mesh_) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after
-  // save sees the files. Under ZeRO every replica takes part in gathering the state.
+  // save sees the files. With sharded state (ZeRO) every replica takes part in gathering it.
+  const bool sharded = replicas_[0]->state_sharded();
   on_all([&](int li, int rank) {
-    if (rank == 0 || zero_ > 0) replicas_[static_cast<size_t>(li)]->save(dir, extra, stem, rank == 0);
+    if (rank == 0 || sharded) replicas_[static_cast<size_t>(li)]->save(dir, extra, stem, rank == 0);
     mesh_->comm(rank, "world").barrier();
   });
 }

@@ -1,7 +1,7 @@
 // DDP's gradient reduction: gradients grouped into buckets and all-reduced while backward
 // still runs (as PyTorch DDP's reducer does).
 //
-// Buckets follow the order in which backward finishes gradients: the engine announces
+// Buckets follow the order in which backward finishes gradients: DdpStrategy announces
 // groups (block n-1, ..., block 0, then embeddings, final norm and head), and buckets are
 // filled from those groups in that order, closing one when it reaches `bucket_bytes` (a
 // parameter is never split) or when the dtype changes. When every parameter of a bucket has

@@ -16,7 +16,7 @@
 //            the end of its reduce-scatter (run every micro-batch, accumulated into the
 //            shard), so between steps a rank holds 1/dp of the grads.
 //   stage 3  + values sharded: a unit's whole values are all-gathered just before its
-//            forward and again before its backward and freed right after; the engine
+//            forward and again before its backward and freed right after; ZeroStrategy
 //            prefetches the next unit so its gather overlaps the current one's compute, and
 //            never holds more than two units whole.
 //
@@ -58,7 +58,7 @@ class ZeroSharding {
   // Elements of zero padding over all units (each unit is padded to a multiple of dp).
   int64_t padding_elements() const;
 
-  // One step, as the engine drives it:
+  // One step, as ZeroStrategy (parallel/zero_strategy.h) drives it:
   void begin_step();                // zeroes the grads; ends a gather_all()
   void need_values(int unit);       // the unit's values are whole and usable once it returns
   void prefetch_values(int unit);   // stage 3: starts the unit's gather (ignored out of range)

@@ -13,6 +13,7 @@
 #include "core/trace.h"
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
+#include "parallel/ddp_strategy.h"
 
 namespace dt {
 namespace {
@@ -89,8 +90,9 @@ TEST(DDP, BucketsStartDuringBackwardAndTheLedgerCountsThem) {
   engine::Trainer t(mesh, model, opt, options(1), p);
   test::TokenBatch b = test::random_token_batch(kB, kT, 32, 1);
   t.train_step(b.in, b.tg);
-  const parallel::GradBuckets* buckets = t.replica(0).grad_buckets();
-  ASSERT_NE(buckets, nullptr);
+  const auto* ddp = t.replica(0).strategy<parallel::DdpStrategy>();
+  ASSERT_NE(ddp, nullptr);
+  const parallel::GradBuckets* buckets = &ddp->buckets();
   int64_t grad_bytes = 0;
   for (nn::Parameter* q : model.parameters()) grad_bytes += static_cast<int64_t>(q->grad.nbytes());
   EXPECT_EQ(buckets->total_bytes(), grad_bytes);

@@ -1,0 +1,96 @@
+// The seam between the training engine and parallelism. A Strategy divides one replica's
+// training over a mesh axis (DDP and ZeRO over dp; tensor and pipeline parallelism later);
+// the engine (engine/train_engine.h) calls its hooks around every unit of a step and holds
+// no strategy-specific branch.
+//
+// Units: 0 = the parameters outside the blocks (embeddings, final norm, head), 1 + i =
+// block i (FSDP's wrapping of each block). A training step walks them in this order, each
+// micro-batch:
+//   forward:  unit 0 (Part::Embed), units 1..n (Part::Block), unit 0 (Part::Head)
+//   backward: unit 0 (Part::Head), units n..1 (Part::Block), unit 0 (Part::Embed)
+// A unit's gradients are final for the micro-batch after its backward Block part, and unit
+// 0's after its backward Embed part (the last to touch it). evaluate() walks the forward
+// order alone and then calls end_forward_only().
+//
+// Strategies own their prefetch policy: they know the order above, so a strategy that
+// gathers values (ZeRO-3) starts the next unit's gather in a hook of the current one.
+// Several strategies may attach to one engine (DP x TP); hooks run in attach order.
+//
+// Every hook runs on the replica's rank thread; a strategy is driven by one engine and is
+// not thread-safe.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "io/checkpoint.h"
+#include "nn/parameter.h"
+#include "optim/optimizer.h"
+
+namespace dt::parallel {
+
+enum class Part { Embed, Block, Head };
+
+// What a strategy is attached to: the model's units, in the order above.
+struct ModelUnits {
+  std::vector<nn::ParamList> params;  // params[u]: unit u's parameters
+  std::vector<std::string> names;     // "embed_head", "block.0", ...
+  int num_blocks() const { return static_cast<int>(params.size()) - 1; }
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual std::string name() const = 0;
+
+  // --- the batch and the optimizer
+  // The group the global batch is split over (each rank trains its slice, and the loss and
+  // squared norms sum over it); null when this strategy splits no batch.
+  virtual comm::Communicator* batch_group() { return nullptr; }
+  // The optimizer the engine steps in place of its own (ZeRO: the host's cloned over the
+  // shards); null: the engine's own.
+  virtual optim::Optimizer* optimizer() { return nullptr; }
+  // True when this strategy keeps the gradients (it zeroes them in begin_step, and the
+  // engine leaves them alone).
+  virtual bool owns_grads() const { return false; }
+  // sq: this rank's squared sum over the gradients it holds; a strategy whose ranks hold
+  // parts of them adds the other ranks' parts (ZeRO: the shards over dp), so that every rank
+  // ends with the whole gradient's squared norm.
+  virtual void sum_squared_norm(double& sq) {}
+
+  // --- one step (micro is the micro-batch index, last: the step's last micro-batch)
+  virtual void begin_step() {}
+  virtual void before_forward(int unit, Part part) {}
+  virtual void after_forward(int unit, Part part) {}
+  virtual void end_forward_only() {}  // evaluate(): the forward ran without a backward
+  virtual void before_backward(int unit, Part part) {}
+  virtual void after_backward(int unit, Part part, bool last) {}
+  virtual void finish_grads() {}  // after the last micro-batch's backward
+  virtual void after_update() {}  // after the optimizer stepped (not when a step is skipped)
+
+  // --- whole values (generation, evaluation, save)
+  virtual void gather_model() {}  // every unit's values whole until the next begin_step
+  virtual void before_save() {}   // around a save's state_tensors (ZeRO-3 frees what it gathered)
+  virtual void after_save() {}
+
+  // --- checkpoints, always in the single-rank layout
+  // True when this strategy holds the model's and optimizer's state sharded: whole_state
+  // then gathers it (collective over its group: every rank calls), and load_targets /
+  // finish_load replace the engine's plain load.
+  virtual bool shards_state() const { return false; }
+  virtual std::vector<io::CheckpointTensor> whole_state(optim::Optimizer& opt) { return {}; }
+  // Whole tensors, named and shaped as in the checkpoint, for the loader to fill; then
+  // finish_load keeps this rank's shards of them.
+  virtual std::vector<io::CheckpointTensor> load_targets(optim::Optimizer& opt) { return {}; }
+  virtual void finish_load(optim::Optimizer& opt) {}
+};
+
+// x summed over `group` exactly enough for a loss or a squared norm (a float pair hi + lo,
+// x to about 2^-48, each summed in f32). Inf or NaN stays non-finite. device: where the
+// group's buffers must live (an NCCL communicator takes device buffers only). Collective.
+double exact_sum(comm::Communicator& group, double x, Device device);
+
+// True after the backward part that leaves a unit's gradients final for the micro-batch.
+inline bool grads_final(Part part) { return part != Part::Head; }
+
+}  // namespace dt::parallel

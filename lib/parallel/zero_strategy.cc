@@ -1,0 +1,82 @@
+#include "parallel/zero_strategy.h"
+
+#include "core/error.h"
+
+namespace dt::parallel {
+
+ZeroStrategy::ZeroStrategy(const ModelUnits& units, comm::Communicator& dp, int stage,
+                           const optim::Optimizer& prototype)
+    : dp_(dp), device_(units.params.at(0).at(0)->value.device()), num_blocks_(units.num_blocks()) {
+  DT_CHECK(stage >= 1 && stage <= 3, "zero = " + std::to_string(stage) + "; accepted: 0 (DDP), 1, 2 or 3");
+  zero_ = std::make_unique<ZeroSharding>(stage, units.params, units.names, dp);
+  opt_ = prototype.clone_over(zero_->shard_params());
+  // The prototype's state in the single-rank layout. An f32 model's values are their own
+  // masters, and its values are already in the shards.
+  std::map<std::string, Tensor> whole;
+  for (auto& [name, t] : prototype.state()) whole[name] = t;
+  zero_->load_whole_state(
+      [&](const std::string& n) { auto it = whole.find(n); return it == whole.end() ? nullptr : &it->second; }, *opt_,
+      false);
+}
+
+// Stage 3 only gathers, prefetches and frees (the calls do nothing at stages 1 and 2, whose
+// values stay whole); need_values also completes a stage 1/2 gather still in flight.
+void ZeroStrategy::before_forward(int unit, Part part) {
+  zero_->need_values(unit);
+  if (part == Part::Embed) zero_->prefetch_values(1);  // ignored without blocks
+  if (part == Part::Block) zero_->prefetch_values(unit < num_blocks_ ? unit + 1 : 0);  // the next block, or the head
+}
+
+void ZeroStrategy::after_forward(int unit, Part part) {
+  if (part != Part::Head) zero_->release_values(unit);  // the head's values serve its backward next
+}
+
+void ZeroStrategy::before_backward(int unit, Part part) {
+  if (part == Part::Head) {
+    zero_->prefetch_values(num_blocks_);  // the last block, during the head's backward
+    zero_->begin_grads(0);
+  } else if (part == Part::Block) {
+    zero_->need_values(unit);
+    if (unit > 1) zero_->prefetch_values(unit - 1);  // the block before
+    zero_->begin_grads(unit);
+  }
+  // Part::Embed: the embedding's backward needs only its grads, begun with the head's.
+}
+
+void ZeroStrategy::after_backward(int unit, Part part, bool last) {
+  // ZeRO-1 accumulates whole grads and reduces once; stages 2/3 keep only shards, so they
+  // reduce every micro-batch and accumulate the sums.
+  if (grads_final(part) && (last || zero_->stage() >= 2)) zero_->reduce_grads(unit);
+  if (part != Part::Embed) zero_->release_values(unit);  // unit 0's went after the head
+}
+
+void ZeroStrategy::after_save() {
+  if (release_after_save_) zero_->release_all();  // gathered for this save alone
+  release_after_save_ = false;
+}
+
+std::vector<io::CheckpointTensor> ZeroStrategy::whole_state(optim::Optimizer& opt) {
+  if (zero_->stage() == 3) zero_->gather_all();
+  for (int k = 0; k < zero_->num_units(); ++k) zero_->need_values(k);  // stages 1/2: pending gathers
+  return zero_->whole_state(opt);
+}
+
+std::vector<io::CheckpointTensor> ZeroStrategy::load_targets(optim::Optimizer& opt) {
+  // Every rank reads the whole tensors, then keeps its shards: nothing is written before
+  // the whole checkpoint was read and checked.
+  load_buffers_ = zero_->whole_state_templates(opt);
+  std::vector<io::CheckpointTensor> dest;
+  for (auto& [name, t] : load_buffers_) dest.push_back({name, t, nn::ShardSpec{}});
+  return dest;
+}
+
+void ZeroStrategy::finish_load(optim::Optimizer& opt) {
+  std::map<std::string, const Tensor*> by_name;
+  for (auto& [name, t] : load_buffers_) by_name[name] = &t;
+  zero_->load_whole_state(
+      [&](const std::string& n) { auto it = by_name.find(n); return it == by_name.end() ? nullptr : it->second; }, opt,
+      true);
+  load_buffers_.clear();
+}
+
+}  // namespace dt::parallel

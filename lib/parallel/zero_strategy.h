@@ -1,0 +1,59 @@
+// ZeRO stages 1 to 3 (FSDP) as a Strategy (parallel/strategy.h), over the dp axis: the
+// sharding is parallel/zero.h's; this file decides when, in a step, each unit's values are
+// gathered and freed and its gradients reduced, and keeps the sharded optimizer.
+//
+// Stage 3 prefetch: while a unit computes, the next unit in the step's order (strategy.h)
+// is being gathered, so at most two units are whole at a time; unit 0 is gathered for the
+// embedding and again for the head, whose backward follows at once.
+#pragma once
+#include <map>
+#include <memory>
+
+#include "parallel/strategy.h"
+#include "parallel/zero.h"
+
+namespace dt::parallel {
+
+class ZeroStrategy final : public Strategy {
+ public:
+  // The engine's optimizer becomes prototype.clone_over(the shards), its state taken from
+  // prototype's (which may have stepped, or been loaded). The parameters' current values
+  // must be equal on every rank.
+  ZeroStrategy(const ModelUnits& units, comm::Communicator& dp, int stage, const optim::Optimizer& prototype);
+  std::string name() const override { return "zero" + std::to_string(zero_->stage()); }
+  comm::Communicator* batch_group() override { return &dp_; }
+  optim::Optimizer* optimizer() override { return opt_.get(); }
+  bool owns_grads() const override { return true; }
+  void sum_squared_norm(double& sq) override { sq = exact_sum(dp_, sq, device_); }
+
+  void begin_step() override { zero_->begin_step(); }
+  void before_forward(int unit, Part part) override;
+  void after_forward(int unit, Part part) override;
+  void end_forward_only() override { zero_->release_values(0); }
+  void before_backward(int unit, Part part) override;
+  void after_backward(int unit, Part part, bool last) override;
+  void finish_grads() override { zero_->finish_grads(); }  // this rank's shard of the sums
+  void after_update() override { zero_->after_step(); }
+
+  void gather_model() override { zero_->gather_all(); }
+  void before_save() override { release_after_save_ = !zero_->pinned(); }
+  void after_save() override;
+
+  bool shards_state() const override { return true; }
+  std::vector<io::CheckpointTensor> whole_state(optim::Optimizer& opt) override;
+  std::vector<io::CheckpointTensor> load_targets(optim::Optimizer& opt) override;
+  void finish_load(optim::Optimizer& opt) override;
+
+  const ZeroSharding& sharding() const { return *zero_; }
+
+ private:
+  comm::Communicator& dp_;
+  Device device_;  // the model's
+  int num_blocks_;
+  std::unique_ptr<ZeroSharding> zero_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  bool release_after_save_ = false;
+  std::vector<std::pair<std::string, Tensor>> load_buffers_;  // load_targets to finish_load
+};
+
+}  // namespace dt::parallel
