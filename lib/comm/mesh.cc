@@ -92,6 +92,7 @@ std::shared_ptr<Mesh> Mesh::create(const std::string& backend, const Coords& axe
                                      std::to_string(product) + " (" + shape + ")");
   m->sizes_ = sizes;
   m->local_ = m->backend_->local_ranks();
+  m->timeout_s_ = o.timeout_s;
   // MPI creates groups collectively over the whole world (MPI_Comm_split): make the
   // world's and every single axis's communicator now, in one order on every rank.
   if (backend == "mpi")
@@ -99,7 +100,10 @@ std::shared_ptr<Mesh> Mesh::create(const std::string& backend, const Coords& axe
   return m;
 }
 
-Mesh::~Mesh() { threads_.clear(); }
+Mesh::~Mesh() {
+  device_comms_.clear();  // before the rank threads and the backend that bootstrapped them
+  threads_.clear();
+}
 
 Coords Mesh::coords(int rank) const {
   DT_CHECK(rank >= 0 && rank < world_, "rank = " + std::to_string(rank) + "; accepted: 0 to " + std::to_string(world_ - 1));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "core/device.h"
 
 namespace dt::comm {
 
@@ -51,6 +52,16 @@ class Mesh {
   // or null. Neither creates a communicator: MPI creates groups collectively, a query can't.
   std::vector<std::pair<int, std::string>> created_comms();
   Communicator* find_comm(int rank, const std::string& axes);
+  // Device communicators: the transport for buffers on GPUs (NCCL), chosen here so that no
+  // other layer builds one. make_device_comms makes, once, the communicators of `axes` for
+  // every local rank, local rank i driving devices[i] (one GPU per rank): the host backend
+  // carries only the bootstrap. Call it from the thread that calls run() (not from a rank
+  // thread), with the same devices on every process; UNSUPPORTED without NCCL or for a
+  // device that is not a GPU. device_comm then returns a rank's (INVALID_ARGUMENT naming
+  // the call to make when it was not made). Both are safe to call again: a second call
+  // with the same devices keeps the communicators made by the first.
+  void make_device_comms(const std::string& axes, const std::vector<Device>& devices);
+  Communicator& device_comm(int rank, const std::string& axes);
   // The last collectives of local rank `rank` over all its communicators, as JSON
   // (CollHistory::json); "[]" before its first.
   std::string history_json(int rank);
@@ -72,7 +83,10 @@ class Mesh {
   std::vector<int> local_;
   std::mutex comm_mu_;
   std::map<std::pair<int, std::string>, std::unique_ptr<Communicator>> comms_;
-  std::map<int, std::shared_ptr<CollHistory>> histories_;  // per local rank, shared by its comms
+  std::map<int, std::shared_ptr<CollHistory>> histories_;
+  double timeout_s_ = 300.0;  // the backend's, for the device communicators
+  std::map<std::pair<int, std::string>, std::unique_ptr<Communicator>> device_comms_;
+  std::map<std::pair<int, std::string>, Device> device_of_;  // per local rank, shared by its comms
   std::vector<std::unique_ptr<RankThread>> threads_;
 };
 

@@ -1,7 +1,4 @@
 #include "engine/trainer.h"
-#ifdef DTRAIN_HAVE_NCCL
-#include "comm/nccl/nccl_comm.h"
-#endif
 
 #include <cstring>
 
@@ -34,28 +31,17 @@ std::vector<Device> rank_devices(Device model_device, size_t local) {
   return out;
 }
 
-#ifdef DTRAIN_HAVE_NCCL
-std::vector<std::unique_ptr<comm::Communicator>> make_gpu_comms(const std::vector<Device>& devices) {
-  std::vector<int> idx;
-  for (const Device& d : devices) idx.push_back(d.index);
-  return comm::make_nccl_comms(idx, "dp", comm::NcclOptions{});
-}
-std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator& bootstrap, Device device) {
-  return comm::make_nccl_comm(bootstrap, device.index, comm::NcclOptions{});
-}
-#else
-[[noreturn]] void no_nccl() {
-  fail(DT_ERR_UNSUPPORTED, "data parallel training of a GPU model needs NCCL; this build has none (DTRAIN_WITH_NCCL=OFF)");
-}
-std::vector<std::unique_ptr<comm::Communicator>> make_gpu_comms(const std::vector<Device>&) { no_nccl(); }
-std::unique_ptr<comm::Communicator> make_gpu_comm(comm::Communicator&, Device) { no_nccl(); }
-#endif
 
 // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
 std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
                                                            comm::Communicator& dp, const optim::Optimizer& prototype) {
   if (p.zero > 0) return std::make_unique<parallel::ZeroStrategy>(engine.units(), dp, p.zero, prototype);
   return std::make_unique<parallel::DdpStrategy>(engine.units(), dp, p.bucket_bytes);
+}
+
+// The strategies ParallelOptions configures, each with the mesh axis it divides the work over.
+std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptions& p) {
+  return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}};
 }
 
 }  // namespace
@@ -70,10 +56,19 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     replicas_.push_back(std::make_unique<TrainEngine>(mesh_, model, opt, o));
     return;
   }
-  for (int a = 0; a < comm::kNumAxes; ++a)
-    DT_CHECK(a == comm::kDp || mesh_->axis_size(a) == 1,
-             std::string("mesh axis \"") + comm::axis_name(a) + "\" = " + std::to_string(mesh_->axis_size(a)) +
-                 "; the engine trains data parallel only for now: accepted, a mesh whose only axis > 1 is \"dp\"");
+  // Every axis of more than one rank must be some configured strategy's.
+  const std::vector<std::pair<std::string, int>> covered = strategies_covering(p);
+  for (int a = 0; a < comm::kNumAxes; ++a) {
+    if (mesh_->axis_size(a) == 1) continue;
+    bool ok = false;
+    std::string have;
+    for (auto& [name, axis] : covered) {
+      ok = ok || axis == a;
+      have += (have.empty() ? "" : ", ") + name + " on " + comm::axis_name(axis);
+    }
+    DT_CHECK(ok, std::string("mesh axis \"") + comm::axis_name(a) + "\" = " + std::to_string(mesh_->axis_size(a)) +
+                     ": no configured strategy divides the work over it (configured: " + have + ")");
+  }
   dp_ = mesh_->axis_size(comm::kDp);
   zero_ = p.zero;
   const size_t local = mesh_->local_ranks().size();
@@ -117,16 +112,13 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     ScopedRank owner(mesh_->local_ranks()[i]);
     replicas_.push_back(std::make_unique<TrainEngine>(nullptr, *models_[i], *opts[i], o));
   }
-  // A GPU model's gradients and shards move over NCCL: one communicator per local GPU when
-  // this process drives every rank, else (mpi) one per process, bootstrapped over MPI.
-  if (devices[0].type == DeviceType::CUDA && local > 1) gpu_comms_ = make_gpu_comms(devices);
-  if (devices[0].type == DeviceType::CUDA && local == 1) gpu_comms_.resize(1);
-  // Communicators are made on the rank threads (under mpi, creating one is collective).
+  // A GPU model's gradients and shards move between GPUs: the mesh's device communicators.
+  const bool on_gpus = devices[0].type == DeviceType::CUDA;
+  if (on_gpus) mesh_->make_device_comms("dp", devices);
+  // Strategies attach on the rank threads (under mpi, creating a communicator is collective).
   mesh_->run([&](int li, int rank) {
     TrainEngine& r = *replicas_[static_cast<size_t>(li)];
-    const size_t i = static_cast<size_t>(li);
-    if (!gpu_comms_.empty() && !gpu_comms_[i]) gpu_comms_[i] = make_gpu_comm(mesh_->comm(rank, "dp"), devices[i]);
-    comm::Communicator& dp = gpu_comms_.empty() ? mesh_->comm(rank, "dp") : *gpu_comms_[i];
+    comm::Communicator& dp = on_gpus ? mesh_->device_comm(rank, "dp") : mesh_->comm(rank, "dp");
     r.attach(data_parallel_strategy(p, r, dp, opt));
   });
   // Every replica has its slice of the host optimizer's state: the whole of it can go.

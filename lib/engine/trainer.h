@@ -64,9 +64,6 @@ class Trainer {
   int dp_ = 1, zero_ = 0;
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
-  // The dp communicators of a GPU model: NCCL, one per local rank (declared before the
-  // replicas, which use them, so that they are destroyed after).
-  std::vector<std::unique_ptr<comm::Communicator>> gpu_comms_;
   std::vector<nn::GPT*> models_;
   std::vector<std::unique_ptr<nn::GPT>> owned_models_;
   std::vector<std::unique_ptr<optim::Optimizer>> owned_opts_;

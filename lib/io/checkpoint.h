@@ -24,11 +24,7 @@
 
 namespace dt::io {
 
-struct CheckpointTensor {
-  std::string name;
-  Tensor tensor;  // CPU; loading writes into it in place
-  nn::ShardSpec spec;
-};
+using CheckpointTensor = nn::StateTensor;  // name, tensor (CPU; loading writes into it in place), spec
 
 void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& tensors,
                      const nlohmann::json& metadata, const std::string& stem = "checkpoint");

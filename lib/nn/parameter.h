@@ -17,6 +17,14 @@ struct ShardSpec {
   std::string str() const { return replicated() ? "replicated" : "split(dim=" + std::to_string(dim) + ", " + axis + ")"; }
 };
 
+// One named tensor of a model's or optimizer's state, as saved and loaded (io/checkpoint.h
+// calls it CheckpointTensor): parameters, optimizer moments, masters, counters.
+struct StateTensor {
+  std::string name;
+  Tensor tensor;  // CPU for the loader; loading writes into it in place
+  ShardSpec spec;
+};
+
 struct Parameter {
   std::string name;
   Tensor value;  // MemTag::Param

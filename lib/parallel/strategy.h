@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "io/checkpoint.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
 
@@ -78,10 +77,10 @@ class Strategy {
   // then gathers it (collective over its group: every rank calls), and load_targets /
   // finish_load replace the engine's plain load.
   virtual bool shards_state() const { return false; }
-  virtual std::vector<io::CheckpointTensor> whole_state(optim::Optimizer& opt) { return {}; }
+  virtual std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) { return {}; }
   // Whole tensors, named and shaped as in the checkpoint, for the loader to fill; then
   // finish_load keeps this rank's shards of them.
-  virtual std::vector<io::CheckpointTensor> load_targets(optim::Optimizer& opt) { return {}; }
+  virtual std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) { return {}; }
   virtual void finish_load(optim::Optimizer& opt) {}
 };
 

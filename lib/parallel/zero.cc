@@ -264,8 +264,8 @@ int ZeroSharding::unit_of_state(const std::string& name, std::string& suffix) co
   return -1;
 }
 
-std::vector<io::CheckpointTensor> ZeroSharding::whole_state(const optim::Optimizer& shard_opt) {
-  std::vector<io::CheckpointTensor> out;
+std::vector<nn::StateTensor> ZeroSharding::whole_state(const optim::Optimizer& shard_opt) {
+  std::vector<nn::StateTensor> out;
   for (auto& u : units_)
     for (size_t i = 0; i < u->params.size(); ++i) {
       DT_CHECK(u->params[i]->value.defined(), "ZeroSharding::whole_state: values of unit \"" + u->name +

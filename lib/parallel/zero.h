@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "io/checkpoint.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
 
@@ -76,7 +75,7 @@ class ZeroSharding {
   // Checkpoints, in the single-rank layout: every parameter and every optimizer state
   // tensor "<param>.<suffix>" whole (gathered over dp: collective, every rank calls it),
   // plus the shard optimizer's "optimizer.step". Values need gather_all() first at stage 3.
-  std::vector<io::CheckpointTensor> whole_state(const optim::Optimizer& shard_opt);
+  std::vector<nn::StateTensor> whole_state(const optim::Optimizer& shard_opt);
   // The reverse: this rank's shards of the values and of shard_opt's state out of whole
   // per-parameter tensors, looked up by name ("<param>" for values, "<param>.<suffix>"
   // for state, "optimizer.step"). A name the lookup lacks is an error naming it.

@@ -55,17 +55,17 @@ void ZeroStrategy::after_save() {
   release_after_save_ = false;
 }
 
-std::vector<io::CheckpointTensor> ZeroStrategy::whole_state(optim::Optimizer& opt) {
+std::vector<nn::StateTensor> ZeroStrategy::whole_state(optim::Optimizer& opt) {
   if (zero_->stage() == 3) zero_->gather_all();
   for (int k = 0; k < zero_->num_units(); ++k) zero_->need_values(k);  // stages 1/2: pending gathers
   return zero_->whole_state(opt);
 }
 
-std::vector<io::CheckpointTensor> ZeroStrategy::load_targets(optim::Optimizer& opt) {
+std::vector<nn::StateTensor> ZeroStrategy::load_targets(optim::Optimizer& opt) {
   // Every rank reads the whole tensors, then keeps its shards: nothing is written before
   // the whole checkpoint was read and checked.
   load_buffers_ = zero_->whole_state_templates(opt);
-  std::vector<io::CheckpointTensor> dest;
+  std::vector<nn::StateTensor> dest;
   for (auto& [name, t] : load_buffers_) dest.push_back({name, t, nn::ShardSpec{}});
   return dest;
 }

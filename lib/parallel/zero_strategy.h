@@ -40,8 +40,8 @@ class ZeroStrategy final : public Strategy {
   void after_save() override;
 
   bool shards_state() const override { return true; }
-  std::vector<io::CheckpointTensor> whole_state(optim::Optimizer& opt) override;
-  std::vector<io::CheckpointTensor> load_targets(optim::Optimizer& opt) override;
+  std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) override;
+  std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) override;
   void finish_load(optim::Optimizer& opt) override;
 
   const ZeroSharding& sharding() const { return *zero_; }

@@ -242,7 +242,7 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
   tp.i("tp", 2);
   OK(dt_mesh_create("local", 2, tp.o, &two));
   Rig r;
-  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"tp\" = 2", "\"dp\""});
+  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"tp\" = 2", "ddp on dp"});
   dt_mesh_destroy(two);
   dt_module* mlp = nullptr;
   Opts mc;
