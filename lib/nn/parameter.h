@@ -13,8 +13,17 @@ namespace dt::nn {
 struct ShardSpec {
   int dim = -1;      // -1: replicated; otherwise the dim split over `axis`
   std::string axis;  // "tp", "ep", ... (empty when replicated)
+  // The dim's segments in the single-rank layout, each split evenly over the axis, rank r
+  // holding the r-th part of every segment in order (a fused q|k|v weight: one segment per
+  // projection); empty: the whole dim is one segment.
+  std::vector<int64_t> segments;
   bool replicated() const { return dim < 0; }
-  std::string str() const { return replicated() ? "replicated" : "split(dim=" + std::to_string(dim) + ", " + axis + ")"; }
+  std::string str() const {
+    if (replicated()) return "replicated";
+    std::string seg;
+    for (int64_t n : segments) seg += (seg.empty() ? ", segments " : "+") + std::to_string(n);
+    return "split(dim=" + std::to_string(dim) + ", " + axis + seg + ")";
+  }
 };
 
 // One named tensor of a model's or optimizer's state, as saved and loaded (io/checkpoint.h

@@ -1,0 +1,169 @@
+#include "nn/tensor_parallel.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/tensor_copy.h"
+#include "kernels/ops.h"
+
+namespace dt::nn {
+namespace {
+
+// The segments of spec's dim in a whole of `extent` along it.
+std::vector<int64_t> segments_of(const ShardSpec& spec, int64_t extent) {
+  return spec.segments.empty() ? std::vector<int64_t>{extent} : spec.segments;
+}
+
+// Copies between a whole tensor and one rank's part, both on the host: for every index
+// before the split dim, every segment's part, as one contiguous run of bytes.
+void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_shape, char* whole, char* part,
+               size_t elem, bool to_part) {
+  const int d = spec.dim;
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; ++i) outer *= whole_shape[static_cast<size_t>(i)];
+  for (size_t i = static_cast<size_t>(d) + 1; i < whole_shape.size(); ++i) inner *= whole_shape[i];
+  const int64_t extent = whole_shape[static_cast<size_t>(d)], local = extent / size;
+  const std::vector<int64_t> segs = segments_of(spec, extent);
+  const size_t row = static_cast<size_t>(inner) * elem;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t seg_begin = 0, part_at = 0;
+    for (int64_t seg : segs) {
+      const int64_t n = seg / size;
+      char* w = whole + static_cast<size_t>(o * extent + seg_begin + rank * n) * row;
+      char* p = part + static_cast<size_t>(o * local + part_at) * row;
+      if (to_part)
+        std::memcpy(p, w, static_cast<size_t>(n) * row);
+      else
+        std::memcpy(w, p, static_cast<size_t>(n) * row);
+      seg_begin += seg;
+      part_at += n;
+    }
+  }
+}
+
+Parameter shard_param(const Parameter& whole, const ShardSpec& spec, const TpGroup& tp) {
+  Parameter p;
+  p.name = whole.name;
+  p.init = whole.init;
+  p.init_std = whole.init_std;
+  p.spec = spec;
+  p.value = take_shard(whole.value, spec, tp.rank(), tp.size(), MemTag::Param);
+  p.shape = p.value.shape();
+  p.grad = Tensor::zeros(p.shape, p.value.dtype(), p.value.device(), MemTag::Grad);
+  return p;
+}
+
+}  // namespace
+
+Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& spec, int size) {
+  if (spec.replicated()) return whole;
+  DT_CHECK(spec.dim < static_cast<int>(whole.size()),
+           name + ": split dim " + std::to_string(spec.dim) + " of a " + std::to_string(whole.size()) + "-d tensor");
+  const int64_t extent = whole[static_cast<size_t>(spec.dim)];
+  int64_t total = 0;
+  for (int64_t seg : segments_of(spec, extent)) {
+    DT_CHECK(seg % size == 0, name + ": " + std::to_string(seg) + " features (dim " + std::to_string(spec.dim) +
+                                  ") do not split evenly over " + spec.axis + " = " + std::to_string(size) +
+                                  "; accepted: a " + spec.axis + " size that divides " + std::to_string(seg));
+    total += seg;
+  }
+  DT_CHECK(total == extent, name + ": segments sum to " + std::to_string(total) + ", dim " + std::to_string(spec.dim) +
+                                " is " + std::to_string(extent));
+  Shape s = whole;
+  s[static_cast<size_t>(spec.dim)] = extent / size;
+  return s;
+}
+
+Tensor take_shard(const Tensor& whole, const ShardSpec& spec, int rank, int size, MemTag tag) {
+  const Shape shape = shard_shape("take_shard", whole.shape(), spec, size);
+  Tensor part = Tensor::uninit(shape, whole.dtype(), whole.device(), tag);
+  if (spec.replicated()) {
+    copy_tensor(whole, part);
+    return part;
+  }
+  // On the host: a shard is made once (at build or load), never in a step.
+  Tensor w = to_device(whole, Device::cpu());
+  Tensor p = part.device() == Device::cpu() ? part : Tensor::uninit(shape, whole.dtype());
+  move_part(spec, rank, size, whole.shape(), static_cast<char*>(w.raw()), static_cast<char*>(p.raw()),
+            dtype_size(whole.dtype()), true);
+  if (p.raw() != part.raw()) copy_tensor(p, part);
+  return part;
+}
+
+void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, Tensor& whole) {
+  DT_CHECK(part.shape() == shard_shape("place_shard", whole.shape(), spec, size) && part.dtype() == whole.dtype(),
+           "place_shard: the part " + shape_str(part.shape()) + " is not a " + spec.str() + " part of " +
+               shape_str(whole.shape()));
+  if (spec.replicated()) {
+    copy_tensor(part, whole);
+    return;
+  }
+  Tensor p = to_device(part, Device::cpu());
+  Tensor w = whole.device() == Device::cpu() ? whole : to_device(whole, Device::cpu());
+  move_part(spec, rank, size, whole.shape(), static_cast<char*>(w.raw()), static_cast<char*>(p.raw()),
+            dtype_size(whole.dtype()), false);
+  if (w.raw() != whole.raw()) copy_tensor(w, whole);
+}
+
+void all_reduce_sum(const TpGroup& tp, Tensor& t) {
+  if (tp.size() > 1) tp.comm->all_reduce(t.raw(), t.raw(), t.numel(), t.dtype(), comm::ReduceOp::Sum);
+}
+
+// ---- ColumnParallelLinear --------------------------------------------------------------------
+ColumnParallelLinear::ColumnParallelLinear(const std::string& name, int64_t in_, int64_t out_, bool has_bias,
+                                           uint64_t seed, float std, DType dtype, TpGroup tp_,
+                                           std::vector<int64_t> segments)
+    : in(in_), out(out_), tp(tp_) {
+  const ShardSpec spec{0, "tp", std::move(segments)};
+  out_local = shard_shape(name + ".weight", {out, in}, spec, tp.size())[0];
+  // The single-rank parameters, then this rank's part of them.
+  weight = shard_param(make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype), spec, tp);
+  if (has_bias)
+    bias = shard_param(make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed, dtype), spec, tp);
+}
+
+void ColumnParallelLinear::collect(ParamList& list) {
+  list.push_back(&weight);
+  if (!bias.name.empty()) list.push_back(&bias);
+}
+
+void ColumnParallelLinear::forward(const Tensor& x, Tensor& y) {
+  ensure(y, {x.rows(), out_local}, x.dtype());
+  linear_forward(flat2d(x), weight.value, bias.value, y);
+}
+
+void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  Tensor dx2 = flat2d(dx);
+  linear_backward(flat2d(dy), flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
+  all_reduce_sum(tp, dx);  // each rank's dx is the part its output features contribute
+}
+
+// ---- RowParallelLinear -----------------------------------------------------------------------
+RowParallelLinear::RowParallelLinear(const std::string& name, int64_t in_, int64_t out_, bool has_bias,
+                                     uint64_t seed, float std, DType dtype, TpGroup tp_)
+    : in(in_), out(out_), tp(tp_) {
+  const ShardSpec spec{1, "tp", {}};
+  in_local = shard_shape(name + ".weight", {out, in}, spec, tp.size())[1];
+  weight = shard_param(make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype), spec, tp);
+  if (has_bias) bias = make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed, dtype);
+}
+
+void RowParallelLinear::collect(ParamList& list) {
+  list.push_back(&weight);
+  if (!bias.name.empty()) list.push_back(&bias);
+}
+
+void RowParallelLinear::forward(const Tensor& x, Tensor& y) {
+  ensure(y, {x.rows(), out}, x.dtype());
+  linear_forward(flat2d(x), weight.value, Tensor(), y);  // this rank's partial sum
+  all_reduce_sum(tp, y);
+  if (bias.value.defined()) kernels::bias_add(y, bias.value);  // once, after the sum
+}
+
+void RowParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  Tensor dx2 = dx.defined() ? flat2d(dx) : Tensor();
+  // dy is whole on every rank, so the bias gradient is the same everywhere: no collective.
+  linear_backward(flat2d(dy), flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
+}
+
+}  // namespace dt::nn
