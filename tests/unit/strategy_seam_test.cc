@@ -6,8 +6,8 @@
 
 #include "comm/mesh.h"
 #include "engine/train_engine.h"
+#include "multirank/dp_test_util.h"
 #include "parallel/strategy.h"
-#include "unit/test_util.h"
 
 namespace dt {
 namespace {
@@ -48,16 +48,7 @@ class Splitter : public parallel::Strategy {
   std::string name_;
 };
 
-nn::GPTConfig two_blocks() {
-  nn::GPTConfig c;
-  c.vocab_size = 11;
-  c.context = 8;
-  c.n_layer = 2;
-  c.d_model = 16;
-  c.n_head = 2;
-  c.d_ff = 32;
-  return c;
-}
+nn::GPTConfig two_blocks() { return test::dp_tiny_gpt(DType::F32); }  // 2 blocks
 
 std::vector<std::string> forward_order() {
   return {"fwd< 0 embed", "fwd> 0 embed", "fwd< 1 block", "fwd> 1 block",
