@@ -5,13 +5,25 @@
 
 namespace dt::nn {
 
+namespace {
+// Heads per tp rank: the count must divide by the tp size.
+int64_t local_heads(const std::string& name, const char* what, int64_t heads, const TpGroup& tp) {
+  DT_CHECK(heads % tp.size() == 0, name + ": " + what + " = " + std::to_string(heads) + " does not split over tp = " +
+                                       std::to_string(tp.size()) + "; accepted: a tp size that divides " +
+                                       std::to_string(heads));
+  return heads / tp.size();
+}
+}  // namespace
+
 CausalSelfAttention::CausalSelfAttention(const std::string& name, const AttentionConfig& c, uint64_t seed,
                                          float proj_std)
     : cfg(c),
       head_dim(c.d_model / c.n_head),
-      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * (c.d_model / c.n_head), c.bias, seed, 0.02f,
-          c.dtype),
-      proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std, c.dtype) {}
+      hq(local_heads(name, "n_head", c.n_head, c.tp)),
+      hkv(local_heads(name, "n_kv_head", c.n_kv_head, c.tp)),
+      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * head_dim, c.bias, seed, 0.02f, c.dtype, c.tp,
+          {c.n_head * head_dim, c.n_kv_head * head_dim, c.n_kv_head * head_dim}),
+      proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std, c.dtype, c.tp) {}
 
 void CausalSelfAttention::collect(ParamList& list) {
   qkv.collect(list);
@@ -34,10 +46,10 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
   const int64_t B = x.dim(0), T = x.dim(1), D = head_dim;
   a.x = x;
   Tensor x2 = flat2d(x);
-  Split s = split_of(cfg.n_head, cfg.n_kv_head, D);
+  Split s = split_of(hq, hkv, D);
   Tensor* dst[3] = {&a.q, &a.k, &a.v};
   for (int i = 0; i < 3; ++i) {
-    int64_t heads = i == 0 ? cfg.n_head : cfg.n_kv_head;
+    int64_t heads = i == 0 ? hq : hkv;
     ensure(*dst[i], {B, T, heads, D}, x.dtype());
     Tensor y2 = dst[i]->reshape({B * T, heads * D});
     linear_forward(x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), rows_of(qkv.bias.value, s.begin[i], s.end[i]),
@@ -47,18 +59,18 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
     rope_forward(a.q, cfg.rope_base);
     rope_forward(a.k, cfg.rope_base);
   }
-  ensure(a.out, {B, T, cfg.n_head, D}, x.dtype());
-  ensure(a.lse, {B, cfg.n_head, T});
+  ensure(a.out, {B, T, hq, D}, x.dtype());
+  ensure(a.lse, {B, hq, T});
   kernels::attention_forward(a.q, a.k, a.v, /*scale=*/0.0f, a.out, a.lse);
-  proj.forward(a.out.reshape({B * T, cfg.n_head * D}), a.y);
+  proj.forward(a.out.reshape({B * T, hq * D}), a.y);
   return a.y;
 }
 
 void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   const int64_t B = a.x.dim(0), T = a.x.dim(1), D = head_dim;
   ensure(a.dout, a.out.shape(), a.out.dtype());
-  Tensor dout2 = a.dout.reshape({B * T, cfg.n_head * D});
-  proj.backward(a.out.reshape({B * T, cfg.n_head * D}), flat2d(dy), dout2);
+  Tensor dout2 = a.dout.reshape({B * T, hq * D});
+  proj.backward(a.out.reshape({B * T, hq * D}), flat2d(dy), dout2);
   ensure(a.dq, a.q.shape(), a.q.dtype());
   ensure(a.dk, a.k.shape(), a.k.dtype());
   ensure(a.dv, a.v.shape(), a.v.dtype());
@@ -69,7 +81,7 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   }
   ensure(dx, a.x.shape(), a.x.dtype());
   Tensor x2 = flat2d(a.x), dx2 = flat2d(dx);
-  Split s = split_of(cfg.n_head, cfg.n_kv_head, D);
+  Split s = split_of(hq, hkv, D);
   const Tensor* src[3] = {&a.dq, &a.dk, &a.dv};
   for (int i = 0; i < 3; ++i) {
     Tensor dy2 = flat2d(src[i]->reshape({B * T, src[i]->dim(2) * D}));
@@ -78,6 +90,7 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
     // dx = dq Wq + dk Wk + dv Wv: the first overwrites, the others accumulate.
     linear_backward(dy2, x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), dx2, i > 0, dw, db);
   }
+  all_reduce_sum(cfg.tp, dx);  // column parallel: each rank's dx is its heads' share
 }
 
 }  // namespace dt::nn

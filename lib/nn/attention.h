@@ -4,8 +4,14 @@
 // three matmuls on row slices of that weight, so q, k and v come out as contiguous
 // [B, T, H, D] tensors for the fused attention kernel without any copy. Optional RoPE on q
 // and k; "proj" is the residual output projection.
+//
+// Tensor parallel (cfg.tp of size N > 1): heads split over tp, each rank holding n_head / N
+// query heads and n_kv_head / N KV heads: qkv is column parallel (its q, k and v parts each
+// split, ShardSpec::segments) and proj row parallel, so a block's attention costs one
+// all-reduce forward and one backward (nn/tensor_parallel.h).
 #pragma once
 #include "nn/layers.h"
+#include "nn/tensor_parallel.h"
 
 namespace dt::nn {
 
@@ -15,6 +21,7 @@ struct AttentionConfig {
   float rope_base = 10000.0f;
   bool bias = true;
   DType dtype = DType::F32;  // of the parameters (and so of the activations)
+  TpGroup tp;                // heads split over it (n_head and n_kv_head must divide by its size)
 };
 
 class CausalSelfAttention : public Module {
@@ -28,9 +35,10 @@ class CausalSelfAttention : public Module {
   void collect(ParamList& out) override;
   const Tensor& forward(const Tensor& x, Acts& a);
   void backward(const Tensor& dy, Acts& a, Tensor& dx);  // dx overwritten, shape of x
-  AttentionConfig cfg;
-  int64_t head_dim;
-  Linear qkv, proj;
+  AttentionConfig cfg;          // the whole layer's
+  int64_t head_dim, hq, hkv;    // hq, hkv: this rank's query and KV heads
+  ColumnParallelLinear qkv;
+  RowParallelLinear proj;
 };
 
 }  // namespace dt::nn

@@ -7,8 +7,9 @@
 namespace dt::nn {
 
 namespace {
-AttentionConfig attention_config(const GPTConfig& c) {
+AttentionConfig attention_config(const GPTConfig& c, TpGroup tp) {
   AttentionConfig a;
+  a.tp = tp;
   a.d_model = c.d_model;
   a.n_head = c.n_head;
   a.n_kv_head = c.n_kv_head;
@@ -23,11 +24,11 @@ AttentionConfig attention_config(const GPTConfig& c) {
 float residual_std(const GPTConfig& c) { return 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer)); }
 }  // namespace
 
-TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c)
+TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, TpGroup tp)
     : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
-      attn(name + ".attn", attention_config(c), c.seed, residual_std(c)),
+      attn(name + ".attn", attention_config(c, tp), c.seed, residual_std(c)),
       ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
-      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype) {}
+      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype, tp) {}
 
 void TransformerBlock::collect(ParamList& list) {
   ln1.collect(list);

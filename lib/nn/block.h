@@ -15,8 +15,8 @@ class TransformerBlock : public Module {
     Tensor r;       // x + attention
     Tensor dr, dh;  // backward scratch
   };
-  // cfg must be validated and resolved.
-  TransformerBlock(const std::string& name, const GPTConfig& cfg);
+  // cfg must be validated and resolved. tp: attention heads and MLP features split over it.
+  TransformerBlock(const std::string& name, const GPTConfig& cfg, TpGroup tp = {});
   void collect(ParamList& out) override;
   // x: [B, T, C]; y: [B, T, C], written (allocated by the caller or ensure()).
   void forward(const Tensor& x, Acts& a, Tensor& y);

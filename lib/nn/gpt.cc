@@ -14,13 +14,13 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg) : cfg_(checked(cfg)), device_(current_device()) {
+GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(tp), device_(current_device()) {
   const GPTConfig& c = cfg_;
   wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
   if (c.pos == PosKind::Learned)
     wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
   for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c));
+    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp));
   lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
   if (!c.tied_embeddings)
     lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);

@@ -38,7 +38,11 @@ struct GPTActs {
 
 class GPT : public Module {
  public:
-  explicit GPT(const GPTConfig& cfg);  // validates
+  // Validates cfg. tp: the blocks' attention heads and MLP features split over it (tensor
+  // parallel, nn/tensor_parallel.h); the embeddings, final norm and head stay whole on
+  // every rank for now. Without one (or of size 1) the model is the single-rank one.
+  explicit GPT(const GPTConfig& cfg, TpGroup tp = {});
+  const TpGroup& tp() const { return tp_; }
   void collect(ParamList& out) override;
   const GPTConfig& config() const { return cfg_; }
   // The device of its parameters and activations: the thread's current device when it was
@@ -75,6 +79,7 @@ class GPT : public Module {
 
  private:
   GPTConfig cfg_;
+  TpGroup tp_;
   Device device_;  // where it was built (core/device_scope.h); every call runs there
   std::unique_ptr<Embedding> wte_, wpe_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;

@@ -83,11 +83,13 @@ void Norm::backward(const Tensor& dy, Acts& a, Tensor& dx) {
 const char* act_name(Act a) { return a == Act::GELU ? "gelu" : "swiglu"; }
 
 MLP::MLP(const std::string& name, int64_t d_model, int64_t d_ff_, Act act_, bool bias, uint64_t seed, float proj_std,
-         DType dtype)
+         DType dtype, TpGroup tp_)
     : act(act_),
-      d_ff(d_ff_),
-      fc(name + ".fc", d_model, act_ == Act::SwiGLU ? 2 * d_ff_ : d_ff_, bias, seed, 0.02f, dtype),
-      proj(name + ".proj", d_ff_, d_model, bias, seed, proj_std, dtype) {}
+      d_ff(d_ff_ / tp_.size()),
+      tp(tp_),
+      fc(name + ".fc", d_model, act_ == Act::SwiGLU ? 2 * d_ff_ : d_ff_, bias, seed, 0.02f, dtype, tp_,
+         act_ == Act::SwiGLU ? std::vector<int64_t>{d_ff_, d_ff_} : std::vector<int64_t>{}),
+      proj(name + ".proj", d_ff_, d_model, bias, seed, proj_std, dtype, tp_) {}
 
 void MLP::collect(ParamList& list) {
   fc.collect(list);
@@ -139,6 +141,7 @@ void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   Tensor gw = g.slice0(0, d_ff), uw = g.slice0(d_ff, 2 * d_ff);
   linear_backward(a.dgate, x, w.slice0(0, d_ff), dx2, false, gw, gb);
   linear_backward(a.dup, x, w.slice0(d_ff, 2 * d_ff), dx2, true, uw, ub);
+  all_reduce_sum(tp, dx);  // column parallel: each rank's dx is its hidden features' share
 }
 
 }  // namespace dt::nn

@@ -3,6 +3,7 @@
 // its parameter names from it ("blocks.0.mlp.fc.weight").
 #pragma once
 #include "nn/module.h"
+#include "nn/tensor_parallel.h"
 
 namespace dt::nn {
 
@@ -57,6 +58,8 @@ const char* act_name(Act a);
 // The transformer's feed-forward: proj(act(fc(x))). For SwiGLU, fc is one fused [2*d_ff, C]
 // weight whose rows [0, d_ff) make the gate and [d_ff, 2*d_ff) the up projection:
 // act = silu(gate) * up. proj is a residual projection, so it takes proj_std.
+// Tensor parallel (tp of size N > 1): fc column parallel (gate and up each split), proj row
+// parallel, each rank holding d_ff / N hidden features; one all-reduce forward, one backward.
 class MLP : public Module {
  public:
   struct Acts {
@@ -64,13 +67,15 @@ class MLP : public Module {
     Tensor da, dh, dgate, dup;    // backward scratch
   };
   MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std,
-      DType dtype = DType::F32);
+      DType dtype = DType::F32, TpGroup tp = {});
   void collect(ParamList& out) override;
   const Tensor& forward(const Tensor& x, Acts& a);  // x: [..., C] -> y [R, C]
   void backward(const Tensor& dy, Acts& a, Tensor& dx);
   Act act;
-  int64_t d_ff;
-  Linear fc, proj;
+  int64_t d_ff;  // this rank's hidden features (the whole layer's / tp)
+  TpGroup tp;
+  ColumnParallelLinear fc;
+  RowParallelLinear proj;
 };
 
 }  // namespace dt::nn

@@ -41,7 +41,8 @@ void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_sha
   }
 }
 
-Parameter shard_param(const Parameter& whole, const ShardSpec& spec, const TpGroup& tp) {
+Parameter shard_param(Parameter whole, const ShardSpec& spec, const TpGroup& tp) {
+  if (tp.size() == 1) return whole;  // the part of one rank is the whole, replicated
   Parameter p;
   p.name = whole.name;
   p.init = whole.init;
