@@ -525,12 +525,18 @@ DT_API void dt_optimizer_destroy(dt_optimizer* optimizer);
 typedef struct dt_engine dt_engine;
 
 /** Creates an engine.
- *  mesh:      NULL (this process alone), or a mesh whose only axis above 1 is "dp": data
- *             parallel training (DDP). Every process passes the same GLOBAL batch to
+ *  mesh:      NULL (this process alone), or a mesh whose axes above 1 are "dp" and "tp"
+ *             (others: DT_ERR_INVALID_ARGUMENT naming the axis). dp: data parallel
+ *             training (DDP). Every process passes the same GLOBAL batch to
  *             dt_engine_train_step; dp rank r trains on rows [r B/dp, (r+1) B/dp), and the
  *             gradients are all-reduced in buckets while backward runs. A process driving
  *             several ranks (local backend) trains one replica per rank; `module` is local
  *             rank 0's, which evaluation, generation and saving read (replicas stay equal).
+ *             tp (local backend only, for now): tensor parallel, each block's attention
+ *             heads and MLP features split over tp; `module` keeps the whole weights as
+ *             they were when the engine was made, and the replicas hold the parts.
+ *             Generation, saving and "zero" > 0 with tp > 1 are not built yet
+ *             (DT_ERR_UNSUPPORTED).
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,

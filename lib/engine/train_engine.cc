@@ -218,7 +218,7 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
   // Each strategy sums what its ranks hold of the squared norm (ZeRO: the shards over dp);
   // every rank then has the same norm and takes the same clip and skip decisions.
   optim::SquaredSumReducer reduce = [&](double& sq) {
-    for (auto& s : strategies_) s->sum_squared_norm(sq);
+    for (auto& s : strategies_) s->sum_squared_norm(ps, sq);
   };
   if (!scaler_) {
     st.grad_norm = optim::global_grad_norm(ps, reduce);

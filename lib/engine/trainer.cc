@@ -41,7 +41,7 @@ std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions
 
 // The strategies ParallelOptions configures, each with the mesh axis it divides the work over.
 std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptions& p) {
-  return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}};
+  return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}, {"tp", comm::kTp}};
 }
 
 }  // namespace
@@ -73,6 +73,10 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
   zero_ = p.zero;
   const size_t local = mesh_->local_ranks().size();
   const std::vector<Device> devices = rank_devices(model.device(), local);
+  if (mesh_->axis_size(comm::kTp) > 1) {  // every replica a part of the host model (trainer_tp.cc)
+    build_tensor_parallel(model, opt, o, p, devices);
+    return;
+  }
   if (devices[0].type == DeviceType::CUDA && zero_ > 0 && opt.offloaded())
     fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(zero_) + " with an offloaded optimizer on GPUs: ZeRO shards "
                              "the state over NCCL, which needs it on the GPU; use zero = 0 (DDP) with offload, or "
@@ -137,13 +141,14 @@ void Trainer::on_all(const std::function<void(int, int)>& fn) {
 }
 
 double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
-  if (!replicas_[0]->state_sharded()) return replicas_[0]->evaluate(inputs, targets);
+  if (!replicas_[0]->state_sharded() && tp_ == 1) return replicas_[0]->evaluate(inputs, targets);
   std::vector<double> loss(replicas_.size());
   on_all([&](int li, int) { loss[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->evaluate(inputs, targets); });
   return loss[0];
 }
 
 void Trainer::gather_model() {
+  if (tp_ > 1) return gather_tensor_parallel();
   if (!replicas_[0]->state_sharded()) return;
   on_all([&](int li, int) { replicas_[static_cast<size_t>(li)]->gather_model(); });
 }
@@ -156,6 +161,7 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 std::vector<io::CheckpointTensor> Trainer::state_tensors() {
+  refuse_tp_checkpoints();
   if (!replicas_[0]->state_sharded()) return replicas_[0]->state_tensors();
   std::vector<std::vector<io::CheckpointTensor>> all(replicas_.size());
   on_all([&](int li, int) { all[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->state_tensors(); });
@@ -163,6 +169,7 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 }
 
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+  refuse_tp_checkpoints();
   if (dp_ == 1 || !mesh_) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after
   // save sees the files. With sharded state (ZeRO) every replica takes part in gathering it.
@@ -174,6 +181,7 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
 }
 
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
+  refuse_tp_checkpoints();
   nlohmann::json extra;
   for (auto& r : replicas_) extra = r->load(dir, stem);  // each validates before it writes
   return extra;

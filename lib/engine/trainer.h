@@ -11,7 +11,13 @@
 //
 // What is per replica and what is replica 0's: a train step runs on all; evaluate, the step
 // count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
-// files); load loads every replica. For now the mesh's axes other than dp must be 1.
+// files); load loads every replica. Axes other than dp and tp must be 1.
+//
+// Tensor parallelism (a mesh with tp > 1, parallel/tp_strategy.h): every replica is built
+// split over its tp group from the host model's weights and optimizer state; model(i) is
+// then replica i's part, and gather_model() writes the trained parts back into the host
+// model (the process must drive every tp rank: the local backend). DDP over dp combines
+// with it; ZeRO and checkpoints of a tp run do not yet (named errors).
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
 // over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
@@ -48,6 +54,7 @@ class Trainer {
   int zero() const { return zero_; }
   int64_t step() const { return replicas_[0]->step(); }
   int dp() const { return dp_; }
+  int tp() const { return tp_; }
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
   nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
@@ -61,7 +68,15 @@ class Trainer {
 
  private:
   std::shared_ptr<comm::Mesh> mesh_;
-  int dp_ = 1, zero_ = 0;
+  int dp_ = 1, zero_ = 0, tp_ = 1;
+  // Tensor parallel (trainer_tp.cc): every local rank's replica is its part of the host
+  // model, split over tp (DDP over dp beside it); gather_model puts the parts back into the
+  // host model. Checkpoints of a tp run come later: they are refused by name.
+  void build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
+                             const std::vector<Device>& devices);
+  void gather_tensor_parallel();
+  void refuse_tp_checkpoints() const;
+  nn::GPT* host_ = nullptr;  // tp > 1: the whole model the user gave
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;

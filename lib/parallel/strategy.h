@@ -52,10 +52,11 @@ class Strategy {
   // True when this strategy keeps the gradients (it zeroes them in begin_step, and the
   // engine leaves them alone).
   virtual bool owns_grads() const { return false; }
-  // sq: this rank's squared sum over the gradients it holds; a strategy whose ranks hold
-  // parts of them adds the other ranks' parts (ZeRO: the shards over dp), so that every rank
-  // ends with the whole gradient's squared norm.
-  virtual void sum_squared_norm(double& sq) {}
+  // sq: this rank's squared sum over the gradients of `params` (what the optimizer steps);
+  // a strategy whose ranks hold parts of them adds the other ranks' parts (ZeRO: the shards
+  // over dp; TP: the split parameters over tp, the replicated ones counted once), so that
+  // every rank ends with the whole gradient's squared norm.
+  virtual void sum_squared_norm(const nn::ParamList& params, double& sq) {}
 
   // --- one step (micro is the micro-batch index, last: the step's last micro-batch)
   virtual void begin_step() {}

@@ -222,7 +222,7 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
   EXPECT_EQ(a, z);
   dt_engine_destroy(e);
 
-  // Two ranks: data parallel over dp trains (the global batch is split); a tp axis is
+  // Two ranks: data parallel over dp trains (the global batch is split); a pp axis is
   // not trained yet and is refused by name.
   dt_mesh* two = nullptr;
   OK(dt_mesh_create("local", 2, nullptr, &two));
@@ -238,11 +238,11 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
     dt_engine_destroy(dp);
   }
   dt_mesh_destroy(two);
-  Opts tp;
-  tp.i("tp", 2);
-  OK(dt_mesh_create("local", 2, tp.o, &two));
+  Opts pp;
+  pp.i("pp", 2);
+  OK(dt_mesh_create("local", 2, pp.o, &two));
   Rig r;
-  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"tp\" = 2", "ddp on dp"});
+  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"pp\" = 2", "ddp on dp"});
   dt_mesh_destroy(two);
   dt_module* mlp = nullptr;
   Opts mc;

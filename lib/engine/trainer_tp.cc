@@ -1,0 +1,100 @@
+// The Trainer over a mesh with tp > 1 (engine/trainer.h): one tensor-parallel replica per
+// local rank, each its part of the host model and optimizer.
+#include <map>
+
+#include "core/device_scope.h"
+#include "core/error.h"
+#include "core/rank_scope.h"
+#include "core/tensor_copy.h"
+#include "engine/trainer.h"
+#include "parallel/ddp_strategy.h"
+#include "parallel/tp_strategy.h"
+
+namespace dt::engine {
+namespace {
+
+// The split of the parameter a state tensor belongs to ("<param>.<suffix>", the param's
+// shape), or replicated for the others (the step counter).
+nn::ShardSpec spec_of_state(const std::string& state, const Tensor& t, const nn::ParamList& host,
+                            const nn::ParamList& mine) {
+  for (size_t k = 0; k < host.size(); ++k)
+    if (state.compare(0, host[k]->name.size() + 1, host[k]->name + ".") == 0 && t.shape() == host[k]->value.shape())
+      return mine[k]->spec;
+  return nn::ShardSpec{};
+}
+
+}  // namespace
+
+void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o,
+                                    const ParallelOptions& p, const std::vector<Device>& devices) {
+  tp_ = mesh_->axis_size(comm::kTp);
+  if (zero_ > 0)
+    fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(zero_) + " with tp = " + std::to_string(tp_) +
+                                 ": ZeRO inside a tp group is not built yet; accepted with tp > 1: zero = 0 (DDP)");
+  const size_t local = mesh_->local_ranks().size();
+  DT_CHECK(static_cast<int>(local) == mesh_->world_size(),
+           "tp = " + std::to_string(tp_) + " under a multi-process backend: not yet; accepted: the local backend");
+  host_ = &host;
+  const bool on_gpus = devices[0].type == DeviceType::CUDA;
+  if (on_gpus) {
+    mesh_->make_device_comms("tp", devices);
+    if (dp_ > 1) mesh_->make_device_comms("dp", devices);
+  }
+  models_.assign(local, nullptr);
+  owned_models_.resize(local);
+  owned_opts_.resize(local);
+  replicas_.resize(local);
+  const nn::ParamList whole = host.parameters();
+  const optim::NamedTensors whole_state = opt.state();
+  // Each replica is built on its rank thread, so that its parameters are its rank's memory
+  // and device, and its communicators made where they are used.
+  mesh_->run([&](int li, int rank) {
+    const size_t i = static_cast<size_t>(li);
+    ScopedRank owner(rank);
+    ScopedDevice on(devices[i]);
+    comm::Communicator& tp = on_gpus ? mesh_->device_comm(rank, "tp") : mesh_->comm(rank, "tp");
+    owned_models_[i] = std::make_unique<nn::GPT>(host.config(), nn::TpGroup{&tp});
+    nn::GPT& m = *owned_models_[i];
+    const nn::ParamList mine = m.parameters();
+    for (size_t k = 0; k < whole.size(); ++k)
+      copy_tensor(nn::take_shard(whole[k]->value, mine[k]->spec, tp.rank(), tp.size()), mine[k]->value);
+    // The host's optimizer may have stepped: its state (masters, moments, step), each in part.
+    owned_opts_[i] = opt.clone_over(mine);
+    const optim::NamedTensors to = owned_opts_[i]->state();
+    DT_ASSERT(to.size() == whole_state.size());
+    for (size_t k = 0; k < to.size(); ++k) {
+      const nn::ShardSpec spec = spec_of_state(whole_state[k].first, whole_state[k].second, whole, mine);
+      Tensor dst = to[k].second;
+      copy_tensor(nn::take_shard(whole_state[k].second, spec, tp.rank(), tp.size()), dst);
+    }
+    models_[i] = &m;
+    replicas_[i] = std::make_unique<TrainEngine>(nullptr, m, *owned_opts_[i], o);
+    replicas_[i]->attach(std::make_unique<parallel::TpStrategy>(tp, devices[i]));
+    if (dp_ > 1) {
+      comm::Communicator& dp = on_gpus ? mesh_->device_comm(rank, "dp") : mesh_->comm(rank, "dp");
+      replicas_[i]->attach(std::make_unique<parallel::DdpStrategy>(replicas_[i]->units(), dp, p.bucket_bytes));
+    }
+  });
+}
+
+void Trainer::gather_tensor_parallel() {
+  // Every tp rank is local (checked at construction): the host assembles each parameter
+  // from its parts. Replicas of one tp group are equal across dp, so any group will do.
+  const nn::ParamList whole = host_->parameters();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const comm::Coords c = mesh_->coords(mesh_->local_ranks()[i]);
+    if (c[comm::kDp] != 0) continue;
+    const nn::ParamList part = models_[i]->parameters();
+    for (size_t k = 0; k < whole.size(); ++k)
+      nn::place_shard(part[k]->value, part[k]->spec, c[comm::kTp], tp_, whole[k]->value);
+  }
+}
+
+void Trainer::refuse_tp_checkpoints() const {
+  if (tp_ > 1)
+    fail(DT_ERR_UNSUPPORTED, "checkpoints of a run with tp = " + std::to_string(tp_) +
+                                 ": not built yet; accepted: tp = 1 (gather_model() puts the trained weights in the "
+                                 "host model, which saves)");
+}
+
+}  // namespace dt::engine

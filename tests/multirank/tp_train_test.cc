@@ -1,0 +1,132 @@
+// Tensor-parallel training (engine::Trainer on a mesh with tp > 1, local backend) against
+// single-rank training on the same global batches: GPT-2 style over tp {2, 4} and dp x tp
+// 2 x 2 (DDP over dp beside TP), llama style (GQA) over tp 2, micro-batches {1, 2}, f32 and
+// bf16; 10 AdamW steps with clipping and a warmup-cosine schedule. Tolerances: the
+// all-reduces sum partial products in another order than one matmul, and Adam divides by
+// small second moments, so f32 runs agree to 2e-5 relative (loss per step, and the final
+// parameters as a whole) and bf16 runs to 2e-2. Also: the clipping norm counts replicated
+// parameters once (a run whose every step clips still matches), each replica holds its part
+// of the weights, and what is not built yet (ZeRO with tp, checkpoints of a tp run, heads
+// that do not split) is refused by name.
+#include <cmath>
+#include <cstdio>
+
+#include "multirank/coll_util.h"
+#include "multirank/dp_test_util.h"
+
+namespace dt {
+namespace {
+
+constexpr int kSteps = 10;
+constexpr int64_t kB = 8, kT = 16;
+
+nn::GPTConfig config(bool llama, DType dtype) {
+  nn::GPTConfig c = test::dp_tiny_gpt(dtype);
+  c.n_head = 4;
+  if (llama) {
+    c = c.llama_style();
+    c.n_head = 4;
+    c.n_kv_head = 2;
+  }
+  return c;
+}
+
+test::TokenBatch batch(int s) {
+  test::TokenBatch b = test::random_token_batch(kB, kT, 32, 200 + s % 2);
+  b.tg.data<int32_t>()[5] = -1;  // an ignored target
+  return b;
+}
+
+struct TrainRun {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<double>> params;
+};
+
+TrainRun train(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, int64_t micro, double max_norm) {
+  nn::GPT model(c);
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::TrainOptions o = test::dp_options(micro);
+  o.max_grad_norm = max_norm;
+  engine::Trainer t(mesh, model, opt, o);
+  TrainRun r;
+  for (int s = 0; s < kSteps; ++s) {
+    engine::StepStats st = t.train_step(batch(s).in, batch(s).tg);
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+  }
+  t.gather_model();
+  r.params = test::values_of(model);
+  return r;
+}
+
+void expect_close(const TrainRun& got, const TrainRun& ref, double tol, const std::string& what) {
+  EXPECT_LT(test::worst_rel_loss(got.losses, ref.losses), tol) << what;
+  EXPECT_LT(test::worst_rel_loss(got.norms, ref.norms), tol) << what << " (gradient norms)";
+  const double d = test::rel_dist(got.params, ref.params);
+  EXPECT_LT(d, tol) << what << " (parameters)";
+  std::printf("%s: worst loss %.2e, parameters %.2e\n", what.c_str(), test::worst_rel_loss(got.losses, ref.losses), d);
+}
+
+TEST(TpTrain, Gpt2StyleMatchesSingleRankTraining) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int64_t micro : {1, 2}) {
+      const nn::GPTConfig c = config(false, dtype);
+      const TrainRun ref = train(nullptr, c, micro, 1.0);
+      const double tol = dtype == DType::F32 ? 2e-5 : 2e-2;
+      for (auto [dp, tp] : {std::pair{1, 2}, std::pair{1, 4}, std::pair{2, 2}}) {
+        const std::string what = std::string(dtype_name(dtype)) + " micro " + std::to_string(micro) + " dp " +
+                                  std::to_string(dp) + " tp " + std::to_string(tp);
+        expect_close(train(comm::test::axes_mesh({dp, 1, 1, 1, tp}), c, micro, 1.0), ref, tol, what);
+      }
+    }
+}
+
+TEST(TpTrain, LlamaStyleWithGqaMatchesSingleRankTraining) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const nn::GPTConfig c = config(true, dtype);
+    const TrainRun ref = train(nullptr, c, 2, 1.0);
+    expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 2}), c, 2, 1.0), ref, dtype == DType::F32 ? 2e-5 : 2e-2,
+                 std::string("llama ") + dtype_name(dtype) + " tp 2");
+  }
+}
+
+TEST(TpTrain, ClippingCountsReplicatedParametersOnce) {
+  // A max norm far below the gradient norm: every step clips, so a norm that counted the
+  // replicated parameters (embeddings, norms) tp times would scale every update differently.
+  const nn::GPTConfig c = config(false, DType::F32);
+  const TrainRun ref = train(nullptr, c, 1, 0.05);
+  ASSERT_GT(ref.norms[0], 0.5);
+  expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 4}), c, 1, 0.05), ref, 2e-5, "clipped tp 4");
+}
+
+TEST(TpTrain, WhatIsNotBuiltIsNamed) {
+  nn::GPT model(config(false, DType::F32));
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::ParallelOptions zero;
+  zero.zero = 1;
+  try {
+    engine::Trainer t(comm::test::axes_mesh({2, 1, 1, 1, 2}), model, opt, test::dp_options(1), zero);
+    ADD_FAILURE() << "zero with tp was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), DT_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("accepted with tp > 1: zero = 0 (DDP)"), std::string::npos) << e.what();
+  }
+  engine::Trainer t(comm::test::axes_mesh({1, 1, 1, 1, 2}), model, opt, test::dp_options(1));
+  EXPECT_EQ(t.tp(), 2);
+  try {
+    t.save("/tmp/never-written");
+    ADD_FAILURE() << "a tp checkpoint was written";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), DT_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("checkpoints of a run with tp = 2"), std::string::npos) << e.what();
+  }
+  nn::GPTConfig three = config(false, DType::F32);
+  three.n_head = 2;  // 2 heads over tp 4
+  nn::GPT m3(three);
+  optim::AdamW o3(m3.parameters(), test::dp_adamw());
+  test::expect_invalid([&] { engine::Trainer t3(comm::test::axes_mesh({1, 1, 1, 1, 4}), m3, o3, test::dp_options(1)); },
+                       "n_head = 2 does not split over tp = 4");
+}
+
+}  // namespace
+}  // namespace dt
