@@ -161,7 +161,10 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 std::vector<io::CheckpointTensor> Trainer::state_tensors() {
-  refuse_tp_checkpoints();
+  if (tp_ > 1) {
+    gather_tensor_parallel();
+    return host_engine_->state_tensors();
+  }
   if (!replicas_[0]->state_sharded()) return replicas_[0]->state_tensors();
   std::vector<std::vector<io::CheckpointTensor>> all(replicas_.size());
   on_all([&](int li, int) { all[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->state_tensors(); });
@@ -169,7 +172,10 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 }
 
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
-  refuse_tp_checkpoints();
+  if (tp_ > 1) {  // every tp rank is in this process: the host writes the gathered whole
+    gather_tensor_parallel();
+    return host_engine_->save(dir, extra, stem);
+  }
   if (dp_ == 1 || !mesh_) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after
   // save sees the files. With sharded state (ZeRO) every replica takes part in gathering it.
@@ -181,7 +187,11 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
 }
 
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
-  refuse_tp_checkpoints();
+  if (tp_ > 1) {  // into the host (which checks everything before it writes), then in parts
+    nlohmann::json extra = host_engine_->load(dir, stem);
+    scatter_tensor_parallel();
+    return extra;
+  }
   nlohmann::json extra;
   for (auto& r : replicas_) extra = r->load(dir, stem);  // each validates before it writes
   return extra;

@@ -16,8 +16,10 @@
 // Tensor parallelism (a mesh with tp > 1, parallel/tp_strategy.h): every replica is built
 // split over its tp group from the host model's weights and optimizer state; model(i) is
 // then replica i's part, and gather_model() writes the trained parts back into the host
-// model (the process must drive every tp rank: the local backend). DDP over dp combines
-// with it; ZeRO and checkpoints of a tp run do not yet (named errors).
+// model and optimizer (the process must drive every tp rank: the local backend).
+// Checkpoints are the host's, in the single-rank layout: save gathers first, load cuts the
+// loaded state into parts. DDP over dp combines with it; ZeRO and f16 do not yet (named
+// errors).
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
 // over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
@@ -71,12 +73,14 @@ class Trainer {
   int dp_ = 1, zero_ = 0, tp_ = 1;
   // Tensor parallel (trainer_tp.cc): every local rank's replica is its part of the host
   // model, split over tp (DDP over dp beside it); gather_model puts the parts back into the
-  // host model. Checkpoints of a tp run come later: they are refused by name.
+  // host model and optimizer; checkpoints go through the host's engine.
   void build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
                              const std::vector<Device>& devices);
-  void gather_tensor_parallel();
-  void refuse_tp_checkpoints() const;
-  nn::GPT* host_ = nullptr;  // tp > 1: the whole model the user gave
+  void gather_tensor_parallel();   // the replicas' parts into the host model and optimizer
+  void scatter_tensor_parallel();  // the reverse
+  nn::GPT* host_ = nullptr;        // tp > 1: the whole model and optimizer the user gave,
+  optim::Optimizer* host_opt_ = nullptr;
+  std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;

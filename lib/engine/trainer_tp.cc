@@ -34,7 +34,14 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
   const size_t local = mesh_->local_ranks().size();
   DT_CHECK(static_cast<int>(local) == mesh_->world_size(),
            "tp = " + std::to_string(tp_) + " under a multi-process backend: not yet; accepted: the local backend");
+  if (host.config().dtype == DType::F16)
+    fail(DT_ERR_UNSUPPORTED, "an f16 model with tp = " + std::to_string(tp_) +
+                                 ": loss scaling under tp is not built yet; accepted with tp > 1: f32, bf16");
   host_ = &host;
+  host_opt_ = &opt;
+  // The host's engine: checkpoints of a tp run are the host model's, gathered (save) or
+  // loaded there first and then cut into parts (load), in the single-rank layout.
+  host_engine_ = std::make_unique<TrainEngine>(nullptr, host, opt, o);
   const bool on_gpus = devices[0].type == DeviceType::CUDA;
   if (on_gpus) {
     mesh_->make_device_comms("tp", devices);
@@ -44,8 +51,6 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
   owned_models_.resize(local);
   owned_opts_.resize(local);
   replicas_.resize(local);
-  const nn::ParamList whole = host.parameters();
-  const optim::NamedTensors whole_state = opt.state();
   // Each replica is built on its rank thread, so that its parameters are its rank's memory
   // and device, and its communicators made where they are used.
   mesh_->run([&](int li, int rank) {
@@ -55,18 +60,7 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
     comm::Communicator& tp = on_gpus ? mesh_->device_comm(rank, "tp") : mesh_->comm(rank, "tp");
     owned_models_[i] = std::make_unique<nn::GPT>(host.config(), nn::TpGroup{&tp});
     nn::GPT& m = *owned_models_[i];
-    const nn::ParamList mine = m.parameters();
-    for (size_t k = 0; k < whole.size(); ++k)
-      copy_tensor(nn::take_shard(whole[k]->value, mine[k]->spec, tp.rank(), tp.size()), mine[k]->value);
-    // The host's optimizer may have stepped: its state (masters, moments, step), each in part.
-    owned_opts_[i] = opt.clone_over(mine);
-    const optim::NamedTensors to = owned_opts_[i]->state();
-    DT_ASSERT(to.size() == whole_state.size());
-    for (size_t k = 0; k < to.size(); ++k) {
-      const nn::ShardSpec spec = spec_of_state(whole_state[k].first, whole_state[k].second, whole, mine);
-      Tensor dst = to[k].second;
-      copy_tensor(nn::take_shard(whole_state[k].second, spec, tp.rank(), tp.size()), dst);
-    }
+    owned_opts_[i] = opt.clone_over(m.parameters());
     models_[i] = &m;
     replicas_[i] = std::make_unique<TrainEngine>(nullptr, m, *owned_opts_[i], o);
     replicas_[i]->attach(std::make_unique<parallel::TpStrategy>(tp, devices[i]));
@@ -75,26 +69,49 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
       replicas_[i]->attach(std::make_unique<parallel::DdpStrategy>(replicas_[i]->units(), dp, p.bucket_bytes));
     }
   });
+  // The host's weights and optimizer state (it may have stepped, or been loaded), in parts.
+  scatter_tensor_parallel();
+}
+
+void Trainer::scatter_tensor_parallel() {
+  const nn::ParamList whole = host_->parameters();
+  const optim::NamedTensors whole_state = host_opt_->state();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    ScopedDevice on(models_[i]->device());
+    const int r = mesh_->coords(mesh_->local_ranks()[i])[comm::kTp];
+    const nn::ParamList mine = models_[i]->parameters();
+    for (size_t k = 0; k < whole.size(); ++k)
+      copy_tensor(nn::take_shard(whole[k]->value, mine[k]->spec, r, tp_), mine[k]->value);
+    const optim::NamedTensors to = owned_opts_[i]->state();
+    DT_ASSERT(to.size() == whole_state.size());
+    for (size_t k = 0; k < to.size(); ++k) {
+      const nn::ShardSpec spec = spec_of_state(whole_state[k].first, whole_state[k].second, whole, mine);
+      Tensor dst = to[k].second;  // a handle on the replica's state
+      copy_tensor(nn::take_shard(whole_state[k].second, spec, r, tp_), dst);
+    }
+    owned_opts_[i]->after_load();
+  }
 }
 
 void Trainer::gather_tensor_parallel() {
-  // Every tp rank is local (checked at construction): the host assembles each parameter
-  // from its parts. Replicas of one tp group are equal across dp, so any group will do.
+  // Every tp rank is local (checked at construction): the host assembles each parameter and
+  // optimizer state tensor from its parts. Replicas of one tp group are equal across dp, so
+  // the first group will do.
   const nn::ParamList whole = host_->parameters();
+  const optim::NamedTensors whole_state = host_opt_->state();
   for (size_t i = 0; i < replicas_.size(); ++i) {
     const comm::Coords c = mesh_->coords(mesh_->local_ranks()[i]);
     if (c[comm::kDp] != 0) continue;
     const nn::ParamList part = models_[i]->parameters();
     for (size_t k = 0; k < whole.size(); ++k)
       nn::place_shard(part[k]->value, part[k]->spec, c[comm::kTp], tp_, whole[k]->value);
+    const optim::NamedTensors from = owned_opts_[i]->state();
+    for (size_t k = 0; k < from.size(); ++k) {
+      Tensor dst = whole_state[k].second;
+      nn::place_shard(from[k].second, spec_of_state(whole_state[k].first, dst, whole, part), c[comm::kTp], tp_, dst);
+    }
   }
-}
-
-void Trainer::refuse_tp_checkpoints() const {
-  if (tp_ > 1)
-    fail(DT_ERR_UNSUPPORTED, "checkpoints of a run with tp = " + std::to_string(tp_) +
-                                 ": not built yet; accepted: tp = 1 (gather_model() puts the trained weights in the "
-                                 "host model, which saves)");
+  host_opt_->after_load();
 }
 
 }  // namespace dt::engine

@@ -268,6 +268,27 @@ PY
   expect_error "--zero" $D train "${TINY[@]}" --steps 1 --dp 2 --zero 4 --out z4
   expect_error "--zero --dp" $D train "${TINY[@]}" --steps 1 --zero 2 --out z5
   ;;
+tp)
+  # Tensor parallel over 2 ranks, and dp 2 x tp 2: the losses of one rank, to rounding; the
+  # checkpoint is in the single-rank layout (generate reads it; a tp 2 run resumes from a
+  # one-rank run's checkpoint and ends where one rank does); what is not built is refused.
+  TPM=(--data addition --digits 2 --layers 1 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1)
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t1 --json t1.json >/dev/null 2>&1 || fail "tp: one rank"
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t2 --json t2.json --tp 2 >t2.txt 2>&1 || { cat t2.txt; fail "tp 2"; }
+  grep -q "over dp = 1 x tp = 2 ranks, tensor parallel" t2.txt || { cat t2.txt; fail "tp 2: the layout line"; }
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t4 --json t4.json --tp 2 --dp 2 >/dev/null 2>&1 || fail "dp 2 x tp 2"
+  $D train "${TPM[@]}" --steps 10 --stop-at 5 --eval-problems 0 --out tr >/dev/null 2>&1 || fail "tp: the first half on one rank"
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out tr --resume --tp 2 --json tr.json >/dev/null 2>&1 || fail "tp: resumed on tp 2"
+  python3 - <<'PY' || fail "tp losses differ from one rank"
+import json
+a = [json.load(open(f))["final_loss"] for f in ("t1.json", "t2.json", "t4.json", "tr.json")]
+print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.9f" % tuple(a))
+assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
+PY
+  $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a tp run"
+  expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
+  expect_error "--zero 1 with --tp 2" $D train "${TPM[@]}" --steps 1 --tp 2 --dp 2 --zero 1 --out tz
+  ;;
 mpi)
   # dtrain train under mpirun (MPIEXEC from ctest): one rank per process, DDP and ZeRO-3,
   # the losses of one rank to rounding; rank 0 alone writes the run's files.

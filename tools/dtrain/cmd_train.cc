@@ -19,7 +19,7 @@ struct TrainArgs {
   ModelArgs model;
   std::string data = "addition";
   int64_t digits = 3, train_size = 1000000, context = 256;
-  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, zero = 0;
+  int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, tp = 1, zero = 0;
   int64_t timeout = 300;  // seconds
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
@@ -27,6 +27,15 @@ struct TrainArgs {
   int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
   bool resume = false, no_progress = false, report = false;
 };
+
+// " over dp = 2 x tp = 2 ranks, DDP", or "" for one rank: the layout, for the first line.
+std::string layout(const TrainArgs& a) {
+  if (a.dp * a.tp == 1) return "";
+  std::string ranks = a.tp > 1 ? "dp = " + std::to_string(a.dp) + " x tp = " + std::to_string(a.tp)
+                               : "dp = " + std::to_string(a.dp);
+  const std::string dp = a.dp == 1 ? "" : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : ", DDP";
+  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? ", tensor parallel" : "");
+}
 
 // The (step, loss) pairs already in a run's metrics file, up to `last_step`; the file is
 // rewritten without later lines (a crash after the last checkpoint leaves some).
@@ -53,7 +62,7 @@ void refuse_too_big_run(const TrainArgs& a, bool addition) {
   // Under mpirun the world size, and so a ZeRO shard, is known only once the mesh is made:
   // then only the weights are checked (ModelArgs::create).
   if (a.backend == "mpi") return;
-  const double ranks_here = static_cast<double>(a.dp);
+  const double ranks_here = static_cast<double>(a.dp * a.tp);  // tp splits the blocks: an upper bound
   refuse_if_too_big("the model (" + std::to_string(static_cast<long long>(params)) + " parameters)",
                     ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp),
                                              state_bytes(a.model.precision)),
@@ -102,6 +111,7 @@ int run_train(TrainArgs a) {
   bool lead = true;
   if (a.backend == "mpi") {
     if (a.dp != 1) throw CliError("--dp with --backend mpi: the ranks are mpirun's processes (-np N); leave --dp out");
+    if (a.tp != 1) throw CliError("--tp with --backend mpi: not built yet; accepted: --tp with the local backend");
     dt_mesh* m = nullptr;
     Options mo = make_options();
     set(mo.get(), "timeout_ms", a.timeout * 1000);
@@ -117,16 +127,20 @@ int run_train(TrainArgs a) {
   } else if (a.backend != "local") {
     throw CliError("--backend \"" + a.backend + "\"; accepted: local (--dp ranks as threads), mpi (under mpirun)");
   }
+  if (a.zero > 0 && a.tp > 1)
+    throw CliError("--zero " + std::to_string(a.zero) + " with --tp " + std::to_string(a.tp) +
+                   ": ZeRO inside a tp group is not built yet; accepted with --tp: --zero 0 (DDP over --dp)");
   if (a.zero > 0 && a.dp < 2)
     throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
                    "(or --backend mpi under mpirun -np >= 2; one rank has nothing to shard)");
-  // --dp N: N ranks of this process (the local backend), data parallel.
-  if (a.dp > 1 && !mesh) {
+  // --dp N --tp M: N x M ranks of this process (the local backend), tp innermost.
+  if (a.dp * a.tp > 1 && !mesh) {
     Options mo = make_options();
     set(mo.get(), "dp", a.dp);
+    set(mo.get(), "tp", a.tp);
     set(mo.get(), "timeout_ms", a.timeout * 1000);
     dt_mesh* m = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(a.dp), mo.get(), &m), "creating the mesh (--dp)");
+    check(dt_mesh_create("local", static_cast<int32_t>(a.dp * a.tp), mo.get(), &m), "creating the mesh (--dp, --tp)");
     mesh.reset(m);
   }
   dt_engine* eng_raw = nullptr;
@@ -164,7 +178,7 @@ int run_train(TrainArgs a) {
   std::printf("model: %lld parameters; data: %s, %lld examples of %lld tokens; %lld steps of batch %lld%s\n",
               static_cast<long long>(params), a.data.c_str(), static_cast<long long>(dataset_size(data.get())),
               static_cast<long long>(T), static_cast<long long>(a.steps), static_cast<long long>(a.batch),
-              a.dp > 1 ? (" over dp = " + std::to_string(a.dp) + " ranks" + (a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : std::string(", DDP"))).c_str() : "");
+              layout(a).c_str());
   std::fflush(stdout);
 
   std::ofstream metrics;  // rank 0's alone under mpirun
@@ -253,6 +267,8 @@ void add_train_command(CLI::App& app) {
   add_int(c, "--steps", a->steps, {1, 1000000000}, "Optimizer steps in all (a resumed run continues to it)");
   add_int(c, "--batch", a->batch, {1, 65536}, "Examples per step");
   add_int(c, "--dp", a->dp, {1, 1024}, "Data-parallel ranks in this process (DDP; --batch is the global batch)");
+  add_int(c, "--tp", a->tp, {1, 1024},
+          "Tensor-parallel ranks per data-parallel rank (attention heads and MLP features split; --dp x --tp ranks)");
   c->add_option("--backend", a->backend, "local: --dp ranks as threads of this process; mpi: one rank per process of mpirun")
       ->capture_default_str();
   add_int(c, "--timeout", a->timeout, {1, 86400},
