@@ -91,12 +91,9 @@ int main(int argc, char** argv) {
       "  default: gpt-small (6 layers, d_model 384, 6 heads, context 256), per-rank batch 4\n"
       "  --quick  2 layers, d_model 64, context 64, batch 2, 2 steps\n";
   Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps"});
-  auto flag = [&](const char* k, int64_t def) { return std::stoll(option_value(opt, k, std::to_string(def))); };
-  nn::GPTConfig cfg;
-  cfg.n_layer = flag("layers", opt.quick ? 2 : 6);
-  cfg.d_model = flag("d-model", opt.quick ? 64 : 384);
-  cfg.n_head = flag("heads", opt.quick ? 2 : 6);
-  cfg.context = flag("context", opt.quick ? 64 : 256);
+  auto flag = [&](const char* k, int64_t def) { return positive_flag(opt, k, def, usage, "bench_ddp"); };
+  const nn::GPTConfig cfg = gpt_from_flags(opt, opt.quick ? GptShape{2, 64, 2, 64} : GptShape{6, 384, 6, 256},
+                                                usage, "bench_ddp");
   const int64_t b = flag("batch", opt.quick ? 2 : 4);
   const int steps = static_cast<int>(flag("steps", opt.quick ? 2 : 8)), warmup = opt.quick ? 1 : 2;
   Report report("bench_ddp");

@@ -83,25 +83,10 @@ int main(int argc, char** argv) {
   Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps", "precision"});
   if (opt.threads > 0) set_kernel_threads(opt.threads);
   const int threads = kernel_threads();
-  auto flag = [&](const char* k, int64_t def) {
-    std::string v = option_value(opt, k, std::to_string(def));
-    size_t used = 0;
-    long long x = 0;
-    try {
-      x = std::stoll(v, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != v.size() || x < 1) {
-      std::fprintf(stderr, "bench_model: --%s %s: a positive integer is required\n%s", k, v.c_str(), usage.c_str());
-      std::exit(2);
-    }
-    return static_cast<int64_t>(x);
-  };
-  nn::GPTConfig cfg;  // the defaults are gpt-small
-  cfg.n_layer = flag("layers", opt.quick ? 2 : 6);
-  cfg.d_model = flag("d-model", opt.quick ? 64 : 384);
-  cfg.n_head = flag("heads", opt.quick ? 2 : 6);
-  cfg.context = flag("context", opt.quick ? 64 : 256);
+  auto flag = [&](const char* k, int64_t def) { return positive_flag(opt, k, def, usage, "bench_model"); };
+  // The defaults are gpt-small.
+  nn::GPTConfig cfg = gpt_from_flags(opt, opt.quick ? GptShape{2, 64, 2, 64} : GptShape{6, 384, 6, 256},
+                                          usage, "bench_model");
   // Storage of weights, grads and activations (math is f32 in every kernel): bf16 halves
   // the bytes each op moves; the sgemm anchor below stays f32, so MFU is against it.
   const std::string precision = option_value(opt, "precision", "f32");

@@ -77,12 +77,9 @@ int main(int argc, char** argv) {
       "  default: gpt-small (6 layers, d_model 384, 6 heads, context 256), global batch 8\n"
       "  --quick  2 layers, d_model 64, 4 heads, context 64, batch 4, 2 steps\n";
   Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps"});
-  auto flag = [&](const char* k, int64_t def) { return std::stoll(option_value(opt, k, std::to_string(def))); };
-  nn::GPTConfig cfg;
-  cfg.n_layer = flag("layers", opt.quick ? 2 : 6);
-  cfg.d_model = flag("d-model", opt.quick ? 64 : 384);
-  cfg.n_head = flag("heads", opt.quick ? 4 : 6);
-  cfg.context = flag("context", opt.quick ? 64 : 256);
+  auto flag = [&](const char* k, int64_t def) { return positive_flag(opt, k, def, usage, "bench_tp"); };
+  const nn::GPTConfig cfg = gpt_from_flags(opt, opt.quick ? GptShape{2, 64, 4, 64} : GptShape{6, 384, 6, 256},
+                                                usage, "bench_tp");
   const int64_t B = flag("batch", opt.quick ? 4 : 8);
   const int steps = static_cast<int>(flag("steps", opt.quick ? 2 : 8)), warmup = opt.quick ? 1 : 2;
   Report report("bench_tp");

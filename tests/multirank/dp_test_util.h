@@ -1,5 +1,5 @@
-// What the data-parallel equivalence tests share (DDP, ZeRO, in process and under mpirun):
-// the small GPT they train, its optimizer settings, and how runs are compared.
+// What the data- and tensor-parallel equivalence tests share (DDP, ZeRO, TP, in process and
+// under mpirun): the small GPT they train, its optimizer settings, and how runs are compared.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -21,6 +21,16 @@ inline nn::GPTConfig dp_tiny_gpt(DType dtype, uint64_t seed = 5) {
   c.n_head = 2;
   c.dtype = dtype;
   c.seed = seed;
+  return c;
+}
+
+// The same with 4 heads, so that they split over tp 2 and 4; llama: RMSNorm, SwiGLU, RoPE
+// and GQA with 2 KV heads (which split over tp 2).
+inline nn::GPTConfig tp_tiny_gpt(bool llama, DType dtype) {
+  nn::GPTConfig c = dp_tiny_gpt(dtype);
+  if (llama) c = c.llama_style();
+  c.n_head = 4;
+  c.n_kv_head = llama ? 2 : 0;
   return c;
 }
 

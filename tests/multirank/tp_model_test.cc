@@ -9,30 +9,15 @@
 #include <cmath>
 
 #include "multirank/coll_util.h"
+#include "multirank/dp_test_util.h"
 #include "nn/gpt.h"
-#include "unit/test_util.h"
 
 namespace dt {
 namespace {
 
 constexpr int64_t kB = 2, kT = 8;
 
-nn::GPTConfig config(bool llama, DType dtype) {
-  nn::GPTConfig c;
-  c.vocab_size = 32;
-  c.context = 16;
-  c.n_layer = 2;
-  c.d_model = 32;
-  c.n_head = 4;
-  c.dtype = dtype;
-  c.seed = 9;
-  if (llama) {
-    c = c.llama_style();
-    c.n_head = 4;
-    c.n_kv_head = 2;
-  }
-  return c;
-}
+nn::GPTConfig config(bool llama, DType dtype) { return test::tp_tiny_gpt(llama, dtype); }
 
 double rel(const std::vector<double>& got, const std::vector<double>& want) {
   double num = 0, den = 0;

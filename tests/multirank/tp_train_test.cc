@@ -24,16 +24,7 @@ namespace {
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;
 
-nn::GPTConfig config(bool llama, DType dtype) {
-  nn::GPTConfig c = test::dp_tiny_gpt(dtype);
-  c.n_head = 4;
-  if (llama) {
-    c = c.llama_style();
-    c.n_head = 4;
-    c.n_kv_head = 2;
-  }
-  return c;
-}
+nn::GPTConfig config(bool llama, DType dtype) { return test::tp_tiny_gpt(llama, dtype); }
 
 test::TokenBatch batch(int s) {
   test::TokenBatch b = test::random_token_batch(kB, kT, 32, 200 + s % 2);
