@@ -13,7 +13,7 @@ import (
 type Engine struct{ obj *owned[cdt.Engine] }
 
 // NewEngine creates an engine. mesh: nil (this process alone) or a mesh whose axes above 1
-// are "dp" (data parallel) and "tp" (tensor parallel, local backend). model: a GPT; optimizer: made over model. opts: nil or
+// are "dp" (data parallel) and "tp" (tensor parallel). model: a GPT; optimizer: made over model. opts: nil or
 // "micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps",
 // "min_lr_ratio", "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero".
 func NewEngine(mesh *Mesh, model *Model, optimizer *Optimizer, opts Options) (*Engine, error) {

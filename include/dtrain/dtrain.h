@@ -306,8 +306,8 @@ enum { DT_REDUCE_SUM = 0, DT_REDUCE_AVG = 1, DT_REDUCE_MAX = 2, DT_REDUCE_MIN = 
  *              process, started by mpirun; DT_ERR_UNSUPPORTED in a build without MPI).
  *  world_size: local: the number of ranks, 1 to 1024. mpi: 0 (the MPI world) or its size.
  *  options:    NULL, or keys: "dp", "pp", "ep", "cp", "tp" (int >= 1: axis sizes; an axis
- *              not given is 1, and with none given dp is the world size; the product must
- *              equal the world size), "timeout_ms" (int > 0, default 300000: a collective
+ *              not given is 1, except dp, which is then the world size over the others;
+ *              the product must equal the world size), "timeout_ms" (int > 0, default 300000: a collective
  *              waiting longer fails with DT_ERR_TIMEOUT), "check_args" (bool, default 1:
  *              ranks compare each collective's kind, dtype, count and root, and a mismatch
  *              is DT_ERR_COMM instead of corrupt data).
@@ -532,11 +532,11 @@ typedef struct dt_engine dt_engine;
  *             gradients are all-reduced in buckets while backward runs. A process driving
  *             several ranks (local backend) trains one replica per rank; `module` is local
  *             rank 0's, which evaluation, generation and saving read (replicas stay equal).
- *             tp (local backend only, for now): tensor parallel, each block's attention
- *             heads and MLP features split over tp; `module` keeps the whole weights as
- *             they were when the engine was made, and the replicas hold the parts.
- *             Generation, saving and "zero" > 0 with tp > 1 are not built yet
- *             (DT_ERR_UNSUPPORTED).
+ *             tp: tensor parallel, each block's attention heads and MLP features split
+ *             over tp; the replicas hold the parts, and `module` gets the whole trained
+ *             weights back before generation and saving (collective over tp: every
+ *             process of an mpirun calls them). Checkpoints keep the single-rank layout.
+ *             "zero" > 0 and f16 models with tp > 1 are not built yet (DT_ERR_UNSUPPORTED).
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,

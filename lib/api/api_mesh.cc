@@ -65,18 +65,17 @@ dt_status dt_mesh_create(const char* backend, int32_t world_size, const dt_optio
     dt::OptionReader r(dt::api::opts_of(options), "dt_mesh_create",
                        {"dp", "pp", "ep", "cp", "tp", "timeout_ms", "check_args"});
     dt::comm::Coords axes{};
-    bool any = false;
     for (int a = 0; a < dt::comm::kNumAxes; ++a) {
       const char* name = dt::comm::axis_name(a);
-      any = any || r.has(name);
       int64_t v = r.get_int(name, 1);
       DT_CHECK(v >= 1 && v <= (1 << 20),
                std::string("option \"") + name + "\" = " + std::to_string(v) + "; accepted: 1 to 2^20 (an axis size)");
       axes[a] = static_cast<int>(v);
     }
-    // No axis given: all ranks are data parallel. dp = 0 asks the mesh to take it from the
-    // backend's world, which under mpi with world_size 0 is known only there.
-    if (!any) axes[dt::comm::kDp] = 0;
+    // dp not given: the world over the other axes (all of it when none is given). dp = 0
+    // asks the mesh to take it from the backend's world, which under mpi with world_size 0
+    // is known only there.
+    if (!r.has("dp")) axes[dt::comm::kDp] = 0;
     int64_t timeout_ms = r.get_int("timeout_ms", 300000);
     DT_CHECK(timeout_ms > 0, "option \"timeout_ms\" = " + std::to_string(timeout_ms) + "; accepted: > 0");
     dt::comm::BackendOptions bo;

@@ -172,9 +172,11 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 }
 
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
-  if (tp_ > 1) {  // every tp rank is in this process: the host writes the gathered whole
+  if (tp_ > 1) {  // the gathered whole, from the host of the world's rank 0
     gather_tensor_parallel();
-    return host_engine_->save(dir, extra, stem);
+    if (mesh_->local_ranks()[0] == 0) host_engine_->save(dir, extra, stem);
+    on_all([&](int, int rank) { mesh_->comm(rank, "world").barrier(); });  // a load after sees the files
+    return;
   }
   if (dp_ == 1 || !mesh_) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after

@@ -16,9 +16,9 @@
 // Tensor parallelism (a mesh with tp > 1, parallel/tp_strategy.h): every replica is built
 // split over its tp group from the host model's weights and optimizer state; model(i) is
 // then replica i's part, and gather_model() writes the trained parts back into the host
-// model and optimizer (the process must drive every tp rank: the local backend).
-// Checkpoints are the host's, in the single-rank layout: save gathers first, load cuts the
-// loaded state into parts. DDP over dp combines with it; ZeRO and f16 do not yet (named
+// model and optimizer (an all-gather over tp: under mpirun every process calls it).
+// Checkpoints are the host's, in the single-rank layout: save gathers first (the world's
+// rank 0 writes), load cuts the loaded state into parts. DDP over dp combines with it; ZeRO and f16 do not yet (named
 // errors).
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
@@ -81,6 +81,7 @@ class Trainer {
   nn::GPT* host_ = nullptr;        // tp > 1: the whole model and optimizer the user gave,
   optim::Optimizer* host_opt_ = nullptr;
   std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
+  std::vector<comm::Communicator*> tp_comms_;  // each replica's over tp
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;

@@ -32,8 +32,6 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
     fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(zero_) + " with tp = " + std::to_string(tp_) +
                                  ": ZeRO inside a tp group is not built yet; accepted with tp > 1: zero = 0 (DDP)");
   const size_t local = mesh_->local_ranks().size();
-  DT_CHECK(static_cast<int>(local) == mesh_->world_size(),
-           "tp = " + std::to_string(tp_) + " under a multi-process backend: not yet; accepted: the local backend");
   if (host.config().dtype == DType::F16)
     fail(DT_ERR_UNSUPPORTED, "an f16 model with tp = " + std::to_string(tp_) +
                                  ": loss scaling under tp is not built yet; accepted with tp > 1: f32, bf16");
@@ -51,6 +49,7 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
   owned_models_.resize(local);
   owned_opts_.resize(local);
   replicas_.resize(local);
+  tp_comms_.assign(local, nullptr);
   // Each replica is built on its rank thread, so that its parameters are its rank's memory
   // and device, and its communicators made where they are used.
   mesh_->run([&](int li, int rank) {
@@ -58,6 +57,7 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
     ScopedRank owner(rank);
     ScopedDevice on(devices[i]);
     comm::Communicator& tp = on_gpus ? mesh_->device_comm(rank, "tp") : mesh_->comm(rank, "tp");
+    tp_comms_[i] = &tp;
     owned_models_[i] = std::make_unique<nn::GPT>(host.config(), nn::TpGroup{&tp});
     nn::GPT& m = *owned_models_[i];
     owned_opts_[i] = opt.clone_over(m.parameters());
@@ -94,23 +94,35 @@ void Trainer::scatter_tensor_parallel() {
 }
 
 void Trainer::gather_tensor_parallel() {
-  // Every tp rank is local (checked at construction): the host assembles each parameter and
-  // optimizer state tensor from its parts. Replicas of one tp group are equal across dp, so
-  // the first group will do.
+  // Every replica all-gathers each parameter's and optimizer state tensor's parts over its
+  // tp group (collective: under mpirun every process calls this); this process's first
+  // replica writes them into the host's tensors, which only it touches. Replicas of one tp
+  // group are equal across dp, so each process assembles the same whole.
   const nn::ParamList whole = host_->parameters();
   const optim::NamedTensors whole_state = host_opt_->state();
-  for (size_t i = 0; i < replicas_.size(); ++i) {
-    const comm::Coords c = mesh_->coords(mesh_->local_ranks()[i]);
-    if (c[comm::kDp] != 0) continue;
+  on_all([&](int li, int) {
+    const size_t i = static_cast<size_t>(li);
+    comm::Communicator& tp = *tp_comms_[i];
+    ScopedDevice on(models_[i]->device());
+    auto assemble = [&](const Tensor& mine, const nn::ShardSpec& spec, Tensor whole_tensor) {
+      if (spec.replicated()) {
+        if (li == 0) copy_tensor(mine, whole_tensor);
+        return;
+      }
+      const int64_t n = mine.numel();
+      Tensor parts = Tensor::uninit({tp_ * n}, mine.dtype(), mine.device());
+      tp.all_gather(mine.raw(), parts.raw(), n, mine.dtype());
+      if (li != 0) return;
+      for (int r = 0; r < tp_; ++r)
+        nn::place_shard(parts.slice0(r * n, (r + 1) * n).reshape(mine.shape()), spec, r, tp_, whole_tensor);
+    };
     const nn::ParamList part = models_[i]->parameters();
-    for (size_t k = 0; k < whole.size(); ++k)
-      nn::place_shard(part[k]->value, part[k]->spec, c[comm::kTp], tp_, whole[k]->value);
+    for (size_t k = 0; k < whole.size(); ++k) assemble(part[k]->value, part[k]->spec, whole[k]->value);
     const optim::NamedTensors from = owned_opts_[i]->state();
-    for (size_t k = 0; k < from.size(); ++k) {
-      Tensor dst = whole_state[k].second;
-      nn::place_shard(from[k].second, spec_of_state(whole_state[k].first, dst, whole, part), c[comm::kTp], tp_, dst);
-    }
-  }
+    for (size_t k = 0; k < from.size(); ++k)
+      assemble(from[k].second, spec_of_state(whole_state[k].first, whole_state[k].second, whole, part),
+               whole_state[k].second);
+  });
   host_opt_->after_load();
 }
 

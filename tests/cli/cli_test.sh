@@ -305,6 +305,18 @@ print("final loss one rank %.9f, mpirun DDP %.9f, mpirun ZeRO-3 %.9f" % tuple(a)
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   $D generate --checkpoint mz3/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun ZeRO-3 run"
+  # Tensor parallel across the two processes: one rank's loss; the checkpoint is rank 0's, whole.
+  TPM=(--data addition --digits 2 --layers 1 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1)
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out mt1 --json mt1.json >/dev/null 2>&1 || fail "mpi tp: one rank"
+  "$MPIEXEC" -np 2 --oversubscribe $D train "${TPM[@]}" --backend mpi --tp 2 --steps 10 --eval-problems 0 \
+    --out mtp --json mtp.json >mtp.txt 2>&1 || { cat mtp.txt; fail "mpirun tp 2"; }
+  python3 - <<'PY' || fail "mpirun tp loss differs from one rank"
+import json
+a, b = (json.load(open(f))["final_loss"] for f in ("mt1.json", "mtp.json"))
+print("final loss one rank %.9f, mpirun tp 2 %.9f" % (a, b))
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
+  $D generate --checkpoint mtp/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun tp run"
   expect_error "--backend tcp local mpi" $D train "${TINY[@]}" --steps 1 --backend tcp --out mt
   expect_error "--dp --backend" "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --steps 1 --backend mpi --dp 2 --out mt
   ;;

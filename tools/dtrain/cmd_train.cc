@@ -111,16 +111,16 @@ int run_train(TrainArgs a) {
   bool lead = true;
   if (a.backend == "mpi") {
     if (a.dp != 1) throw CliError("--dp with --backend mpi: the ranks are mpirun's processes (-np N); leave --dp out");
-    if (a.tp != 1) throw CliError("--tp with --backend mpi: not built yet; accepted: --tp with the local backend");
     dt_mesh* m = nullptr;
     Options mo = make_options();
     set(mo.get(), "timeout_ms", a.timeout * 1000);
+    set(mo.get(), "tp", a.tp);  // dp: the world over tp
     check(dt_mesh_create("mpi", 0, mo.get(), &m), "creating the mesh (--backend mpi: run under mpirun)");
     mesh.reset(m);
     int32_t world = 1, me = 0;
     check(dt_mesh_world_size(m, &world), "dt_mesh_world_size");
     check(dt_mesh_local_rank(m, 0, &me), "dt_mesh_local_rank");
-    a.dp = world;
+    a.dp = world / a.tp;
     lead = me == 0;
     if (!lead && !std::freopen("/dev/null", "w", stdout)) throw CliError("cannot silence stdout of rank " + std::to_string(me));
     if (!lead && !a.trace.empty()) a.trace += ".rank" + std::to_string(me) + ".json";  // each process its own

@@ -19,7 +19,7 @@ def _tokens(prompt):
 
 class Engine(Handle):
     """Engine(mesh, model, optimizer, **options): mesh None (this process alone) or a mesh
-    whose axes above 1 are "dp" and "tp" (tp: local backend). options: micro_batches, max_grad_norm, schedule,
+    whose axes above 1 are "dp" and "tp". options: micro_batches, max_grad_norm, schedule,
     warmup_steps, total_steps, min_lr_ratio, loss_scale_init, bucket_bytes, zero (0-3)."""
 
     _destroy = staticmethod(native.dt_engine_destroy)

@@ -81,8 +81,7 @@ unsafe extern "C" fn on_token_trampoline(user: *mut c_void, prompt_index: i32, t
 }
 
 impl Engine {
-    /// `mesh`: `None` (this process alone) or a mesh whose axes above 1 are "dp" and "tp"
-    /// (tp: local backend).
+    /// `mesh`: `None` (this process alone) or a mesh whose axes above 1 are "dp" and "tp".
     /// Options: "micro_batches", "max_grad_norm", "schedule", "zero", ... (see dtrain.h).
     pub fn new(
         mesh: Option<&Mesh>,

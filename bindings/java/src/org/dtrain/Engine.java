@@ -5,7 +5,7 @@ import org.dtrain.internal.DtrainNative;
 
 /**
  * Trains, evaluates, generates with and checkpoints a GPT (dt_engine). With a mesh whose
- * axes above 1 are "dp" and "tp" it trains data and tensor parallel (tp: local backend). It keeps the mesh, model and optimizer
+ * axes above 1 are "dp" and "tp" it trains data and tensor parallel. It keeps the mesh, model and optimizer
  * alive, so those may be closed first. One thread at a time.
  */
 public final class Engine extends Handle {
