@@ -83,10 +83,10 @@ class Mesh {
   std::vector<int> local_;
   std::mutex comm_mu_;
   std::map<std::pair<int, std::string>, std::unique_ptr<Communicator>> comms_;
-  std::map<int, std::shared_ptr<CollHistory>> histories_;
+  std::map<int, std::shared_ptr<CollHistory>> histories_;  // per local rank, shared by its comms
   double timeout_s_ = 300.0;  // the backend's, for the device communicators
   std::map<std::pair<int, std::string>, std::unique_ptr<Communicator>> device_comms_;
-  std::map<std::pair<int, std::string>, Device> device_of_;  // per local rank, shared by its comms
+  std::map<std::pair<int, std::string>, Device> device_of_;  // the GPU each device comm drives
   std::vector<std::unique_ptr<RankThread>> threads_;
 };
 

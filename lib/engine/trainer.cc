@@ -31,7 +31,6 @@ std::vector<Device> rank_devices(Device model_device, size_t local) {
   return out;
 }
 
-
 // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
 std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
                                                            comm::Communicator& dp, const optim::Optimizer& prototype) {

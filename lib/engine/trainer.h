@@ -18,8 +18,8 @@
 // then replica i's part, and gather_model() writes the trained parts back into the host
 // model and optimizer (an all-gather over tp: under mpirun every process calls it).
 // Checkpoints are the host's, in the single-rank layout: save gathers first (the world's
-// rank 0 writes), load cuts the loaded state into parts. DDP over dp combines with it; ZeRO and f16 do not yet (named
-// errors).
+// rank 0 writes), load cuts the loaded state into parts. DDP over dp combines with it; ZeRO
+// and f16 do not yet (named errors).
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
 // over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
@@ -82,6 +82,7 @@ class Trainer {
   optim::Optimizer* host_opt_ = nullptr;
   std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
   std::vector<comm::Communicator*> tp_comms_;  // each replica's over tp
+  std::vector<nn::ShardSpec> tp_state_specs_;  // the split of each optimizer state tensor, in state() order
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;

@@ -1,7 +1,5 @@
 // The Trainer over a mesh with tp > 1 (engine/trainer.h): one tensor-parallel replica per
 // local rank, each its part of the host model and optimizer.
-#include <map>
-
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/rank_scope.h"
@@ -13,14 +11,21 @@
 namespace dt::engine {
 namespace {
 
-// The split of the parameter a state tensor belongs to ("<param>.<suffix>", the param's
-// shape), or replicated for the others (the step counter).
-nn::ShardSpec spec_of_state(const std::string& state, const Tensor& t, const nn::ParamList& host,
-                            const nn::ParamList& mine) {
-  for (size_t k = 0; k < host.size(); ++k)
-    if (state.compare(0, host[k]->name.size() + 1, host[k]->name + ".") == 0 && t.shape() == host[k]->value.shape())
-      return mine[k]->spec;
-  return nn::ShardSpec{};
+// The split of each of the host optimizer's state tensors: that of the parameter it belongs
+// to ("<param>.<suffix>", of the param's shape), or replicated (the step counter).
+std::vector<nn::ShardSpec> state_specs(const optim::NamedTensors& state, const nn::ParamList& host,
+                                       const nn::ParamList& part) {
+  std::vector<nn::ShardSpec> specs(state.size());
+  for (size_t s = 0; s < state.size(); ++s)
+    for (size_t k = 0; k < host.size(); ++k) {
+      const std::string& p = host[k]->name;
+      if (state[s].first.size() > p.size() && state[s].first.compare(0, p.size(), p) == 0 &&
+          state[s].first[p.size()] == '.' && state[s].second.shape() == host[k]->value.shape()) {
+        specs[s] = part[k]->spec;
+        break;
+      }
+    }
+  return specs;
 }
 
 }  // namespace
@@ -69,6 +74,8 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
       replicas_[i]->attach(std::make_unique<parallel::DdpStrategy>(replicas_[i]->units(), dp, p.bucket_bytes));
     }
   });
+  // Every replica's parameters split alike, so replica 0's say how each state tensor splits.
+  tp_state_specs_ = state_specs(opt.state(), host.parameters(), models_[0]->parameters());
   // The host's weights and optimizer state (it may have stepped, or been loaded), in parts.
   scatter_tensor_parallel();
 }
@@ -85,9 +92,8 @@ void Trainer::scatter_tensor_parallel() {
     const optim::NamedTensors to = owned_opts_[i]->state();
     DT_ASSERT(to.size() == whole_state.size());
     for (size_t k = 0; k < to.size(); ++k) {
-      const nn::ShardSpec spec = spec_of_state(whole_state[k].first, whole_state[k].second, whole, mine);
       Tensor dst = to[k].second;  // a handle on the replica's state
-      copy_tensor(nn::take_shard(whole_state[k].second, spec, r, tp_), dst);
+      copy_tensor(nn::take_shard(whole_state[k].second, tp_state_specs_[k], r, tp_), dst);
     }
     owned_opts_[i]->after_load();
   }
@@ -119,9 +125,7 @@ void Trainer::gather_tensor_parallel() {
     const nn::ParamList part = models_[i]->parameters();
     for (size_t k = 0; k < whole.size(); ++k) assemble(part[k]->value, part[k]->spec, whole[k]->value);
     const optim::NamedTensors from = owned_opts_[i]->state();
-    for (size_t k = 0; k < from.size(); ++k)
-      assemble(from[k].second, spec_of_state(whole_state[k].first, whole_state[k].second, whole, part),
-               whole_state[k].second);
+    for (size_t k = 0; k < from.size(); ++k) assemble(from[k].second, tp_state_specs_[k], whole_state[k].second);
   });
   host_opt_->after_load();
 }

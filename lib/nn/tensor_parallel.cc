@@ -41,19 +41,16 @@ void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_sha
   }
 }
 
-Parameter shard_param(Parameter whole, const ShardSpec& spec, const TpGroup& tp) {
-  if (tp.size() == 1) return whole;  // the part of one rank is the whole, replicated
-  Parameter p;
-  p.name = whole.name;
-  p.init = whole.init;
-  p.init_std = whole.init_std;
+// The single-rank parameter made into this rank's part: its value cut, its grad sized to
+// the part; name, init and everything else kept.
+Parameter shard_param(Parameter p, const ShardSpec& spec, const TpGroup& tp) {
+  if (tp.size() == 1) return p;  // the part of one rank is the whole, replicated
   p.spec = spec;
-  p.value = take_shard(whole.value, spec, tp.rank(), tp.size(), MemTag::Param);
+  p.value = take_shard(p.value, spec, tp.rank(), tp.size(), MemTag::Param);
   p.shape = p.value.shape();
   p.grad = Tensor::zeros(p.shape, p.value.dtype(), p.value.device(), MemTag::Grad);
   return p;
 }
-
 }  // namespace
 
 Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& spec, int size) {
