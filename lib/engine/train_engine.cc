@@ -101,6 +101,13 @@ void TrainEngine::check_batch(const Tensor& in, const Tensor& tg, const char* wh
   DT_CHECK(B > 0 && in.dim(1) > 0, w + ": inputs is an empty batch " + shape_str(in.shape()) + "; need B, T >= 1");
   DT_CHECK(B % M == 0, w + ": batch B = " + std::to_string(B) + " is not divisible by micro_batches = " +
                            std::to_string(M));
+  // A step splits the batch over the batch group (dp) too; every strategy then checks the
+  // micro-batch it will see.
+  const bool step = w == "train_step";
+  const int64_t dp = step && batch_ ? batch_->size() : 1;
+  DT_CHECK(B % (dp * M) == 0, w + ": global batch B = " + std::to_string(B) + " is not divisible by dp (" +
+                                  std::to_string(dp) + ") x micro_batches (" + std::to_string(M) + ")");
+  for (auto& s : strategies_) s->check_micro_batch(w, B / (dp * M), in.dim(1));
   const int64_t V = model_.config().vocab_size;
   const int32_t *pi = in.data<int32_t>(), *pt = tg.data<int32_t>();
   for (int64_t i = 0; i < in.numel(); ++i) {
@@ -178,9 +185,6 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   check_batch(inputs, targets, "train_step");
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t dp = batch_ ? batch_->size() : 1, M = opt_cfg_.micro_batches;
-  DT_CHECK(inputs.dim(0) % (dp * M) == 0, "train_step: global batch B = " + std::to_string(inputs.dim(0)) +
-                                              " is not divisible by dp (" + std::to_string(dp) + ") x micro_batches (" +
-                                              std::to_string(M) + ")");
   const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = batch_ ? batch_->rank() * local : 0;
   StepStats st;
   run([&] {

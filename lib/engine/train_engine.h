@@ -118,8 +118,13 @@ class TrainEngine {
             const std::string& stem = "checkpoint", bool write = true);
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
 
- private:
+  // What train_step ("train_step") or evaluate ("evaluate") checks before any work: shapes,
+  // token ids, the split over dp and micro-batches, every strategy's check_micro_batch.
+  // INVALID_ARGUMENT naming what is wrong. A Trainer calls it on its own thread first, so
+  // a bad batch never reaches the rank threads (where it would fail the mesh).
   void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;
+
+ private:
   // Forward + backward of one micro-batch; returns its summed (not mean) loss.
   double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
   // Forward unit by unit, the strategies' hooks around each; the mean loss.

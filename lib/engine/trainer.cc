@@ -50,6 +50,10 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     : mesh_(std::move(mesh)) {
   DT_CHECK(p.bucket_bytes >= 1, "bucket_bytes = " + std::to_string(p.bucket_bytes) + "; accepted: >= 1");
   DT_CHECK(p.zero >= 0 && p.zero <= 3, "zero = " + std::to_string(p.zero) + "; accepted: 0 (DDP), 1, 2 or 3 (the ZeRO stage)");
+  const int tp = mesh_ ? mesh_->axis_size(comm::kTp) : 1;
+  DT_CHECK(!p.sequence_parallel || tp > 1,
+           "sequence_parallel needs tensor parallelism: the mesh's tp axis is " + std::to_string(tp) +
+               "; accepted: sequence_parallel with a tp axis > 1, or without it");
   if (!mesh_ || mesh_->world_size() == 1) {  // one device: the plain engine (a shard of one is the whole)
     models_.push_back(&model);
     replicas_.push_back(std::make_unique<TrainEngine>(mesh_, model, opt, o));
@@ -140,6 +144,7 @@ void Trainer::on_all(const std::function<void(int, int)>& fn) {
 }
 
 double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
+  replicas_[0]->check_batch(inputs, targets, "evaluate");
   if (!replicas_[0]->state_sharded() && tp_ == 1) return replicas_[0]->evaluate(inputs, targets);
   std::vector<double> loss(replicas_.size());
   on_all([&](int li, int) { loss[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->evaluate(inputs, targets); });
@@ -153,6 +158,7 @@ void Trainer::gather_model() {
 }
 
 StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
+  replicas_[0]->check_batch(inputs, targets, "train_step");
   if (replicas_.size() == 1 && dp_ == 1) return replicas_[0]->train_step(inputs, targets);
   std::vector<StepStats> stats(replicas_.size());
   on_all([&](int li, int) { stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets); });

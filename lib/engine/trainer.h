@@ -41,6 +41,8 @@ namespace dt::engine {
 struct ParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // DDP bucket size (PyTorch's default, 25 MiB)
   int zero = 0;                     // 0: DDP; 1, 2, 3: the ZeRO stage
+  // Megatron sequence parallelism on the tp axis (nn/tensor_parallel.h); needs tp > 1.
+  bool sequence_parallel = false;
 };
 
 class Trainer {

@@ -63,12 +63,13 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
     ScopedDevice on(devices[i]);
     comm::Communicator& tp = on_gpus ? mesh_->device_comm(rank, "tp") : mesh_->comm(rank, "tp");
     tp_comms_[i] = &tp;
-    owned_models_[i] = std::make_unique<nn::GPT>(host.config(), nn::TpGroup{&tp});
+    owned_models_[i] = std::make_unique<nn::GPT>(host.config(), nn::TpGroup{&tp, p.sequence_parallel});
     nn::GPT& m = *owned_models_[i];
     owned_opts_[i] = opt.clone_over(m.parameters());
     models_[i] = &m;
     replicas_[i] = std::make_unique<TrainEngine>(nullptr, m, *owned_opts_[i], o);
-    replicas_[i]->attach(std::make_unique<parallel::TpStrategy>(tp, devices[i]));
+    replicas_[i]->attach(std::make_unique<parallel::TpStrategy>(replicas_[i]->units(), tp, devices[i],
+                                                                 p.sequence_parallel));
     if (dp_ > 1) {
       comm::Communicator& dp = on_gpus ? mesh_->device_comm(rank, "dp") : mesh_->comm(rank, "dp");
       replicas_[i]->attach(std::make_unique<parallel::DdpStrategy>(replicas_[i]->units(), dp, p.bucket_bytes));

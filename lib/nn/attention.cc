@@ -42,10 +42,11 @@ Split split_of(int64_t hq, int64_t hkv, int64_t d) {
 Tensor rows_of(const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : t; }
 }  // namespace
 
-const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
-  const int64_t B = x.dim(0), T = x.dim(1), D = head_dim;
+const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Acts& a) {
+  const int64_t B = bt.at(0), T = bt.at(1), D = head_dim;
   a.x = x;
-  Tensor x2 = flat2d(x);
+  a.xw = gather_tokens(cfg.tp, x, {B, T, cfg.d_model}, a.xw);
+  Tensor x2 = flat2d(a.xw);
   Split s = split_of(hq, hkv, D);
   Tensor* dst[3] = {&a.q, &a.k, &a.v};
   for (int i = 0; i < 3; ++i) {
@@ -67,7 +68,7 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, Acts& a) {
 }
 
 void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
-  const int64_t B = a.x.dim(0), T = a.x.dim(1), D = head_dim;
+  const int64_t B = a.xw.dim(0), T = a.xw.dim(1), D = head_dim;
   ensure(a.dout, a.out.shape(), a.out.dtype());
   Tensor dout2 = a.dout.reshape({B * T, hq * D});
   proj.backward(a.out.reshape({B * T, hq * D}), flat2d(dy), dout2);
@@ -79,18 +80,19 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
     rope_backward(a.dq, cfg.rope_base);
     rope_backward(a.dk, cfg.rope_base);
   }
-  ensure(dx, a.x.shape(), a.x.dtype());
-  Tensor x2 = flat2d(a.x), dx2 = flat2d(dx);
+  // dx = dq Wq + dk Wk + dv Wv over the whole tokens; each rank's is its heads' share.
+  Tensor& part = partial_buffer(cfg.tp, a.xw.shape(), a.xw.dtype(), dx, a.dxw);
+  Tensor x2 = flat2d(a.xw), dx2 = flat2d(part);
   Split s = split_of(hq, hkv, D);
   const Tensor* src[3] = {&a.dq, &a.dk, &a.dv};
   for (int i = 0; i < 3; ++i) {
     Tensor dy2 = flat2d(src[i]->reshape({B * T, src[i]->dim(2) * D}));
     Tensor dw = qkv.weight.grad.slice0(s.begin[i], s.end[i]);
     Tensor db = rows_of(qkv.bias.grad, s.begin[i], s.end[i]);
-    // dx = dq Wq + dk Wk + dv Wv: the first overwrites, the others accumulate.
+    // The first overwrites, the others accumulate.
     linear_backward(dy2, x2, qkv.weight.value.slice0(s.begin[i], s.end[i]), dx2, i > 0, dw, db);
   }
-  all_reduce_sum(cfg.tp, dx);  // column parallel: each rank's dx is its heads' share
+  sum_partial(cfg.tp, part, dx);
 }
 
 }  // namespace dt::nn

@@ -8,7 +8,9 @@
 // Tensor parallel (cfg.tp of size N > 1): heads split over tp, each rank holding n_head / N
 // query heads and n_kv_head / N KV heads: qkv is column parallel (its q, k and v parts each
 // split, ShardSpec::segments) and proj row parallel, so a block's attention costs one
-// all-reduce forward and one backward (nn/tensor_parallel.h).
+// all-reduce forward and one backward (nn/tensor_parallel.h); under sequence parallelism an
+// all-gather of the input tokens and a reduce-scatter of the output instead, forward, and
+// the reverse backward.
 #pragma once
 #include "nn/layers.h"
 #include "nn/tensor_parallel.h"
@@ -27,13 +29,16 @@ struct AttentionConfig {
 class CausalSelfAttention : public Module {
  public:
   struct Acts {
-    Tensor x;                       // input [B, T, C] (shared with the caller)
+    Tensor x;                       // input as given (under SP this rank's tokens), shared
+    Tensor xw;                      // the input, whole [B, T, C] (x itself unless SP)
     Tensor q, k, v, out, lse, y;    // q, k after RoPE; out [B, T, Hq, D]; y [B*T, C]
-    Tensor dout, dq, dk, dv;        // backward scratch
+    Tensor dout, dq, dk, dv, dxw;   // backward scratch
   };
   CausalSelfAttention(const std::string& name, const AttentionConfig& cfg, uint64_t seed, float proj_std);
   void collect(ParamList& out) override;
-  const Tensor& forward(const Tensor& x, Acts& a);
+  // x: [B, T, C], or under sequence parallelism this rank's token rows of it; bt = {B, T}.
+  // Returns y: [B T, C] (under SP this rank's rows).
+  const Tensor& forward(const Tensor& x, const Shape& bt, Acts& a);
   void backward(const Tensor& dy, Acts& a, Tensor& dx);  // dx overwritten, shape of x
   AttentionConfig cfg;          // the whole layer's
   int64_t head_dim, hq, hkv;    // hq, hkv: this rank's query and KV heads

@@ -28,7 +28,10 @@ TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, 
     : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
       attn(name + ".attn", attention_config(c, tp), c.seed, residual_std(c)),
       ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
-      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype, tp) {}
+      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype, tp) {
+  // Under SP the norms see this rank's tokens only: their gradients are partial over tp.
+  for (Parameter* p : {&ln1.weight, &ln1.bias, &ln2.weight, &ln2.bias}) p->grad_partial_over_tp = tp.sp();
+}
 
 void TransformerBlock::collect(ParamList& list) {
   ln1.collect(list);
@@ -37,9 +40,9 @@ void TransformerBlock::collect(ParamList& list) {
   mlp.collect(list);
 }
 
-void TransformerBlock::forward(const Tensor& x, Acts& a, Tensor& y) {
+void TransformerBlock::forward(const Tensor& x, const Shape& bt, Acts& a, Tensor& y) {
   const Tensor& h1 = ln1.forward(x, a.ln1);
-  const Tensor& att = attn.forward(h1, a.attn);
+  const Tensor& att = attn.forward(h1, bt, a.attn);
   ensure(a.r, x.shape(), x.dtype());
   kernels::add(x, att.reshape(x.shape()), a.r);
   const Tensor& h2 = ln2.forward(a.r, a.ln2);

@@ -18,8 +18,9 @@ class TransformerBlock : public Module {
   // cfg must be validated and resolved. tp: attention heads and MLP features split over it.
   TransformerBlock(const std::string& name, const GPTConfig& cfg, TpGroup tp = {});
   void collect(ParamList& out) override;
-  // x: [B, T, C]; y: [B, T, C], written (allocated by the caller or ensure()).
-  void forward(const Tensor& x, Acts& a, Tensor& y);
+  // x: [B, T, C], or under sequence parallelism this rank's token rows [B T / tp, C];
+  // bt = {B, T}. y: the shape of x, written (allocated by the caller or ensure()).
+  void forward(const Tensor& x, const Shape& bt, Acts& a, Tensor& y);
   // dy: gradient of y; dx overwritten. a must hold this block's forward of the same x.
   void backward(const Tensor& dy, Acts& a, Tensor& dx);
   Norm ln1;

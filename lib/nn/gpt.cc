@@ -22,6 +22,7 @@ GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(tp), device
   for (int64_t i = 0; i < c.n_layer; ++i)
     blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp));
   lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
+  for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp.sp();  // sees its rows only
   if (!c.tied_embeddings)
     lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
 }
@@ -52,13 +53,19 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
   a.ids = to_device(ids, device_, MemTag::Activation);
   a.resid.resize(blocks_.size() + 1);
   a.blocks.resize(blocks_.size());
-  wte_->forward(a.ids, a.resid[0]);
+  // This rank's token rows (all of them, [B, T], unless sequence parallel).
+  auto mine = [&](const Tensor& t) {
+    if (!tp_.sp()) return t;
+    const Tensor rows = local_tokens(tp_, t.reshape({B * T, 1}));
+    return rows.reshape({rows.numel()});
+  };
+  wte_->forward(mine(a.ids), a.resid[0]);
   if (wpe_) {
     Tensor host_pos = Tensor::uninit({B, T}, DType::I32);
     int32_t* pos = host_pos.data<int32_t>();
     for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
     copy_tensor(host_pos, ensure(a.pos_ids, {B, T}, DType::I32));
-    wpe_->forward(a.pos_ids, a.pos);
+    wpe_->forward(mine(a.pos_ids), a.pos);
     kernels::add(a.resid[0], a.pos, a.resid[0]);
   }
 }
@@ -85,19 +92,20 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
                std::to_string(num_blocks()) + "]");
   for (int i = begin; i < end; ++i) {
     Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape(), a.resid[i].dtype());
-    blocks_[i]->forward(a.resid[i], cfg_.checkpoint ? scratch_ : a.blocks[i], y);
+    blocks_[i]->forward(a.resid[i], {a.B, a.T}, cfg_.checkpoint ? scratch_ : a.blocks[i], y);
   }
 }
 
 const Tensor& GPT::head(GPTActs& a) {
   ScopedDevice on(device_);
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
+  a.hw = gather_tokens(tp_, h, {a.B, a.T, cfg_.d_model}, a.hw);  // SP: every rank's rows
   ensure(a.logits, {a.B, a.T, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(a.logits);
   if (lm_head_)
-    linear_forward(flat2d(h), lm_head_->weight.value, Tensor(), l2);
+    linear_forward(flat2d(a.hw), lm_head_->weight.value, Tensor(), l2);
   else  // tied: logits = h wte^T, the token table read as an [out = vocab, in = C] weight
-    linear_forward(flat2d(h), wte_->weight.value, Tensor(), l2);
+    linear_forward(flat2d(a.hw), wte_->weight.value, Tensor(), l2);
   return a.logits;
 }
 
@@ -134,11 +142,13 @@ void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
 
 void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
   ScopedDevice on(device_);
-  Tensor& dh = ensure(a.dh, a.lnf.y.shape(), a.lnf.y.dtype());
+  Tensor& dh = ensure(a.dh, a.hw.shape(), a.hw.dtype());
   Tensor dh2 = flat2d(dh), none;
   Parameter& w = lm_head_ ? lm_head_->weight : wte_->weight;
-  linear_backward(flat2d(dlogits), flat2d(a.lnf.y), w.value, dh2, false, w.grad, none);
-  lnf_->backward(dh, a.lnf, ensure(a.dresid, dh.shape(), dh.dtype()));
+  linear_backward(flat2d(dlogits), flat2d(a.hw), w.value, dh2, false, w.grad, none);
+  // The head is whole on every rank, so is dh: under SP each rank keeps its rows.
+  const Tensor mine = local_tokens(tp_, dh).reshape(a.lnf.y.shape());
+  lnf_->backward(mine, a.lnf, ensure(a.dresid, mine.shape(), mine.dtype()));
 }
 
 void GPT::backward_blocks(int begin, int end, GPTActs& a) {
@@ -150,7 +160,7 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
     ensure(a.dtmp, a.dresid.shape(), a.dresid.dtype());
     if (cfg_.checkpoint) {
       Tensor& y = ensure(scratch_y_, a.resid[i].shape(), a.resid[i].dtype());
-      blocks_[i]->forward(a.resid[i], scratch_, y);  // recompute
+      blocks_[i]->forward(a.resid[i], {a.B, a.T}, scratch_, y);  // recompute
       blocks_[i]->backward(a.dresid, scratch_, a.dtmp);
     } else {
       blocks_[i]->backward(a.dresid, a.blocks[i], a.dtmp);
@@ -161,8 +171,11 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
 
 void GPT::backward_embed(GPTActs& a) {
   ScopedDevice on(device_);
-  wte_->backward(a.ids, a.dresid);
-  if (wpe_) wpe_->backward(a.pos_ids, a.dresid);
+  // SP: the tables' gradients from every rank's rows (an all-gather of the stream's
+  // gradient), so they are whole on every rank like the head's.
+  const Tensor d = gather_tokens(tp_, a.dresid, {a.B, a.T, cfg_.d_model}, a.dembed);
+  wte_->backward(a.ids, d);
+  if (wpe_) wpe_->backward(a.pos_ids, d);
 }
 
 }  // namespace dt::nn

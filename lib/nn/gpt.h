@@ -32,8 +32,9 @@ struct GPTActs {
   std::vector<TransformerBlock::Acts> blocks;  // unused for checkpointed blocks
   Norm::Acts lnf;
   Tensor pos, logits;                          // [B, T, C], [B, T, V]
+  Tensor hw;                                   // the head's input, whole (lnf.y unless SP)
   CrossEntropyState ce;
-  Tensor dlogits, dh, dresid, dtmp;            // backward
+  Tensor dlogits, dh, dresid, dtmp, dembed;    // backward
 };
 
 class GPT : public Module {
@@ -41,6 +42,9 @@ class GPT : public Module {
   // Validates cfg. tp: the blocks' attention heads and MLP features split over it (tensor
   // parallel, nn/tensor_parallel.h); the embeddings, final norm and head stay whole on
   // every rank for now. Without one (or of size 1) the model is the single-rank one.
+  // With tp.sequence_parallel the stream between the blocks (resid, the norms) holds this
+  // rank's token rows only, [B T / tp, C]: the embedding computes those rows, and the head
+  // all-gathers the final norm's output (the logits and the loss are whole on every rank).
   explicit GPT(const GPTConfig& cfg, TpGroup tp = {});
   const TpGroup& tp() const { return tp_; }
   void collect(ParamList& out) override;

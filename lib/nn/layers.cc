@@ -101,7 +101,9 @@ static Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) { return t.de
 
 const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
   a.x = x_in;
-  const Tensor x = flat2d(x_in);
+  const Tensor x2 = flat2d(x_in);
+  a.xw = gather_tokens(tp, x2, {x2.rows() * (tp.sp() ? tp.size() : 1), x2.cols()}, a.xw);
+  const Tensor& x = a.xw;
   const int64_t R = x.rows();
   const DType dt = x.dtype();
   if (act == Act::GELU) {
@@ -122,18 +124,19 @@ const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
 }
 
 void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
-  const int64_t R = a.x.rows();
-  const DType dt = a.x.dtype();
+  const int64_t R = a.xw.rows();
+  const DType dt = a.xw.dtype();
   ensure(a.da, {R, d_ff}, dt);
   proj.backward(a.a, flat2d(dy), a.da);
-  ensure(dx, a.x.shape(), dt);
   if (act == Act::GELU) {
     kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}, dt));
-    fc.backward(a.x, a.dh, dx);
+    fc.backward(a.xw, a.dh, dx);
     return;
   }
-  const Tensor x = flat2d(a.x);
-  Tensor dx2 = flat2d(dx);
+  const Tensor& x = a.xw;
+  // Each rank's dx is its hidden features' share: summed over tp (column parallel).
+  Tensor& part = partial_buffer(tp, x.shape(), dt, dx, a.dxw);
+  Tensor dx2 = flat2d(part);
   kernels::swiglu_backward(a.gate, a.up, a.da, ensure(a.dgate, {R, d_ff}, dt), ensure(a.dup, {R, d_ff}, dt));
   Tensor& w = fc.weight.value;
   Tensor& g = fc.weight.grad;
@@ -141,7 +144,7 @@ void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   Tensor gw = g.slice0(0, d_ff), uw = g.slice0(d_ff, 2 * d_ff);
   linear_backward(a.dgate, x, w.slice0(0, d_ff), dx2, false, gw, gb);
   linear_backward(a.dup, x, w.slice0(d_ff, 2 * d_ff), dx2, true, uw, ub);
-  all_reduce_sum(tp, dx);  // column parallel: each rank's dx is its hidden features' share
+  sum_partial(tp, part, dx);
 }
 
 }  // namespace dt::nn

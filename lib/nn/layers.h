@@ -59,17 +59,20 @@ const char* act_name(Act a);
 // weight whose rows [0, d_ff) make the gate and [d_ff, 2*d_ff) the up projection:
 // act = silu(gate) * up. proj is a residual projection, so it takes proj_std.
 // Tensor parallel (tp of size N > 1): fc column parallel (gate and up each split), proj row
-// parallel, each rank holding d_ff / N hidden features; one all-reduce forward, one backward.
+// parallel, each rank holding d_ff / N hidden features; one all-reduce forward, one backward
+// (under sequence parallelism an all-gather and a reduce-scatter each way instead).
 class MLP : public Module {
  public:
   struct Acts {
-    Tensor x, h, gate, up, a, y;  // x: the input as given; y: [R, C]; h: fc output (GELU); gate, up (SwiGLU)
-    Tensor da, dh, dgate, dup;    // backward scratch
+    Tensor x, xw, h, gate, up, a, y;  // x: the input as given; xw: whole (x unless SP); y: [R, C];
+                                      // h: fc output (GELU); gate, up (SwiGLU)
+    Tensor da, dh, dgate, dup, dxw;   // backward scratch
   };
   MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std,
       DType dtype = DType::F32, TpGroup tp = {});
   void collect(ParamList& out) override;
-  const Tensor& forward(const Tensor& x, Acts& a);  // x: [..., C] -> y [R, C]
+  // x: [..., C] -> y [R, C], R the rows of x (under SP this rank's token rows, in and out).
+  const Tensor& forward(const Tensor& x, Acts& a);
   void backward(const Tensor& dy, Acts& a, Tensor& dx);
   Act act;
   int64_t d_ff;  // this rank's hidden features (the whole layer's / tp)

@@ -47,6 +47,9 @@ struct Parameter {
     return n;
   }
   ShardSpec spec;
+  // Sequence parallel (nn/tensor_parallel.h): a replicated parameter applied to this rank's
+  // tokens only (the norms), so its gradient is this rank's part of the sum over tp.
+  bool grad_partial_over_tp = false;
   // How the value was initialized, so a shard can be re-created at its global offset.
   enum class Init { Zeros, Ones, Normal } init = Init::Normal;
   float init_std = 0.02f;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/device_scope.h"
 #include "core/error.h"
 #include "core/tensor_copy.h"
 #include "kernels/ops.h"
@@ -107,6 +108,60 @@ void all_reduce_sum(const TpGroup& tp, Tensor& t) {
   if (tp.size() > 1) tp.comm->all_reduce(t.raw(), t.raw(), t.numel(), t.dtype(), comm::ReduceOp::Sum);
 }
 
+namespace {
+// The rows of this rank's token share of a whole of `rows` rows.
+int64_t share_rows(const TpGroup& tp, int64_t rows) {
+  DT_CHECK(rows % tp.size() == 0, "sequence parallel: " + std::to_string(rows) +
+                                      " tokens (batch x sequence) do not split over tp = " +
+                                      std::to_string(tp.size()) + "; accepted: a batch whose B x T divides by " +
+                                      std::to_string(tp.size()));
+  return rows / tp.size();
+}
+}  // namespace
+
+Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor& buf) {
+  if (!tp.sp()) return local.reshape(whole);
+  ensure(buf, whole, local.dtype());
+  DT_CHECK(buf.numel() == local.numel() * tp.size(), "gather_tokens: " + shape_str(local.shape()) +
+                                                         " is not one of " + std::to_string(tp.size()) +
+                                                         " shares of " + shape_str(whole));
+  tp.comm->all_gather(local.raw(), buf.raw(), local.numel(), local.dtype());
+  return buf;
+}
+
+Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out, Tensor& scratch) {
+  if (!tp.sp()) {
+    // The caller's buffer may view the same elements in another shape ([B, T, C] or
+    // [B T, C]): keep it rather than reallocate every call.
+    int64_t n = 1;
+    for (int64_t d : whole) n *= d;
+    if (out.defined() && out.numel() == n && out.dtype() == dtype && out.device() == current_device()) return out;
+    return ensure(out, whole, dtype);
+  }
+  Shape mine = whole;
+  if (mine.size() == 3) mine = {whole[0] * whole[1], whole[2]};  // [B, T, C]: a share is rows of [B T, C]
+  mine[0] = share_rows(tp, mine[0]);
+  ensure(out, mine, dtype);
+  return ensure(scratch, whole, dtype);
+}
+
+void sum_partial(const TpGroup& tp, Tensor& partial, Tensor& out) {
+  if (!tp.sp()) {
+    DT_ASSERT(partial.raw() == out.raw());
+    all_reduce_sum(tp, out);
+    return;
+  }
+  DT_ASSERT(partial.numel() == out.numel() * tp.size());
+  tp.comm->reduce_scatter(partial.raw(), out.raw(), out.numel(), out.dtype(), comm::ReduceOp::Sum);
+}
+
+Tensor local_tokens(const TpGroup& tp, const Tensor& whole) {
+  if (!tp.sp()) return whole;
+  const Tensor rows = flat2d(whole);
+  const int64_t n = share_rows(tp, rows.rows());
+  return rows.slice0(tp.rank() * n, (tp.rank() + 1) * n);
+}
+
 // ---- ColumnParallelLinear --------------------------------------------------------------------
 ColumnParallelLinear::ColumnParallelLinear(const std::string& name, int64_t in_, int64_t out_, bool has_bias,
                                            uint64_t seed, float std, DType dtype, TpGroup tp_,
@@ -131,9 +186,11 @@ void ColumnParallelLinear::forward(const Tensor& x, Tensor& y) {
 }
 
 void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  Tensor dx2 = flat2d(dx);
-  linear_backward(flat2d(dy), flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
-  all_reduce_sum(tp, dx);  // each rank's dx is the part its output features contribute
+  // Each rank's dx is the part its output features contribute: summed over tp.
+  Tensor& part = partial_buffer(tp, {x.rows(), in}, x.dtype(), dx, partial_);
+  Tensor part2 = flat2d(part);
+  linear_backward(flat2d(dy), flat2d(x), weight.value, part2, false, weight.grad, bias.grad);
+  sum_partial(tp, part, dx);
 }
 
 // ---- RowParallelLinear -----------------------------------------------------------------------
@@ -152,16 +209,18 @@ void RowParallelLinear::collect(ParamList& list) {
 }
 
 void RowParallelLinear::forward(const Tensor& x, Tensor& y) {
-  ensure(y, {x.rows(), out}, x.dtype());
-  linear_forward(flat2d(x), weight.value, Tensor(), y);  // this rank's partial sum
-  all_reduce_sum(tp, y);
+  Tensor& part = partial_buffer(tp, {x.rows(), out}, x.dtype(), y, whole_);
+  linear_forward(flat2d(x), weight.value, Tensor(), part);  // this rank's partial sum
+  sum_partial(tp, part, y);
   if (bias.value.defined()) kernels::bias_add(y, bias.value);  // once, after the sum
 }
 
 void RowParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   Tensor dx2 = dx.defined() ? flat2d(dx) : Tensor();
-  // dy is whole on every rank, so the bias gradient is the same everywhere: no collective.
-  linear_backward(flat2d(dy), flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
+  // dy (gathered under SP) is whole on every rank, so the bias gradient is the same
+  // everywhere: no collective.
+  const Tensor dyw = gather_tokens(tp, flat2d(dy), {x.rows(), out}, whole_);
+  linear_backward(dyw, flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
 }
 
 }  // namespace dt::nn

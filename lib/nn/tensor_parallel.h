@@ -16,6 +16,17 @@
 // MLP's fc then proj) costs one all-reduce forward and one backward, of the activation
 // [rows, d_model] in the model dtype.
 //
+// Sequence parallelism (Megatron SP, TpGroup::sequence_parallel): outside those regions (the
+// norms and the residual stream) each rank holds only its share of the tokens: the [B, T]
+// positions flattened to rows, rank r owning rows [r R/N, (r+1) R/N) of R = B T, so a
+// share is one contiguous run and R must divide by N (Megatron splits T of a [T, B, C]
+// stream; splitting the flattened rows is the same idea without requiring T % N == 0).
+// Entering a region all-gathers the tokens (gather_tokens) and leaving it reduce-scatters
+// them (sum_partial), in place of the identity and the all-reduce: an all-gather and a
+// reduce-scatter move what one all-reduce moves, and the norm-region activations are 1/N.
+// The norms' parameters then see only this rank's tokens: their gradients are partial sums
+// (Parameter::grad_partial_over_tp) that the TP strategy sums over tp after backward.
+//
 // Initialization: a rank's weight is exactly its part of the single-rank weight (the same
 // name, seed and counter-based draws), so tp = N starts bitwise where tp = 1 starts.
 #pragma once
@@ -29,6 +40,8 @@ namespace dt::nn {
 // The group a layer splits over; comm null: tp = 1 (the layer is the plain one).
 struct TpGroup {
   comm::Communicator* comm = nullptr;
+  bool sequence_parallel = false;  // the stream outside the regions split over tokens (above)
+  bool sp() const { return sequence_parallel && size() > 1; }
   int size() const { return comm ? comm->size() : 1; }
   int rank() const { return comm ? comm->rank() : 0; }
 };
@@ -44,19 +57,37 @@ void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, 
 // Sums t over the group, in place (identity for tp = 1).
 void all_reduce_sum(const TpGroup& tp, Tensor& t);
 
+// Entering a region: the region's input, whole. SP: the all-gather of every rank's token
+// rows of `local` into buf (ensured to `whole`, of B T = rows x N); otherwise local itself.
+Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor& buf);
+// Leaving a region (forward) or entering it (backward): each rank has a partial sum of a
+// whole-token result that `out` gets the sum of. partial_buffer gives where to write the
+// partial: `out` itself (ensured to `whole`) unless SP, then `scratch` (ensured to `whole`,
+// with out ensured to this rank's rows). sum_partial then sums: an all-reduce in place, or
+// under SP a reduce-scatter of the token rows into out.
+Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out, Tensor& scratch);
+void sum_partial(const TpGroup& tp, Tensor& partial, Tensor& out);
+// This rank's token rows of a whole [R, ...] tensor (a view; the whole itself unless SP).
+Tensor local_tokens(const TpGroup& tp, const Tensor& whole);
+
 class ColumnParallelLinear : public Module {
  public:
   // out (or each of `segments`, which sum to out) must divide by tp.size().
   ColumnParallelLinear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std,
                        DType dtype, TpGroup tp, std::vector<int64_t> segments = {});
   void collect(ParamList& out) override;
-  // x: [..., in], whole -> y: [rows, out / tp], this rank's features.
+  // x: [R, in], whole (under SP the caller gathers it: gather_tokens) -> y: [R, out / tp],
+  // this rank's features.
   void forward(const Tensor& x, Tensor& y);
-  // dy: [rows, out / tp]; dx: [..., in], overwritten with the whole gradient (all-reduced).
+  // dy: [R, out / tp]; dx overwritten with the summed gradient of the input: [R, in], or
+  // under SP this rank's tokens [R / tp, in].
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx);
   int64_t in, out, out_local;
   TpGroup tp;
   Parameter weight, bias;  // [out / tp, in], [out / tp]: split(dim=0, tp)
+
+ private:
+  Tensor partial_;  // SP backward: the whole-token dx before its reduce-scatter
 };
 
 class RowParallelLinear : public Module {
@@ -65,13 +96,18 @@ class RowParallelLinear : public Module {
   RowParallelLinear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std,
                     DType dtype, TpGroup tp);
   void collect(ParamList& out) override;
-  // x: [..., in / tp], this rank's features -> y: [rows, out], whole (all-reduced) + bias.
+  // x: [R, in / tp], this rank's features -> y: [R, out] summed over tp + bias (under SP
+  // this rank's token rows [R / tp, out]).
   void forward(const Tensor& x, Tensor& y);
-  // dy: [rows, out], whole; dx: [..., in / tp], overwritten.
+  // dy: the gradient of y (of y's shape); dx: [R, in / tp], overwritten. The bias gradient
+  // is the whole one on every rank (under SP from the gathered dy).
   void backward(const Tensor& x, const Tensor& dy, Tensor& dx);
   int64_t in, out, in_local;
   TpGroup tp;
   Parameter weight, bias;  // [out, in / tp]: split(dim=1, tp); [out]: replicated
+
+ private:
+  Tensor whole_;  // SP: the whole-token partial output (forward) or gathered dy (backward)
 };
 
 }  // namespace dt::nn

@@ -58,6 +58,10 @@ class Strategy {
   // every rank ends with the whole gradient's squared norm.
   virtual void sum_squared_norm(const nn::ParamList& params, double& sq) {}
 
+  // Refuses (INVALID_ARGUMENT, naming `what` and what would work) a micro-batch of B
+  // sequences of T tokens this strategy cannot divide; called before any work of a step.
+  virtual void check_micro_batch(const std::string& what, int64_t B, int64_t T) const {}
+
   // --- one step (micro is the micro-batch index, last: the step's last micro-batch)
   virtual void begin_step() {}
   virtual void before_forward(int unit, Part part) {}

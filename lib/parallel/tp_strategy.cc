@@ -1,8 +1,53 @@
 #include "parallel/tp_strategy.h"
 
+#include "core/device_scope.h"
+#include "core/error.h"
+#include "core/tensor_copy.h"
 #include "kernels/ops.h"
 
 namespace dt::parallel {
+
+TpStrategy::TpStrategy(const ModelUnits& units, comm::Communicator& tp, Device device, bool sequence_parallel)
+    : tp_(tp), device_(device), sequence_parallel_(sequence_parallel), partial_(units.params.size()) {
+  for (size_t u = 0; u < units.params.size(); ++u)
+    for (nn::Parameter* p : units.params[u])
+      if (p->grad_partial_over_tp) partial_[u].push_back(p);
+}
+
+void TpStrategy::check_micro_batch(const std::string& what, int64_t B, int64_t T) const {
+  const int n = tp_.size();
+  DT_CHECK(!sequence_parallel_ || (B * T) % n == 0,
+           what + ": sequence parallel: " + std::to_string(B * T) + " tokens (batch x sequence, " + std::to_string(B) +
+               " x " + std::to_string(T) + " per micro-batch) do not split over tp = " + std::to_string(n) +
+               "; accepted: a micro-batch whose B x T divides by " + std::to_string(n));
+}
+
+void TpStrategy::after_backward(int unit, Part part, bool last) {
+  // Once per step, when the unit's gradients are final: the sums are linear, so summing the
+  // accumulated micro-batches once is the same as summing each.
+  const nn::ParamList& ps = partial_[static_cast<size_t>(unit)];
+  if (!last || !grads_final(part) || ps.empty()) return;
+  int64_t n = 0;
+  for (const nn::Parameter* p : ps) n += p->grad.numel();
+  const DType dtype = ps[0]->grad.dtype();
+  if (!flat_.defined() || flat_.numel() < n || flat_.dtype() != dtype)
+    flat_ = Tensor::uninit({n}, dtype, device_, MemTag::Grad);
+  ScopedDevice on(device_);
+  auto each = [&](bool pack) {
+    int64_t at = 0;
+    for (nn::Parameter* p : ps) {
+      Tensor view = flat_.slice0(at, at + p->grad.numel()).reshape(p->grad.shape());
+      if (pack)
+        copy_tensor(p->grad, view);
+      else
+        copy_tensor(view, p->grad);
+      at += p->grad.numel();
+    }
+  };
+  each(true);
+  tp_.all_reduce(flat_.raw(), flat_.raw(), n, dtype, comm::ReduceOp::Sum);
+  each(false);
+}
 
 void TpStrategy::sum_squared_norm(const nn::ParamList& params, double& sq) {
   // The replicated parameters' share, counted once: whatever sq held beyond the split

@@ -1,10 +1,14 @@
 // Tensor parallelism as a Strategy (parallel/strategy.h), over the tp axis. The model's
 // blocks are built split over tp (nn::GPT with a TpGroup, nn/tensor_parallel.h), so forward
-// and backward carry their own all-reduces and the step needs nothing around the units.
-// What the step must know is the gradient norm: each rank holds parts of the split
-// parameters and a whole copy of the replicated ones (norms, embeddings, head), whose
-// gradients are equal on every tp rank; the global squared norm sums the split parts over
-// tp and counts the replicated ones once, so clipping matches the single-rank model.
+// and backward carry their own collectives and the step needs little around the units:
+//  - Sequence parallel: the norms see this rank's tokens only, so their gradients
+//    (Parameter::grad_partial_over_tp) are partial sums. When a unit's gradients are final
+//    for the step, they are summed over tp in one all-reduce per unit (before a data-parallel
+//    strategy attached after this one reads them: hooks run in attach order).
+//  - The gradient norm: each rank holds parts of the split parameters and a whole copy of
+//    the replicated ones (norms, embeddings, head), whose gradients are equal on every tp
+//    rank; the global squared norm sums the split parts over tp and counts the replicated
+//    ones once, so clipping matches the single-rank model.
 #pragma once
 #include "parallel/strategy.h"
 
@@ -12,14 +16,20 @@ namespace dt::parallel {
 
 class TpStrategy final : public Strategy {
  public:
-  // tp: this rank's communicator over the tp axis; device: the model's.
-  TpStrategy(comm::Communicator& tp, Device device) : tp_(tp), device_(device) {}
-  std::string name() const override { return "tp"; }
+  // tp: this rank's communicator over the tp axis; device: the model's; sequence_parallel:
+  // the model was built with it (its micro-batches' tokens must split over tp).
+  TpStrategy(const ModelUnits& units, comm::Communicator& tp, Device device, bool sequence_parallel);
+  std::string name() const override { return sequence_parallel_ ? "tp+sp" : "tp"; }
+  void check_micro_batch(const std::string& what, int64_t B, int64_t T) const override;
+  void after_backward(int unit, Part part, bool last) override;
   void sum_squared_norm(const nn::ParamList& params, double& sq) override;
 
  private:
   comm::Communicator& tp_;
   Device device_;
+  bool sequence_parallel_;
+  std::vector<nn::ParamList> partial_;  // per unit: the parameters whose gradients sum over tp
+  Tensor flat_;                         // their gradients packed for one all-reduce
 };
 
 }  // namespace dt::parallel

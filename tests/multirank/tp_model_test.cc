@@ -5,7 +5,11 @@
 // single-rank gradient) agree within 1e-5 relative in f32 and 2e-2 in bf16: the all-reduces
 // sum partial products in another order than one matmul does. Also: each rank starts with
 // its part of the single-rank weights, the blocks cost 2 all-reduces forward and 2 backward
-// of B*T*d_model values each, and head counts that do not split are named errors.
+// of B*T*d_model values each, and head counts that do not split are named errors. With
+// sequence parallelism: the same agreement, all-gathers and reduce-scatters of the same
+// wire bytes in place of the all-reduces (plus the head's gathers), and the norm-region
+// activations per rank exactly 1/tp of tensor parallelism alone.
+#include <cstdio>
 #include <cmath>
 
 #include "multirank/coll_util.h"
@@ -46,36 +50,76 @@ Reference single_rank(const nn::GPTConfig& c, const test::TokenBatch& b) {
   return r;
 }
 
-void expect_matches(bool llama, DType dtype, int tp) {
+// The bytes of the activations a block's norm regions keep per rank: the stream between
+// blocks, the residual midpoint, and the norms' outputs and statistics (their inputs are
+// the stream itself).
+int64_t norm_region_bytes(const nn::GPTActs& a) {
+  auto bytes = [](const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(dtype_size(t.dtype())) : 0; };
+  int64_t n = 0;
+  for (const Tensor& r : a.resid) n += bytes(r);
+  for (const auto& b : a.blocks)
+    n += bytes(b.r) + bytes(b.ln1.y) + bytes(b.ln1.mean) + bytes(b.ln1.rstd) + bytes(b.ln2.y) + bytes(b.ln2.mean) +
+         bytes(b.ln2.rstd);
+  return n + bytes(a.lnf.y) + bytes(a.lnf.mean) + bytes(a.lnf.rstd);
+}
+
+// Runs the tp model (with or without sequence parallelism) against the single-rank one;
+// returns rank 0's norm-region activation bytes.
+int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false) {
   const nn::GPTConfig c = config(llama, dtype);
   const test::TokenBatch b = test::random_token_batch(kB, kT, c.vocab_size, 4);
   const Reference ref = single_rank(c, b);
   const double tol = dtype == DType::F32 ? 1e-5 : 2e-2;
   auto mesh = comm::test::axes_mesh({1, 1, 1, 1, tp});
+  int64_t norm_bytes = 0;
+  const std::string what = "tp " + std::to_string(tp) + (sp ? " sp" : "");
   mesh->run([&](int, int rank) {
     comm::Communicator& comm = mesh->comm(rank, "tp");
-    nn::GPT m(c, nn::TpGroup{&comm});
+    const nn::TpGroup g{&comm, sp};
+    nn::GPT m(c, g);
     const nn::ParamList ps = m.parameters();
     ASSERT_EQ(ps.size(), ref.grads.size());
     for (size_t k = 0; k < ps.size(); ++k)
       EXPECT_TRUE(test::same_bits(ps[k]->value, nn::take_shard(ref.values[k], ps[k]->spec, comm.rank(), tp)))
           << ps[k]->name << " does not start as its part of the single-rank value";
-    const comm::CollStats before = comm.ledger().get(comm::CollKind::AllReduce);
+    auto count = [&](comm::CollKind k) { return comm.ledger().get(k); };
+    const comm::CollStats ar0 = count(comm::CollKind::AllReduce), ag0 = count(comm::CollKind::AllGather),
+                          rs0 = count(comm::CollKind::ReduceScatter);
     nn::GPTActs a;
     const double loss = m.forward_loss(b.in, b.tg, a);
     m.backward(a);
-    EXPECT_NEAR(loss, ref.loss, tol * std::fabs(ref.loss)) << "tp " << tp << " rank " << rank;
+    const comm::CollStats ar = count(comm::CollKind::AllReduce), ag = count(comm::CollKind::AllGather),
+                          rs = count(comm::CollKind::ReduceScatter);
+    // Under SP the norms' gradients are partial sums over tp (the TP strategy sums them).
+    for (nn::Parameter* p : ps)
+      if (p->grad_partial_over_tp) nn::all_reduce_sum(g, p->grad);
+    EXPECT_NEAR(loss, ref.loss, tol * std::fabs(ref.loss)) << what << " rank " << rank;
     for (size_t k = 0; k < ps.size(); ++k) {
       const Tensor want = nn::take_shard(ref.grads[k], ps[k]->spec, comm.rank(), tp);
       EXPECT_LT(rel(test::to_f64(ps[k]->grad), test::to_f64(want)), tol)
-          << ps[k]->name << " (" << ps[k]->spec.str() << ") tp " << tp << " rank " << rank;
+          << ps[k]->name << " (" << ps[k]->spec.str() << ") " << what << " rank " << rank;
     }
-    // Per block: attention and MLP, one all-reduce each forward and backward, of B*T*d.
-    const comm::CollStats ar = comm.ledger().get(comm::CollKind::AllReduce);
-    EXPECT_EQ(ar.calls - before.calls, 4 * c.n_layer);
-    EXPECT_EQ(ar.bytes - before.bytes,
-              4 * c.n_layer * kB * kT * c.d_model * static_cast<int64_t>(dtype_size(dtype)));
+    // Per block: attention and MLP, one all-reduce each forward and backward, of S = B*T*d
+    // values; under SP an all-gather and a reduce-scatter in place of each, the same wire
+    // bytes (2 (n-1)/n S), plus the head's all-gather of its input and the embedding's of
+    // its gradient.
+    const int64_t S = kB * kT * c.d_model * static_cast<int64_t>(dtype_size(dtype)), L = c.n_layer;
+    const int64_t ring = 2 * (tp - 1) * S / tp;
+    if (!sp) {
+      EXPECT_EQ(ar.calls - ar0.calls, 4 * L);
+      EXPECT_EQ(ar.bytes - ar0.bytes, 4 * L * S);
+      EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, 4 * L * ring);
+    } else {
+      EXPECT_EQ(ar.calls - ar0.calls, 0);
+      EXPECT_EQ(ag.calls - ag0.calls, 4 * L + 2);
+      EXPECT_EQ(rs.calls - rs0.calls, 4 * L);
+      EXPECT_EQ(ag.bytes - ag0.bytes, (4 * L + 2) * S / tp);  // each rank's piece
+      EXPECT_EQ(rs.bytes - rs0.bytes, 4 * L * S);             // each rank's whole partial
+      EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (4 * L + 1) * ring);
+    }
+    if (rank == 0) norm_bytes = norm_region_bytes(a);
   });
+  return norm_bytes;
 }
 
 TEST(TpModel, Gpt2StyleMatchesSingleRank) {
@@ -85,6 +129,21 @@ TEST(TpModel, Gpt2StyleMatchesSingleRank) {
 
 TEST(TpModel, LlamaStyleWithGqaMatchesSingleRank) {
   for (DType dtype : {DType::F32, DType::BF16}) expect_matches(true, dtype, 2);
+}
+
+TEST(TpModel, SequenceParallelMatchesSingleRank) {
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int tp : {2, 4}) expect_matches(false, dtype, tp, true);
+  for (DType dtype : {DType::F32, DType::BF16}) expect_matches(true, dtype, 2, true);
+}
+
+TEST(TpModel, SequenceParallelKeepsOneTpthOfTheNormRegions) {
+  for (int tp : {2, 4}) {
+    const int64_t plain = expect_matches(false, DType::F32, tp), split = expect_matches(false, DType::F32, tp, true);
+    EXPECT_EQ(split * tp, plain) << "tp " << tp;
+    std::printf("tp %d: norm-region activations per rank %lld bytes, with SP %lld\n", tp,
+                static_cast<long long>(plain), static_cast<long long>(split));
+  }
 }
 
 TEST(TpModel, HeadsThatDoNotSplitAreNamed) {

@@ -8,7 +8,8 @@
 // parameters once (a run whose every step clips still matches); checkpoints stay in the
 // single-rank layout and resume in any other (tp 2 -> 1, 1 -> tp 4, dp2 x tp2 -> tp 4,
 // tp 4 -> dp2 x tp2) on the single-rank trajectory; and what is not built yet (ZeRO with
-// tp, heads that do not split) is refused by name.
+// tp, heads that do not split) is refused by name. Every layout also runs with Megatron
+// sequence parallelism (ParallelOptions::sequence_parallel) to the same tolerances.
 #include <unistd.h>
 
 #include <cmath>
@@ -37,12 +38,20 @@ struct TrainRun {
   std::vector<std::vector<double>> params;
 };
 
-TrainRun train(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, int64_t micro, double max_norm) {
+engine::ParallelOptions sp(bool on) {
+  engine::ParallelOptions p;
+  p.sequence_parallel = on;
+  return p;
+}
+std::string sp_name(bool on) { return on ? " sp" : ""; }
+
+TrainRun train(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, int64_t micro, double max_norm,
+               const engine::ParallelOptions& par = {}) {
   nn::GPT model(c);
   optim::AdamW opt(model.parameters(), test::dp_adamw());
   engine::TrainOptions o = test::dp_options(micro);
   o.max_grad_norm = max_norm;
-  engine::Trainer t(mesh, model, opt, o);
+  engine::Trainer t(mesh, model, opt, o, par);
   TrainRun r;
   for (int s = 0; s < kSteps; ++s) {
     engine::StepStats st = t.train_step(batch(s).in, batch(s).tg);
@@ -68,11 +77,12 @@ TEST(TpTrain, Gpt2StyleMatchesSingleRankTraining) {
       const nn::GPTConfig c = config(false, dtype);
       const TrainRun ref = train(nullptr, c, micro, 1.0);
       const double tol = dtype == DType::F32 ? 2e-5 : 2e-2;
-      for (auto [dp, tp] : {std::pair{1, 2}, std::pair{1, 4}, std::pair{2, 2}}) {
-        const std::string what = std::string(dtype_name(dtype)) + " micro " + std::to_string(micro) + " dp " +
-                                  std::to_string(dp) + " tp " + std::to_string(tp);
-        expect_close(train(comm::test::axes_mesh({dp, 1, 1, 1, tp}), c, micro, 1.0), ref, tol, what);
-      }
+      for (bool seq : {false, true})
+        for (auto [dp, tp] : {std::pair{1, 2}, std::pair{1, 4}, std::pair{2, 2}}) {
+          const std::string what = std::string(dtype_name(dtype)) + " micro " + std::to_string(micro) + " dp " +
+                                   std::to_string(dp) + " tp " + std::to_string(tp) + sp_name(seq);
+          expect_close(train(comm::test::axes_mesh({dp, 1, 1, 1, tp}), c, micro, 1.0, sp(seq)), ref, tol, what);
+        }
     }
 }
 
@@ -80,8 +90,9 @@ TEST(TpTrain, LlamaStyleWithGqaMatchesSingleRankTraining) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     const nn::GPTConfig c = config(true, dtype);
     const TrainRun ref = train(nullptr, c, 2, 1.0);
-    expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 2}), c, 2, 1.0), ref, dtype == DType::F32 ? 2e-5 : 2e-2,
-                 std::string("llama ") + dtype_name(dtype) + " tp 2");
+    for (bool seq : {false, true})
+      expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 2}), c, 2, 1.0, sp(seq)), ref,
+                   dtype == DType::F32 ? 2e-5 : 2e-2, std::string("llama ") + dtype_name(dtype) + " tp 2" + sp_name(seq));
   }
 }
 
@@ -91,18 +102,21 @@ TEST(TpTrain, ClippingCountsReplicatedParametersOnce) {
   const nn::GPTConfig c = config(false, DType::F32);
   const TrainRun ref = train(nullptr, c, 1, 0.05);
   ASSERT_GT(ref.norms[0], 0.5);
-  expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 4}), c, 1, 0.05), ref, 2e-5, "clipped tp 4");
+  for (bool seq : {false, true})
+    expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 4}), c, 1, 0.05, sp(seq)), ref, 2e-5,
+                 "clipped tp 4" + sp_name(seq));
 }
 
 // Trains `first` steps on `mesh_a`, saves, loads into a fresh model on `mesh_b`, trains
 // the rest there: the whole run must match single-rank training of every step.
-TrainRun resumed(std::shared_ptr<comm::Mesh> mesh_a, std::shared_ptr<comm::Mesh> mesh_b, const std::string& dir) {
+TrainRun resumed(std::shared_ptr<comm::Mesh> mesh_a, std::shared_ptr<comm::Mesh> mesh_b, const std::string& dir,
+                 bool sp_a = false) {
   const nn::GPTConfig c = config(false, DType::F32);
   TrainRun r;
   {
     nn::GPT model(c);
     optim::AdamW opt(model.parameters(), test::dp_adamw());
-    engine::Trainer t(mesh_a, model, opt, test::dp_options(1));
+    engine::Trainer t(mesh_a, model, opt, test::dp_options(1), sp(sp_a));
     for (int s = 0; s < kSteps / 2; ++s) r.losses.push_back(t.train_step(batch(s).in, batch(s).tg).loss);
     t.save(dir);
   }
@@ -123,10 +137,12 @@ TEST(TpTrain, CheckpointsLoadIntoAnyLayout) {
   auto layout = [](int dp, int tp) { return dp * tp == 1 ? nullptr : comm::test::axes_mesh({dp, 1, 1, 1, tp}); };
   const std::pair<std::pair<int, int>, std::pair<int, int>> cases[] = {
       {{1, 2}, {1, 1}}, {{1, 1}, {1, 4}}, {{2, 2}, {1, 4}}, {{1, 4}, {2, 2}}};
+  int k = 0;
   for (auto& [from, to] : cases) {
-    const TrainRun got = resumed(layout(from.first, from.second), layout(to.first, to.second), dir);
-    const std::string what = "dp" + std::to_string(from.first) + " x tp" + std::to_string(from.second) + " -> dp" +
-                             std::to_string(to.first) + " x tp" + std::to_string(to.second);
+    const bool seq = k++ % 2 == 0;  // tp 2 and dp2 x tp2 train sequence parallel
+    const TrainRun got = resumed(layout(from.first, from.second), layout(to.first, to.second), dir, seq);
+    const std::string what = "dp" + std::to_string(from.first) + " x tp" + std::to_string(from.second) +
+                             sp_name(seq) + " -> dp" + std::to_string(to.first) + " x tp" + std::to_string(to.second);
     EXPECT_LT(test::worst_rel_loss(got.losses, ref.losses), 2e-5) << what;
     EXPECT_LT(test::rel_dist(got.params, ref.params), 2e-5) << what;
   }
@@ -151,6 +167,14 @@ TEST(TpTrain, WhatIsNotBuiltIsNamed) {
   optim::AdamW o3(m3.parameters(), test::dp_adamw());
   test::expect_invalid([&] { engine::Trainer t3(comm::test::axes_mesh({1, 1, 1, 1, 4}), m3, o3, test::dp_options(1)); },
                        "n_head = 2 does not split over tp = 4");
+  // Sequence parallelism without tp, and a batch whose tokens do not split over tp.
+  test::expect_invalid([&] { engine::Trainer t(comm::test::axes_mesh({2, 1, 1, 1, 1}), model, opt, test::dp_options(1), sp(true)); },
+                       "sequence_parallel needs tensor parallelism: the mesh's tp axis is 1");
+  engine::Trainer t(comm::test::axes_mesh({1, 1, 1, 1, 2}), model, opt, test::dp_options(1), sp(true));
+  const test::TokenBatch odd = test::random_token_batch(1, 3, 32, 7);
+  test::expect_invalid([&] { t.train_step(odd.in, odd.tg); }, "train_step: sequence parallel: 3 tokens (batch x sequence, 1 x 3 per micro-batch) do not split over tp = 2");
+  // Nothing was lost: the trainer still trains.
+  EXPECT_TRUE(std::isfinite(t.train_step(batch(0).in, batch(0).tg).loss));
 }
 
 }  // namespace
