@@ -4,13 +4,15 @@
 //   B  tp 2: two ranks of this process, each its half of every block (one core per rank)
 //   C  dp 2 (DDP): two ranks, each half of the batch
 //   D  one rank, two kernel threads         (the same cores threading one model)
+//   E  tp 2 with sequence parallelism       (all-gathers and reduce-scatters, the norm
+//                                            regions split over tokens)
 // Printed: step times and the ratios t_A / t_B (what tp 2 gains over one rank), t_C / t_B
-// (tp against dp on the same cores), t_D / t_B; the share of tp 2's step spent in its
-// all-reduces (the comm ledger's time on the tp communicator); the bytes all-reduced per
-// step against the formula 4 x n_layer x B x T x d_model x dtype size (one all-reduce
-// after attention and one after the MLP, forward and backward); and rank 0's peak
-// activation memory against one rank's (the blocks' inner activations are split; the
-// residual stream and norms are not until sequence parallelism).
+// (tp against dp on the same cores), t_D / t_B, t_B / t_E; the share of the step spent in
+// tp collectives (the comm ledger's time on the tp communicator); the wire bytes per step
+// against the formula (S = B x T x d_model x dtype size; 4 x n_layer all-reduces of S, each
+// 2 (n-1)/n S on the wire; with SP the same as all-gathers and reduce-scatters, plus the
+// head's all-gather of its input and the embedding's of its gradient, (n-1)/n S each);
+// and rank 0's peak activation memory against one rank's, with and without SP.
 // Exits 0 whatever the figures (DESIGN.md section 7).
 //   bench_tp [--layers N] [--d-model N] [--heads N] [--context N] [--batch B] [--steps N]
 //            [--quick] [--json PATH]
@@ -27,39 +29,54 @@ namespace dt::bench {
 namespace {
 
 struct Timed {
-  double step_s = 0, allreduce_s = 0;  // per step; all-reduce: rank 0 on tp
-  int64_t allreduce_bytes = 0;         // per step, rank 0 on tp
-  int64_t peak_activation = 0;         // rank 0 (or the one rank), over the timed steps
+  double step_s = 0, coll_s = 0;  // per step; collectives: rank 0 on tp
+  int64_t wire_bytes = 0;         // per step, rank 0 on tp
+  int64_t peak_activation = 0;    // rank 0 (or the one rank), over the timed steps
 };
 
+// Rank 0's tp collectives so far: seconds and wire bytes of all-reduces, all-gathers and
+// reduce-scatters.
+std::pair<double, double> tp_collectives(comm::Communicator* c) {
+  double s = 0, w = 0;
+  if (c)
+    for (comm::CollKind k : {comm::CollKind::AllReduce, comm::CollKind::AllGather, comm::CollKind::ReduceScatter}) {
+      const comm::CollStats st = c->ledger().get(k);
+      s += st.seconds;
+      w += static_cast<double>(st.wire_bytes);
+    }
+  return {s, w};
+}
+
 Timed time_steps(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& cfg, int64_t B, int warmup, int steps,
-                 const std::string& what) {
+                 const std::string& what, bool sp = false) {
   nn::GPT model(cfg);
   optim::AdamW opt(model.parameters(), optim::AdamWOptions{});
   engine::TrainOptions o;
   o.max_grad_norm = 1.0;
-  engine::Trainer t(mesh, model, opt, o);
+  engine::ParallelOptions par;
+  par.sequence_parallel = sp;
+  engine::Trainer t(mesh, model, opt, o, par);
   Batch b = random_batch(B, cfg.context, cfg.vocab_size, 7);
-  std::vector<double> step_s, ar_s, ar_bytes;
+  std::vector<double> step_s, coll_s, wire;
   for (int i = 0; i < warmup + steps; ++i) {
     progress(what, i + 1, warmup + steps, i < warmup ? "warm-up step" : "timed step");
     if (i == warmup) reset_peaks(Device::cpu());
     comm::Communicator* c = mesh ? mesh->find_comm(0, "tp") : nullptr;
-    const comm::CollStats ar0 = c ? c->ledger().get(comm::CollKind::AllReduce) : comm::CollStats{};
+    const auto [s0, w0] = tp_collectives(c);
     const double t0 = now_s();
     t.train_step(b.in, b.tg);
     const double dt = now_s() - t0;
     if (i < warmup) continue;
     step_s.push_back(dt);
     if (c) {
-      const comm::CollStats ar = c->ledger().get(comm::CollKind::AllReduce);
-      ar_s.push_back(ar.seconds - ar0.seconds);
-      ar_bytes.push_back(static_cast<double>(ar.bytes - ar0.bytes));
+      const auto [s1, w1] = tp_collectives(c);
+      coll_s.push_back(s1 - s0);
+      wire.push_back(w1 - w0);
     }
   }
   Timed r;
   r.step_s = median(step_s);
-  if (!ar_s.empty()) r.allreduce_s = median(ar_s), r.allreduce_bytes = static_cast<int64_t>(median(ar_bytes));
+  if (!coll_s.empty()) r.coll_s = median(coll_s), r.wire_bytes = static_cast<int64_t>(median(wire));
   const Ledger* l = mesh ? rank_ledger(Device::cpu(), 0) : nullptr;
   r.peak_activation = l ? l->peak(DT_MEM_ACTIVATION) : ledger_for(Device::cpu()).peak(DT_MEM_ACTIVATION);
   return r;
@@ -92,37 +109,55 @@ int main(int argc, char** argv) {
     const Timed a = time_steps(nullptr, cfg, B, warmup, steps, "A: 1 rank, 1 thread");
     const Timed tp = time_steps(comm::Mesh::create("local", {1, 1, 1, 1, 2}, bo), cfg, B, warmup, steps, "B: tp 2");
     const Timed dp = time_steps(comm::Mesh::create("local", {2, 1, 1, 1, 1}, bo), cfg, B, warmup, steps, "C: dp 2");
+    const Timed sp =
+        time_steps(comm::Mesh::create("local", {1, 1, 1, 1, 2}, bo), cfg, B, warmup, steps, "E: tp 2 + sp", true);
     set_kernel_threads(2);
     const Timed d = time_steps(nullptr, cfg, B, warmup, steps, "D: 1 rank, 2 threads");
     const double tokens = static_cast<double>(B * cfg.context);
-    const double formula = 4.0 * static_cast<double>(cfg.n_layer * B * cfg.context * cfg.d_model) * 4.0;  // f32
+    // Wire bytes per step on tp 2 (n = 2: an all-reduce of S moves S, a gather or scatter S / 2).
+    const double S = static_cast<double>(B * cfg.context * cfg.d_model) * 4.0;  // f32
+    const double formula = 4.0 * static_cast<double>(cfg.n_layer) * S, formula_sp = formula + S;
     std::printf("\n  A  1 rank, 1 thread:    %8.1f ms/step, %8.0f tokens/s\n", a.step_s * 1e3, tokens / a.step_s);
     std::printf("  B  tp 2:                %8.1f ms/step, %8.0f tokens/s\n", tp.step_s * 1e3, tokens / tp.step_s);
     std::printf("  C  dp 2 (DDP):          %8.1f ms/step, %8.0f tokens/s\n", dp.step_s * 1e3, tokens / dp.step_s);
     std::printf("  D  1 rank, 2 threads:   %8.1f ms/step, %8.0f tokens/s\n", d.step_s * 1e3, tokens / d.step_s);
+    std::printf("  E  tp 2 + sp:           %8.1f ms/step, %8.0f tokens/s\n", sp.step_s * 1e3, tokens / sp.step_s);
     std::printf("\n  tp 2 over one rank t_A / t_B = %.3f (2: the split costs nothing)\n", a.step_s / tp.step_s);
     std::printf("  tp 2 against dp 2 t_C / t_B = %.3f, against two threads t_D / t_B = %.3f\n", dp.step_s / tp.step_s,
                 d.step_s / tp.step_s);
-    std::printf("  tp all-reduces: %.2f ms per step, %.1f%% of the step\n", tp.allreduce_s * 1e3,
-                100.0 * tp.allreduce_s / tp.step_s);
-    std::printf("  tp bytes all-reduced per step %.3f MB, formula 4 x layers x B x T x d x 4 B = %.3f MB: ratio %.3f\n",
-                static_cast<double>(tp.allreduce_bytes) / 1e6, formula / 1e6,
-                static_cast<double>(tp.allreduce_bytes) / formula);
-    std::printf("  peak activation memory: one rank %.2f MB, tp 2 rank 0 %.2f MB: ratio %.3f\n",
-                static_cast<double>(a.peak_activation) / 1e6, static_cast<double>(tp.peak_activation) / 1e6,
-                static_cast<double>(tp.peak_activation) / static_cast<double>(a.peak_activation));
+    std::printf("  tp 2 + sp against tp 2 t_B / t_E = %.3f\n", tp.step_s / sp.step_s);
+    std::printf("  tp collectives: %.2f ms per step, %.1f%% of the step; with sp %.2f ms, %.1f%%\n", tp.coll_s * 1e3,
+                100.0 * tp.coll_s / tp.step_s, sp.coll_s * 1e3, 100.0 * sp.coll_s / sp.step_s);
+    std::printf("  tp wire bytes per step %.3f MB, formula 4 x layers x S = %.3f MB: ratio %.3f\n",
+                static_cast<double>(tp.wire_bytes) / 1e6, formula / 1e6, static_cast<double>(tp.wire_bytes) / formula);
+    std::printf("  sp wire bytes per step %.3f MB, formula (4 x layers + 1) x S = %.3f MB: ratio %.3f\n",
+                static_cast<double>(sp.wire_bytes) / 1e6, formula_sp / 1e6,
+                static_cast<double>(sp.wire_bytes) / formula_sp);
+    const double pa = static_cast<double>(a.peak_activation);
+    std::printf("  peak activation memory: one rank %.2f MB, tp 2 rank 0 %.2f MB (ratio %.3f), tp 2 + sp %.2f MB "
+                "(ratio %.3f)\n", pa / 1e6, static_cast<double>(tp.peak_activation) / 1e6,
+                static_cast<double>(tp.peak_activation) / pa, static_cast<double>(sp.peak_activation) / 1e6,
+                static_cast<double>(sp.peak_activation) / pa);
     report.add("tp", "tp2").num("step_s", tp.step_s).num("tokens_per_s", tokens / tp.step_s)
-        .num("allreduce_s", tp.allreduce_s).num("allreduce_fraction", tp.allreduce_s / tp.step_s)
-        .num("allreduce_bytes", static_cast<double>(tp.allreduce_bytes)).num("allreduce_bytes_formula", formula)
+        .num("collective_s", tp.coll_s).num("collective_fraction", tp.coll_s / tp.step_s)
+        .num("wire_bytes", static_cast<double>(tp.wire_bytes)).num("wire_bytes_formula", formula)
         .num("peak_activation_bytes", static_cast<double>(tp.peak_activation));
+    report.add("tp", "tp2_sp").num("step_s", sp.step_s).num("tokens_per_s", tokens / sp.step_s)
+        .num("collective_s", sp.coll_s).num("collective_fraction", sp.coll_s / sp.step_s)
+        .num("wire_bytes", static_cast<double>(sp.wire_bytes)).num("wire_bytes_formula", formula_sp)
+        .num("peak_activation_bytes", static_cast<double>(sp.peak_activation));
     report.add("anchor", "one_rank_one_thread").num("step_s", a.step_s)
         .num("peak_activation_bytes", static_cast<double>(a.peak_activation));
     report.add("anchor", "dp2").num("step_s", dp.step_s);
     report.add("anchor", "one_rank_two_threads").num("step_s", d.step_s);
     report.add("ratio", "tp2").num("vs_one_rank", a.step_s / tp.step_s).num("vs_dp2", dp.step_s / tp.step_s)
         .num("vs_two_threads", d.step_s / tp.step_s)
-        .num("bytes_vs_formula", static_cast<double>(tp.allreduce_bytes) / formula)
-        .num("activation_vs_one_rank", static_cast<double>(tp.peak_activation) / static_cast<double>(a.peak_activation));
+        .num("bytes_vs_formula", static_cast<double>(tp.wire_bytes) / formula)
+        .num("activation_vs_one_rank", static_cast<double>(tp.peak_activation) / pa);
+    report.add("ratio", "tp2_sp").num("vs_tp2", tp.step_s / sp.step_s)
+        .num("bytes_vs_formula", static_cast<double>(sp.wire_bytes) / formula_sp)
+        .num("activation_vs_one_rank", static_cast<double>(sp.peak_activation) / pa)
+        .num("activation_vs_tp2", static_cast<double>(sp.peak_activation) / static_cast<double>(tp.peak_activation));
   } catch (const std::exception& e) {
     std::printf("failed: %s\n", e.what());
     report.note("tp", "failed", e.what());

@@ -551,6 +551,10 @@ typedef struct dt_engine dt_engine;
  *             default 25 MiB: gradients per all-reduce), "zero" (0, the default: DDP,
  *             replicated state; 1: optimizer state sharded over dp; 2: + gradients;
  *             3: + parameters, each block gathered just before it runs, as FSDP does).
+ *             Tensor parallel: "sequence_parallel" (bool, default false; needs a tp axis
+ *             > 1): Megatron sequence parallelism, the norms and the residual stream split
+ *             over the tokens of each micro-batch (B x T must divide by tp), all-gathers
+ *             and reduce-scatters in place of the blocks' all-reduces.
  *             With zero > 0 the optimizer's own state is released to the shards; train
  *             steps, evaluation, generation and save are collective over dp (every
  *             process of an mpirun calls them). Checkpoints keep the single-rank layout.

@@ -35,7 +35,9 @@ dt_engine& engine_of(dt_engine* e) { return *need(e, "engine"); }
 dt::engine::TrainOptions train_options(const dt_options* options, float base_lr, dt::engine::ParallelOptions& par) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
                      {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio",
-                      "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero"});
+                      "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero",
+                      "sequence_parallel"});
+  par.sequence_parallel = r.get_bool("sequence_parallel", false);
   par.zero = static_cast<int>(r.get_int("zero", 0));
   DT_CHECK(par.zero >= 0 && par.zero <= 3,
            "option \"zero\" = " + std::to_string(par.zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");

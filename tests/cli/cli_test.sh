@@ -277,17 +277,21 @@ tp)
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t2 --json t2.json --tp 2 >t2.txt 2>&1 || { cat t2.txt; fail "tp 2"; }
   grep -q "over dp = 1 x tp = 2 ranks, tensor parallel" t2.txt || { cat t2.txt; fail "tp 2: the layout line"; }
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t4 --json t4.json --tp 2 --dp 2 >/dev/null 2>&1 || fail "dp 2 x tp 2"
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out ts --json ts.json --tp 2 --sp --dp 2 >ts.txt 2>&1 || { cat ts.txt; fail "dp 2 x tp 2 --sp"; }
+  grep -q "over dp = 2 x tp = 2 ranks, DDP, tensor + sequence parallel" ts.txt || { cat ts.txt; fail "--sp: the layout line"; }
   $D train "${TPM[@]}" --steps 10 --stop-at 5 --eval-problems 0 --out tr >/dev/null 2>&1 || fail "tp: the first half on one rank"
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out tr --resume --tp 2 --json tr.json >/dev/null 2>&1 || fail "tp: resumed on tp 2"
   python3 - <<'PY' || fail "tp losses differ from one rank"
 import json
-a = [json.load(open(f))["final_loss"] for f in ("t1.json", "t2.json", "t4.json", "tr.json")]
-print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.9f" % tuple(a))
+a = [json.load(open(f))["final_loss"] for f in ("t1.json", "t2.json", "t4.json", "tr.json", "ts.json")]
+print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.9f, dp 2 x tp 2 sp %.9f" % tuple(a))
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a tp run"
   expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
   expect_error "--zero 1 with --tp 2" $D train "${TPM[@]}" --steps 1 --tp 2 --dp 2 --zero 1 --out tz
+  expect_error "--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2" \
+    $D train "${TPM[@]}" --steps 1 --sp --dp 2 --out tsp
   ;;
 mpi)
   # dtrain train under mpirun (MPIEXEC from ctest): one rank per process, DDP and ZeRO-3,
@@ -310,11 +314,13 @@ PY
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out mt1 --json mt1.json >/dev/null 2>&1 || fail "mpi tp: one rank"
   "$MPIEXEC" -np 2 --oversubscribe $D train "${TPM[@]}" --backend mpi --tp 2 --steps 10 --eval-problems 0 \
     --out mtp --json mtp.json >mtp.txt 2>&1 || { cat mtp.txt; fail "mpirun tp 2"; }
+  "$MPIEXEC" -np 2 --oversubscribe $D train "${TPM[@]}" --backend mpi --tp 2 --sp --steps 10 --eval-problems 0 \
+    --out msp --json msp.json >msp.txt 2>&1 || { cat msp.txt; fail "mpirun tp 2 --sp"; }
   python3 - <<'PY' || fail "mpirun tp loss differs from one rank"
 import json
-a, b = (json.load(open(f))["final_loss"] for f in ("mt1.json", "mtp.json"))
-print("final loss one rank %.9f, mpirun tp 2 %.9f" % (a, b))
-assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+a, b, c = (json.load(open(f))["final_loss"] for f in ("mt1.json", "mtp.json", "msp.json"))
+print("final loss one rank %.9f, mpirun tp 2 %.9f, mpirun tp 2 sp %.9f" % (a, b, c))
+assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) <= 1e-5 * abs(a), (a, b, c)
 PY
   $D generate --checkpoint mtp/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun tp run"
   expect_error "--backend tcp local mpi" $D train "${TINY[@]}" --steps 1 --backend tcp --out mt

@@ -20,6 +20,7 @@ struct TrainArgs {
   std::string data = "addition";
   int64_t digits = 3, train_size = 1000000, context = 256;
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, tp = 1, zero = 0;
+  bool sp = false;
   int64_t timeout = 300;  // seconds
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
@@ -34,7 +35,7 @@ std::string layout(const TrainArgs& a) {
   std::string ranks = a.tp > 1 ? "dp = " + std::to_string(a.dp) + " x tp = " + std::to_string(a.tp)
                                : "dp = " + std::to_string(a.dp);
   const std::string dp = a.dp == 1 ? "" : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : ", DDP";
-  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? ", tensor parallel" : "");
+  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? (a.sp ? ", tensor + sequence parallel" : ", tensor parallel") : "");
 }
 
 // The (step, loss) pairs already in a run's metrics file, up to `last_step`; the file is
@@ -100,6 +101,12 @@ int run_train(TrainArgs a) {
   set(eo.get(), "max_grad_norm", a.clip);
   set(eo.get(), "schedule", a.schedule);
   if (a.zero > 0) set(eo.get(), "zero", a.zero);
+  if (a.sp) {
+    if (a.tp < 2)
+      throw CliError("--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2 (now --tp " +
+                     std::to_string(a.tp) + ")");
+    set_bool(eo.get(), "sequence_parallel", true);
+  }
   if (a.schedule == "cosine") {
     set(eo.get(), "warmup_steps", a.warmup >= 0 ? a.warmup : std::min<int64_t>(100, a.steps / 10));
     set(eo.get(), "total_steps", a.steps);
@@ -269,6 +276,8 @@ void add_train_command(CLI::App& app) {
   add_int(c, "--dp", a->dp, {1, 1024}, "Data-parallel ranks in this process (DDP; --batch is the global batch)");
   add_int(c, "--tp", a->tp, {1, 1024},
           "Tensor-parallel ranks per data-parallel rank (attention heads and MLP features split; --dp x --tp ranks)");
+  c->add_flag("--sp", a->sp,
+              "Sequence parallel over the --tp ranks (Megatron SP): norms and the residual stream split over tokens");
   c->add_option("--backend", a->backend, "local: --dp ranks as threads of this process; mpi: one rank per process of mpirun")
       ->capture_default_str();
   add_int(c, "--timeout", a->timeout, {1, 86400},
