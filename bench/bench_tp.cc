@@ -10,9 +10,10 @@
 // (tp against dp on the same cores), t_D / t_B, t_B / t_E; the share of the step spent in
 // tp collectives (the comm ledger's time on the tp communicator); the wire bytes per step
 // against the formula (S = B x T x d_model x dtype size; 4 x n_layer all-reduces of S, each
-// 2 (n-1)/n S on the wire; with SP the same as all-gathers and reduce-scatters, plus the
-// head's all-gather of its input and the embedding's of its gradient, (n-1)/n S each);
-// and rank 0's peak activation memory against one rank's, with and without SP.
+// 2 (n-1)/n S on the wire; with SP the same as all-gathers and reduce-scatters, plus
+// backward's all-gather of each region's input again, the head's all-gather of its input,
+// the embedding's of its gradient ((n-1)/n S each) and the all-reduce of the norms'
+// gradients); and rank 0's peak activation memory against one rank's, with and without SP.
 // Exits 0 whatever the figures (DESIGN.md section 7).
 //   bench_tp [--layers N] [--d-model N] [--heads N] [--context N] [--batch B] [--steps N]
 //            [--quick] [--json PATH]
@@ -116,7 +117,15 @@ int main(int argc, char** argv) {
     const double tokens = static_cast<double>(B * cfg.context);
     // Wire bytes per step on tp 2 (n = 2: an all-reduce of S moves S, a gather or scatter S / 2).
     const double S = static_cast<double>(B * cfg.context * cfg.d_model) * 4.0;  // f32
-    const double formula = 4.0 * static_cast<double>(cfg.n_layer) * S, formula_sp = formula + S;
+    double norm_params = 0;  // the norms' gradients SP sums over tp (2 per block and ln_f)
+    {
+      nn::GPT probe(cfg);
+      for (nn::Parameter* q : probe.parameters())
+        if (q->name.find(".ln") != std::string::npos || q->name.rfind("ln_f", 0) == 0)
+          norm_params += static_cast<double>(q->numel());
+    }
+    const double L = static_cast<double>(cfg.n_layer);
+    const double formula = 4.0 * L * S, formula_sp = 5.0 * L * S + S + norm_params * 4.0;
     std::printf("\n  A  1 rank, 1 thread:    %8.1f ms/step, %8.0f tokens/s\n", a.step_s * 1e3, tokens / a.step_s);
     std::printf("  B  tp 2:                %8.1f ms/step, %8.0f tokens/s\n", tp.step_s * 1e3, tokens / tp.step_s);
     std::printf("  C  dp 2 (DDP):          %8.1f ms/step, %8.0f tokens/s\n", dp.step_s * 1e3, tokens / dp.step_s);
@@ -130,7 +139,7 @@ int main(int argc, char** argv) {
                 100.0 * tp.coll_s / tp.step_s, sp.coll_s * 1e3, 100.0 * sp.coll_s / sp.step_s);
     std::printf("  tp wire bytes per step %.3f MB, formula 4 x layers x S = %.3f MB: ratio %.3f\n",
                 static_cast<double>(tp.wire_bytes) / 1e6, formula / 1e6, static_cast<double>(tp.wire_bytes) / formula);
-    std::printf("  sp wire bytes per step %.3f MB, formula (4 x layers + 1) x S = %.3f MB: ratio %.3f\n",
+    std::printf("  sp wire bytes per step %.3f MB, formula (5 x layers + 1) x S + norm grads = %.3f MB: ratio %.3f\n",
                 static_cast<double>(sp.wire_bytes) / 1e6, formula_sp / 1e6,
                 static_cast<double>(sp.wire_bytes) / formula_sp);
     const double pa = static_cast<double>(a.peak_activation);

@@ -94,9 +94,33 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int32_t 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
                             int32_t ignore_index, Tensor& dlogits);
 
+// Vocab-parallel cross-entropy (Megatron style): each tensor-parallel rank holds its slice
+// of the logits, [R, Vs]; the full [R, V] is never gathered. The first `valid` columns
+// (1 <= valid <= Vs) are vocabulary ids vocab_begin (>= 0) .. vocab_begin + valid - 1; the
+// rest pad the shards to one width and are never read. targets: i32 [R], each ignore_index
+// or a global id (one outside this slice is another rank's; a negative one other than
+// ignore_index is INVALID_ARGUMENT, raised before anything is written). The caller:
+//   row_max = all-reduce MAX of shard_max; partial = all-reduce SUM of shard_forward;
+//   lse[r] = log(partial[r][0]) + row_max[r]; loss[r] = lse[r] - partial[r][1] (0 where
+//   ignored); then shard_backward with that lse.
+// row_max: f32 [R], overwritten with each row's max over its valid columns.
+void cross_entropy_shard_max(const Tensor& logits, int64_t valid, Tensor& row_max);
+// row_max: f32 [R], the global max. partial: f32 [R, 2], overwritten: [r][0] = sum over the
+// valid columns of exp(z - row_max[r]); [r][1] = z[target - vocab_begin] when this slice
+// holds the target, else 0. Both 0 in rows whose target is ignore_index.
+void cross_entropy_shard_forward(const Tensor& logits, const Tensor& targets, int64_t vocab_begin, int64_t valid,
+                                 int32_t ignore_index, const Tensor& row_max, Tensor& partial);
+// lse, dlosses: f32 [R]. dlogits (logits' shape and dtype), overwritten: on valid columns
+// (exp(z - lse[r]) - onehot(target - vocab_begin)) * dlosses[r]; 0 on padding columns and
+// in rows whose target is ignore_index.
+void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, int64_t vocab_begin, int64_t valid,
+                                  int32_t ignore_index, const Tensor& lse, const Tensor& dlosses, Tensor& dlogits);
+
 // ---- embedding -------------------------------------------------------------------------------
-// ids: i32 of any shape S, each in [0, V); table: [V, C]; out: S + [C] (e.g. ids [B, T],
-// out [B, T, C]). An id out of range is INVALID_ARGUMENT, raised before anything is written.
+// ids: i32 of any shape S, each in [0, V) or negative; table: [V, C]; out: S + [C] (e.g.
+// ids [B, T], out [B, T, C]). A negative id means "no row" (a vocab-parallel embedding maps
+// ids outside its slice to -1): forward writes zeros, backward adds nothing. An id >= V is
+// INVALID_ARGUMENT, raised before anything is written.
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);  // dtable +=
 
@@ -145,6 +169,9 @@ struct OpTable {
   DT_OP_ENTRY(attention_backward)
   DT_OP_ENTRY(cross_entropy_forward)
   DT_OP_ENTRY(cross_entropy_backward)
+  DT_OP_ENTRY(cross_entropy_shard_max)
+  DT_OP_ENTRY(cross_entropy_shard_forward)
+  DT_OP_ENTRY(cross_entropy_shard_backward)
   DT_OP_ENTRY(embedding_forward)
   DT_OP_ENTRY(embedding_backward)
   DT_OP_ENTRY(adamw_update)

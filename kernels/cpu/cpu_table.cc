@@ -35,6 +35,9 @@ const OpTable& cpu_op_table() {
     t.attention_backward = cpu::attention_backward;
     t.cross_entropy_forward = cpu::cross_entropy_forward;
     t.cross_entropy_backward = cpu::cross_entropy_backward;
+    t.cross_entropy_shard_max = cpu::cross_entropy_shard_max;
+    t.cross_entropy_shard_forward = cpu::cross_entropy_shard_forward;
+    t.cross_entropy_shard_backward = cpu::cross_entropy_shard_backward;
     t.adamw_update = cpu::adamw_update;
     t.sgd_update = cpu::sgd_update;
     t.reduce = cpu::reduce;

@@ -36,6 +36,11 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int32_t ignore_index, Tensor& losses);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
                             int32_t ignore_index, Tensor& dlogits);
+void cross_entropy_shard_max(const Tensor& logits, int64_t valid, Tensor& row_max);
+void cross_entropy_shard_forward(const Tensor& logits, const Tensor& targets, int64_t vocab_begin, int64_t valid,
+                                 int32_t ignore_index, const Tensor& row_max, Tensor& partial);
+void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, int64_t vocab_begin, int64_t valid,
+                                  int32_t ignore_index, const Tensor& lse, const Tensor& dlosses, Tensor& dlogits);
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);

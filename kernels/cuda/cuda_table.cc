@@ -33,6 +33,9 @@ const OpTable& cuda_op_table() {
     t.attention_backward = attention_backward;
     t.cross_entropy_forward = cross_entropy_forward;
     t.cross_entropy_backward = cross_entropy_backward;
+    t.cross_entropy_shard_max = cross_entropy_shard_max;
+    t.cross_entropy_shard_forward = cross_entropy_shard_forward;
+    t.cross_entropy_shard_backward = cross_entropy_shard_backward;
     t.adamw_update = adamw_update;
     t.sgd_update = sgd_update;
     t.reduce = reduce;

@@ -1,9 +1,10 @@
 // Embedding on CUDA. Forward gathers rows. Backward sums the rows of dout that share an id
 // in row order, in f32, and adds each sum into dtable once, as the CPU does: the ids are
 // grouped on the host (they are small: one per token), so the result is deterministic and
-// matches the CPU without atomics. Bad ids are rejected before anything is written.
+// matches the CPU without atomics. A negative id is "no row": a zero row forward, no
+// gradient backward. Ids >= V are rejected before anything is written.
 #include <algorithm>
-#include <numeric>
+#include <limits>
 #include <vector>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -12,11 +13,11 @@ namespace dt::kernels::cuda {
 namespace {
 
 void check_ids(const char* op, const Tensor& ids, int64_t v) {
-  BadIndex bad = find_bad_index(ids.device(), ptr<int32_t>(ids), ids.numel(), 0, static_cast<int32_t>(v),
-                                /*allowed=*/0);  // 0 is in range anyway: nothing is exempt
+  BadIndex bad = find_bad_index(ids.device(), ptr<int32_t>(ids), ids.numel(), std::numeric_limits<int32_t>::min(),
+                                static_cast<int32_t>(v), /*allowed=*/0);  // 0 is in range anyway: nothing is exempt
   if (bad.pos < 0) return;
   invalid(std::string(op) + ": ids row " + std::to_string(bad.pos) + " holds id " + std::to_string(bad.value) +
-          ", out of range; accepted: [0, " + std::to_string(v) + "), the rows of the table");
+          ", out of range; accepted: [0, " + std::to_string(v) + "), the rows of the table, or < 0 for no row");
 }
 
 template <class T> struct Gather {
@@ -24,7 +25,10 @@ template <class T> struct Gather {
   const T* table;
   T* out;
   int64_t c;
-  __device__ void operator()(int64_t i) const { out[i] = table[static_cast<int64_t>(ids[i / c]) * c + i % c]; }
+  __device__ void operator()(int64_t i) const {
+    int32_t id = ids[i / c];
+    out[i] = id >= 0 ? table[static_cast<int64_t>(id) * c + i % c] : st<T>(0.0f);
+  }
 };
 
 // grid (groups, column blocks): group g's rows order[starts[g] .. starts[g+1]) share one id.
@@ -56,19 +60,22 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   check_ids("embedding_backward", ids, v);
   std::vector<int32_t> id(n);
   gpu::copy_to_host(ids.device().index, id.data(), ids.raw(), n * sizeof(int32_t));
-  std::vector<int64_t> order(n), starts;
-  std::iota(order.begin(), order.end(), int64_t{0});
+  std::vector<int64_t> order, starts;  // rows with an id (>= 0): negative ids add nothing
+  for (int64_t i = 0; i < n; ++i)
+    if (id[i] >= 0) order.push_back(i);
+  int64_t kept = static_cast<int64_t>(order.size());
+  if (kept == 0) return;  // nothing to add, and a grid of no blocks is a launch error
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return id[a] < id[b]; });
   std::vector<int32_t> group_id;
-  for (int64_t k = 0; k < n; ++k)
+  for (int64_t k = 0; k < kept; ++k)
     if (k == 0 || id[order[k]] != id[order[k - 1]]) {
       starts.push_back(k);
       group_id.push_back(id[order[k]]);
     }
-  starts.push_back(n);
+  starts.push_back(kept);
   int64_t groups = static_cast<int64_t>(group_id.size());
   Device d = dtable.device();
-  Tensor order_d = Tensor::uninit({n}, DType::I64, d), starts_d = Tensor::uninit({groups + 1}, DType::I64, d);
+  Tensor order_d = Tensor::uninit({kept}, DType::I64, d), starts_d = Tensor::uninit({groups + 1}, DType::I64, d);
   Tensor gid_d = Tensor::uninit({groups}, DType::I32, d);
   gpu::copy_to_device(d.index, order_d.raw(), order.data(), order_d.nbytes());
   gpu::copy_to_device(d.index, starts_d.raw(), starts.data(), starts_d.nbytes());

@@ -1,5 +1,6 @@
 // embedding: validation and dispatch. ids may have any shape S (e.g. [R] or [B, T]); out and
-// dout are then S + [C]. Whether each id lies in [0, V) is data, checked by the backend.
+// dout are then S + [C]. Whether each id is below V is data, checked by the backend (a
+// negative id is "no row", see ops.h).
 #include "kernels/check.h"
 
 namespace dt::kernels {

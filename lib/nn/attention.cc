@@ -45,8 +45,7 @@ Tensor rows_of(const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.s
 const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Acts& a) {
   const int64_t B = bt.at(0), T = bt.at(1), D = head_dim;
   a.x = x;
-  a.xw = gather_tokens(cfg.tp, x, {B, T, cfg.d_model}, a.xw);
-  Tensor x2 = flat2d(a.xw);
+  const Tensor x2 = flat2d(gather_tokens(cfg.tp, x, {B, T, cfg.d_model}));
   Split s = split_of(hq, hkv, D);
   Tensor* dst[3] = {&a.q, &a.k, &a.v};
   for (int i = 0; i < 3; ++i) {
@@ -68,7 +67,7 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Act
 }
 
 void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
-  const int64_t B = a.xw.dim(0), T = a.xw.dim(1), D = head_dim;
+  const int64_t B = a.out.dim(0), T = a.out.dim(1), D = head_dim;
   ensure(a.dout, a.out.shape(), a.out.dtype());
   Tensor dout2 = a.dout.reshape({B * T, hq * D});
   proj.backward(a.out.reshape({B * T, hq * D}), flat2d(dy), dout2);
@@ -81,8 +80,10 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
     rope_backward(a.dk, cfg.rope_base);
   }
   // dx = dq Wq + dk Wk + dv Wv over the whole tokens; each rank's is its heads' share.
-  Tensor& part = partial_buffer(cfg.tp, a.xw.shape(), a.xw.dtype(), dx, a.dxw);
-  Tensor x2 = flat2d(a.xw), dx2 = flat2d(part);
+  // Under SP the input is gathered again (proj's backward has used the gathered buffer).
+  const Tensor x2 = flat2d(gather_tokens(cfg.tp, a.x, {B, T, cfg.d_model}));
+  Tensor& part = partial_buffer(cfg.tp, {B, T, cfg.d_model}, a.x.dtype(), dx);
+  Tensor dx2 = flat2d(part);
   Split s = split_of(hq, hkv, D);
   const Tensor* src[3] = {&a.dq, &a.dk, &a.dv};
   for (int i = 0; i < 3; ++i) {

@@ -30,9 +30,8 @@ class CausalSelfAttention : public Module {
  public:
   struct Acts {
     Tensor x;                       // input as given (under SP this rank's tokens), shared
-    Tensor xw;                      // the input, whole [B, T, C] (x itself unless SP)
     Tensor q, k, v, out, lse, y;    // q, k after RoPE; out [B, T, Hq, D]; y [B*T, C]
-    Tensor dout, dq, dk, dv, dxw;   // backward scratch
+    Tensor dout, dq, dk, dv;        // backward scratch
   };
   CausalSelfAttention(const std::string& name, const AttentionConfig& cfg, uint64_t seed, float proj_std);
   void collect(ParamList& out) override;

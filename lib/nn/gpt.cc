@@ -14,15 +14,16 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(tp), device_(current_device()) {
+GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(std::move(tp)), device_(current_device()) {
   const GPTConfig& c = cfg_;
+  if (tp_.sp() && !tp_.buffers) tp_.buffers = std::make_shared<SpBuffers>();  // shared by every layer
   wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
   if (c.pos == PosKind::Learned)
     wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
   for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp));
+    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_));
   lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
-  for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp.sp();  // sees its rows only
+  for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp_.sp();  // sees its rows only
   if (!c.tied_embeddings)
     lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
 }
@@ -99,7 +100,8 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
 const Tensor& GPT::head(GPTActs& a) {
   ScopedDevice on(device_);
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
-  a.hw = gather_tokens(tp_, h, {a.B, a.T, cfg_.d_model}, a.hw);  // SP: every rank's rows
+  // SP: every rank's rows, kept in the micro-batch's acts (one [B T, C] per model).
+  a.hw = gather_tokens(tp_, h, {a.B, a.T, cfg_.d_model}, &a.hw);
   ensure(a.logits, {a.B, a.T, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(a.logits);
   if (lm_head_)
@@ -173,7 +175,7 @@ void GPT::backward_embed(GPTActs& a) {
   ScopedDevice on(device_);
   // SP: the tables' gradients from every rank's rows (an all-gather of the stream's
   // gradient), so they are whole on every rank like the head's.
-  const Tensor d = gather_tokens(tp_, a.dresid, {a.B, a.T, cfg_.d_model}, a.dembed);
+  const Tensor d = gather_tokens(tp_, a.dresid, {a.B, a.T, cfg_.d_model});
   wte_->backward(a.ids, d);
   if (wpe_) wpe_->backward(a.pos_ids, d);
 }

@@ -34,7 +34,7 @@ struct GPTActs {
   Tensor pos, logits;                          // [B, T, C], [B, T, V]
   Tensor hw;                                   // the head's input, whole (lnf.y unless SP)
   CrossEntropyState ce;
-  Tensor dlogits, dh, dresid, dtmp, dembed;    // backward
+  Tensor dlogits, dh, dresid, dtmp;            // backward
 };
 
 class GPT : public Module {

@@ -96,14 +96,15 @@ void MLP::collect(ParamList& list) {
   proj.collect(list);
 }
 
+// The whole-token [R, C] shape of an MLP input (this rank's rows under SP).
+Shape MLP::whole_rows(const Tensor& x) const { return {x.rows() * (tp.sp() ? tp.size() : 1), x.cols()}; }
+
 // Rows [begin, end) of a weight (dim 0) or a bias; undefined stays undefined.
 static Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) { return t.defined() ? t.slice0(begin, end) : t; }
 
 const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
   a.x = x_in;
-  const Tensor x2 = flat2d(x_in);
-  a.xw = gather_tokens(tp, x2, {x2.rows() * (tp.sp() ? tp.size() : 1), x2.cols()}, a.xw);
-  const Tensor& x = a.xw;
+  const Tensor x = gather_tokens(tp, flat2d(x_in), whole_rows(a.x));
   const int64_t R = x.rows();
   const DType dt = x.dtype();
   if (act == Act::GELU) {
@@ -124,18 +125,20 @@ const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
 }
 
 void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
-  const int64_t R = a.xw.rows();
-  const DType dt = a.xw.dtype();
+  const Shape whole = whole_rows(a.x);
+  const int64_t R = whole[0];
+  const DType dt = a.x.dtype();
   ensure(a.da, {R, d_ff}, dt);
   proj.backward(a.a, flat2d(dy), a.da);
+  // Under SP the input is gathered again (proj's backward has used the gathered buffer).
+  const Tensor x = gather_tokens(tp, flat2d(a.x), whole);
   if (act == Act::GELU) {
     kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}, dt));
-    fc.backward(a.xw, a.dh, dx);
+    fc.backward(x, a.dh, dx);
     return;
   }
-  const Tensor& x = a.xw;
   // Each rank's dx is its hidden features' share: summed over tp (column parallel).
-  Tensor& part = partial_buffer(tp, x.shape(), dt, dx, a.dxw);
+  Tensor& part = partial_buffer(tp, whole, dt, dx);
   Tensor dx2 = flat2d(part);
   kernels::swiglu_backward(a.gate, a.up, a.da, ensure(a.dgate, {R, d_ff}, dt), ensure(a.dup, {R, d_ff}, dt));
   Tensor& w = fc.weight.value;

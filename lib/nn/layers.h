@@ -64,9 +64,8 @@ const char* act_name(Act a);
 class MLP : public Module {
  public:
   struct Acts {
-    Tensor x, xw, h, gate, up, a, y;  // x: the input as given; xw: whole (x unless SP); y: [R, C];
-                                      // h: fc output (GELU); gate, up (SwiGLU)
-    Tensor da, dh, dgate, dup, dxw;   // backward scratch
+    Tensor x, h, gate, up, a, y;  // x: the input as given; y: [R, C]; h: fc output (GELU); gate, up (SwiGLU)
+    Tensor da, dh, dgate, dup;    // backward scratch
   };
   MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std,
       DType dtype = DType::F32, TpGroup tp = {});
@@ -79,6 +78,9 @@ class MLP : public Module {
   TpGroup tp;
   ColumnParallelLinear fc;
   RowParallelLinear proj;
+
+ private:
+  Shape whole_rows(const Tensor& x) const;
 };
 
 }  // namespace dt::nn

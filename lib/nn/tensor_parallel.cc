@@ -119,9 +119,10 @@ int64_t share_rows(const TpGroup& tp, int64_t rows) {
 }
 }  // namespace
 
-Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor& buf) {
+Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor* into) {
   if (!tp.sp()) return local.reshape(whole);
-  ensure(buf, whole, local.dtype());
+  DT_ASSERT(into || tp.buffers);
+  Tensor& buf = ensure(into ? *into : tp.buffers->gathered, whole, local.dtype());
   DT_CHECK(buf.numel() == local.numel() * tp.size(), "gather_tokens: " + shape_str(local.shape()) +
                                                          " is not one of " + std::to_string(tp.size()) +
                                                          " shares of " + shape_str(whole));
@@ -129,7 +130,7 @@ Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole,
   return buf;
 }
 
-Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out, Tensor& scratch) {
+Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out) {
   if (!tp.sp()) {
     // The caller's buffer may view the same elements in another shape ([B, T, C] or
     // [B T, C]): keep it rather than reallocate every call.
@@ -142,7 +143,8 @@ Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tenso
   if (mine.size() == 3) mine = {whole[0] * whole[1], whole[2]};  // [B, T, C]: a share is rows of [B T, C]
   mine[0] = share_rows(tp, mine[0]);
   ensure(out, mine, dtype);
-  return ensure(scratch, whole, dtype);
+  DT_ASSERT(tp.buffers);
+  return ensure(tp.buffers->partial, whole, dtype);
 }
 
 void sum_partial(const TpGroup& tp, Tensor& partial, Tensor& out) {
@@ -187,7 +189,7 @@ void ColumnParallelLinear::forward(const Tensor& x, Tensor& y) {
 
 void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   // Each rank's dx is the part its output features contribute: summed over tp.
-  Tensor& part = partial_buffer(tp, {x.rows(), in}, x.dtype(), dx, partial_);
+  Tensor& part = partial_buffer(tp, {x.rows(), in}, x.dtype(), dx);
   Tensor part2 = flat2d(part);
   linear_backward(flat2d(dy), flat2d(x), weight.value, part2, false, weight.grad, bias.grad);
   sum_partial(tp, part, dx);
@@ -209,7 +211,7 @@ void RowParallelLinear::collect(ParamList& list) {
 }
 
 void RowParallelLinear::forward(const Tensor& x, Tensor& y) {
-  Tensor& part = partial_buffer(tp, {x.rows(), out}, x.dtype(), y, whole_);
+  Tensor& part = partial_buffer(tp, {x.rows(), out}, x.dtype(), y);
   linear_forward(flat2d(x), weight.value, Tensor(), part);  // this rank's partial sum
   sum_partial(tp, part, y);
   if (bias.value.defined()) kernels::bias_add(y, bias.value);  // once, after the sum
@@ -219,7 +221,7 @@ void RowParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) 
   Tensor dx2 = dx.defined() ? flat2d(dx) : Tensor();
   // dy (gathered under SP) is whole on every rank, so the bias gradient is the same
   // everywhere: no collective.
-  const Tensor dyw = gather_tokens(tp, flat2d(dy), {x.rows(), out}, whole_);
+  const Tensor dyw = gather_tokens(tp, flat2d(dy), {x.rows(), out});
   linear_backward(dyw, flat2d(x), weight.value, dx2, false, weight.grad, bias.grad);
 }
 

@@ -23,13 +23,17 @@
 // stream; splitting the flattened rows is the same idea without requiring T % N == 0).
 // Entering a region all-gathers the tokens (gather_tokens) and leaving it reduce-scatters
 // them (sum_partial), in place of the identity and the all-reduce: an all-gather and a
-// reduce-scatter move what one all-reduce moves, and the norm-region activations are 1/N.
-// The norms' parameters then see only this rank's tokens: their gradients are partial sums
-// (Parameter::grad_partial_over_tp) that the TP strategy sums over tp after backward.
+// reduce-scatter move what one all-reduce moves. The whole-token tensors live in buffers
+// the group's layers share (SpBuffers) and are never kept for backward, which gathers a
+// region's input again (as Megatron does), so the activations a block keeps outside its
+// split internals are 1/N. The norms' parameters see only this rank's tokens: their
+// gradients are partial sums (Parameter::grad_partial_over_tp) that the TP strategy sums
+// over tp after backward.
 //
 // Initialization: a rank's weight is exactly its part of the single-rank weight (the same
 // name, seed and counter-based draws), so tp = N starts bitwise where tp = 1 starts.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -37,10 +41,20 @@
 
 namespace dt::nn {
 
+// Sequence parallelism's whole-token scratch, one per model (shared by its layers): a
+// gathered input or output gradient, and a partial sum before its reduce-scatter. Each is
+// valid from the call that fills it until the next such call on the group.
+struct SpBuffers {
+  Tensor gathered, partial;
+};
+
 // The group a layer splits over; comm null: tp = 1 (the layer is the plain one).
 struct TpGroup {
+  TpGroup() = default;
+  explicit TpGroup(comm::Communicator* c, bool sp = false) : comm(c), sequence_parallel(sp) {}
   comm::Communicator* comm = nullptr;
   bool sequence_parallel = false;  // the stream outside the regions split over tokens (above)
+  std::shared_ptr<SpBuffers> buffers;  // made by the model under SP (nn::GPT)
   bool sp() const { return sequence_parallel && size() > 1; }
   int size() const { return comm ? comm->size() : 1; }
   int rank() const { return comm ? comm->rank() : 0; }
@@ -57,15 +71,17 @@ void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, 
 // Sums t over the group, in place (identity for tp = 1).
 void all_reduce_sum(const TpGroup& tp, Tensor& t);
 
-// Entering a region: the region's input, whole. SP: the all-gather of every rank's token
-// rows of `local` into buf (ensured to `whole`, of B T = rows x N); otherwise local itself.
-Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor& buf);
+// Entering a region: the region's input, whole, shaped `whole` (B T = rows x N). SP: the
+// all-gather of every rank's token rows of `local` into buffers->gathered (valid until the
+// next gather on the group), or into *into when given (a buffer the caller keeps);
+// otherwise local itself.
+Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole, Tensor* into = nullptr);
 // Leaving a region (forward) or entering it (backward): each rank has a partial sum of a
 // whole-token result that `out` gets the sum of. partial_buffer gives where to write the
-// partial: `out` itself (ensured to `whole`) unless SP, then `scratch` (ensured to `whole`,
-// with out ensured to this rank's rows). sum_partial then sums: an all-reduce in place, or
-// under SP a reduce-scatter of the token rows into out.
-Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out, Tensor& scratch);
+// partial: `out` itself (ensured to `whole`, or kept when it holds as many elements) unless
+// SP, then buffers->partial (with out ensured to this rank's rows). sum_partial then sums:
+// an all-reduce in place, or under SP a reduce-scatter of the token rows into out.
+Tensor& partial_buffer(const TpGroup& tp, const Shape& whole, DType dtype, Tensor& out);
 void sum_partial(const TpGroup& tp, Tensor& partial, Tensor& out);
 // This rank's token rows of a whole [R, ...] tensor (a view; the whole itself unless SP).
 Tensor local_tokens(const TpGroup& tp, const Tensor& whole);
@@ -76,8 +92,8 @@ class ColumnParallelLinear : public Module {
   ColumnParallelLinear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std,
                        DType dtype, TpGroup tp, std::vector<int64_t> segments = {});
   void collect(ParamList& out) override;
-  // x: [R, in], whole (under SP the caller gathers it: gather_tokens) -> y: [R, out / tp],
-  // this rank's features.
+  // x: [R, in], whole (under SP the caller gathers it: gather_tokens, and gathers it again
+  // for backward) -> y: [R, out / tp], this rank's features.
   void forward(const Tensor& x, Tensor& y);
   // dy: [R, out / tp]; dx overwritten with the summed gradient of the input: [R, in], or
   // under SP this rank's tokens [R / tp, in].
@@ -85,9 +101,6 @@ class ColumnParallelLinear : public Module {
   int64_t in, out, out_local;
   TpGroup tp;
   Parameter weight, bias;  // [out / tp, in], [out / tp]: split(dim=0, tp)
-
- private:
-  Tensor partial_;  // SP backward: the whole-token dx before its reduce-scatter
 };
 
 class RowParallelLinear : public Module {
@@ -105,9 +118,6 @@ class RowParallelLinear : public Module {
   int64_t in, out, in_local;
   TpGroup tp;
   Parameter weight, bias;  // [out, in / tp]: split(dim=1, tp); [out]: replicated
-
- private:
-  Tensor whole_;  // SP: the whole-token partial output (forward) or gathered dy (backward)
 };
 
 }  // namespace dt::nn

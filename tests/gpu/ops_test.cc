@@ -174,16 +174,41 @@ TEST_P(GpuOps, CrossEntropyAndEmbedding) {
   expect_invalid([&] { kernels::cross_entropy_forward(glog, bad, -100, glosses); }, "targets[1] is 500");
   EXPECT_EQ(to_f64(on_cpu(glosses)), before);
 
-  Tensor table = rnd({V, C}, "table"), ids = from_ints({5, 7, 5, 499, 0, 7, 5}, {7});
+  Tensor table = rnd({V, C}, "table"), ids = from_ints({5, 7, -1, 499, 0, 7, 5}, {7});  // -1: no row
   Tensor out = Tensor::zeros({7, C}, dt()), gout = gpu_zeros_like(out), gtable = on_gpu(table), gids = on_gpu(ids);
   kernels::embedding_forward(ids, table, out), kernels::embedding_forward(gids, gtable, gout);
   expect_matches(gout, out, dt(), "embedding forward", 0.0);
   Tensor dout = rnd({7, C}, "dout"), dtable = rnd({V, C}, "dtable0"), gdtable = on_gpu(dtable);
   kernels::embedding_backward(ids, dout, dtable), kernels::embedding_backward(gids, on_gpu(dout), gdtable);
   expect_matches(gdtable, dtable, dt(), "embedding dtable (accumulated)");
-  expect_invalid([&] { kernels::embedding_forward(on_gpu(from_ints({1, -1}, {2})), gtable, gout); }, "holds id -1");
+  expect_invalid([&] { kernels::embedding_forward(on_gpu(from_ints({-1, 500}, {2})), gtable, gout); }, "holds id 500");
   expect_invalid([&] { kernels::embedding_backward(on_gpu(from_ints({1, 500}, {2})), on_gpu(dout.slice0(0, 2)), gdtable); },
                  "holds id 500");
+}
+
+// The vocab-parallel cross-entropy ops on one padded shard: columns 0..12 hold vocabulary
+// ids 40..52; targets before, in and after the shard, and ignored.
+TEST_P(GpuOps, CrossEntropyShard) {
+  DT_REQUIRE_GPU();
+  const int64_t R = 9, Vs = 16, valid = 13, begin = 40;
+  Tensor logits = rnd({R, Vs}, "logits", 3.0f), tg = from_ints({41, 3, -100, 52, 53, 40, 1000, -100, 45}, {R});
+  Tensor glog = on_gpu(logits), gtg = on_gpu(tg);
+  Tensor m = Tensor::zeros({R}, DType::F32), gm = gpu_zeros_like(m);
+  kernels::cross_entropy_shard_max(logits, valid, m), kernels::cross_entropy_shard_max(glog, valid, gm);
+  expect_matches(gm, m, DType::F32, "cross_entropy_shard_max", 0.0);
+  Tensor p = Tensor::zeros({R, 2}, DType::F32), gp = gpu_zeros_like(p);
+  kernels::cross_entropy_shard_forward(logits, tg, begin, valid, -100, m, p);
+  kernels::cross_entropy_shard_forward(glog, gtg, begin, valid, -100, gm, gp);
+  expect_matches(gp, p, DType::F32, "cross_entropy_shard_forward");
+  Tensor lse = randn({R}, DType::F32, 3, "lse"), dl = randn({R}, DType::F32, 3, "dl");
+  Tensor d = Tensor::zeros(logits.shape(), dt()), gd = on_gpu(rnd({R, Vs}, "garbage"));  // overwritten
+  kernels::cross_entropy_shard_backward(logits, tg, begin, valid, -100, lse, dl, d);
+  kernels::cross_entropy_shard_backward(glog, gtg, begin, valid, -100, on_gpu(lse), on_gpu(dl), gd);
+  expect_matches(gd, d, dt(), "cross_entropy_shard_backward");
+  Tensor bad = on_gpu(from_ints({41, -3, 0, 0, 0, 0, 0, 0, 0}, {R}));
+  std::vector<double> before = to_f64(on_cpu(gp));
+  expect_invalid([&] { kernels::cross_entropy_shard_forward(glog, bad, begin, valid, -100, gm, gp); }, "targets[1] is -3");
+  EXPECT_EQ(to_f64(on_cpu(gp)), before);
 }
 
 TEST_P(GpuOps, OptimizersWithMixedPrecisionCopies) {

@@ -7,8 +7,9 @@
 // its part of the single-rank weights, the blocks cost 2 all-reduces forward and 2 backward
 // of B*T*d_model values each, and head counts that do not split are named errors. With
 // sequence parallelism: the same agreement, all-gathers and reduce-scatters of the same
-// wire bytes in place of the all-reduces (plus the head's gathers), and the norm-region
-// activations per rank exactly 1/tp of tensor parallelism alone.
+// wire bytes in place of the all-reduces (plus backward's gathers of the regions' inputs
+// and the head's), and the norm-region activations per rank exactly 1/tp of tensor
+// parallelism alone.
 #include <cstdio>
 #include <cmath>
 
@@ -100,9 +101,10 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false) {
           << ps[k]->name << " (" << ps[k]->spec.str() << ") " << what << " rank " << rank;
     }
     // Per block: attention and MLP, one all-reduce each forward and backward, of S = B*T*d
-    // values; under SP an all-gather and a reduce-scatter in place of each, the same wire
-    // bytes (2 (n-1)/n S), plus the head's all-gather of its input and the embedding's of
-    // its gradient.
+    // values, 2 (n-1)/n S on the wire. Under SP an all-gather and a reduce-scatter in place
+    // of each ((n-1)/n S each: the same wire bytes), plus backward's all-gather of each
+    // region's input again (Megatron's choice: memory over traffic), the head's all-gather
+    // of its input and the embedding's of its gradient.
     const int64_t S = kB * kT * c.d_model * static_cast<int64_t>(dtype_size(dtype)), L = c.n_layer;
     const int64_t ring = 2 * (tp - 1) * S / tp;
     if (!sp) {
@@ -111,11 +113,11 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false) {
       EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, 4 * L * ring);
     } else {
       EXPECT_EQ(ar.calls - ar0.calls, 0);
-      EXPECT_EQ(ag.calls - ag0.calls, 4 * L + 2);
+      EXPECT_EQ(ag.calls - ag0.calls, 6 * L + 2);
       EXPECT_EQ(rs.calls - rs0.calls, 4 * L);
-      EXPECT_EQ(ag.bytes - ag0.bytes, (4 * L + 2) * S / tp);  // each rank's piece
+      EXPECT_EQ(ag.bytes - ag0.bytes, (6 * L + 2) * S / tp);  // each rank's piece
       EXPECT_EQ(rs.bytes - rs0.bytes, 4 * L * S);             // each rank's whole partial
-      EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (4 * L + 1) * ring);
+      EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (5 * L + 1) * ring);
     }
     if (rank == 0) norm_bytes = norm_region_bytes(a);
   });

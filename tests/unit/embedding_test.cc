@@ -1,3 +1,5 @@
+#include <limits>
+
 #include "kernels/ops.h"
 #include "unit/test_util.h"
 
@@ -90,7 +92,7 @@ TEST(Embedding, BitwiseSameWithOneAndTwoThreads) {
 
 TEST(Embedding, OutOfRangeIdIsRejectedBeforeAnyWrite) {
   Tensor table = test::randn({10, 4}, DType::F32, 5, "table"), dout = test::randn({6, 4}, DType::F32, 5, "dout");
-  for (int32_t bad : {12, 10, -1}) {
+  for (int32_t bad : {12, 10, std::numeric_limits<int32_t>::max()}) {
     Tensor ids = test::from_ints({1, 2, 3, 4, bad, 5}, {6});
     Tensor out = test::randn({6, 4}, DType::F32, 6, "out"), dtable = test::randn({10, 4}, DType::F32, 6, "dt");
     Tensor out0 = test::converted(out, DType::F32), dtable0 = test::converted(dtable, DType::F32);
@@ -101,6 +103,78 @@ TEST(Embedding, OutOfRangeIdIsRejectedBeforeAnyWrite) {
     EXPECT_TRUE(test::same_bits(out, out0));
     EXPECT_TRUE(test::same_bits(dtable, dtable0));
   }
+}
+
+// A negative id is "no row" (a vocab-parallel embedding's ids owned by other ranks):
+// a zero row forward whatever out held, nothing added to dtable backward.
+TEST(Embedding, NegativeIdsGiveZeroRowsAndNoGradient) {
+  std::vector<int32_t> idv = {3, -1, 9, -7, 3, std::numeric_limits<int32_t>::min(), 0};
+  std::vector<int32_t> kept = {3, 9, 3, 0};  // the rows with an id, in order
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    Tensor ids = test::from_ints(idv, {7}), table = test::randn({10, 6}, t, 7, "table");
+    Tensor out = test::randn({7, 6}, t, 7, "out");  // overwritten, padding rows too
+    kernels::embedding_forward(ids, table, out);
+    Vec got = test::to_f64(out), tab = test::to_f64(table);
+    for (int64_t r = 0; r < 7; ++r)
+      for (int64_t j = 0; j < 6; ++j)
+        EXPECT_EQ(got[r * 6 + j], idv[r] < 0 ? 0.0 : tab[idv[r] * 6 + j]) << dtype_name(t) << " [" << r << ", " << j << "]";
+    // Backward equals backward over the rows that have an id, bit for bit.
+    Tensor dout = test::randn({7, 6}, t, 8, "dout"), dtable = test::randn({10, 6}, t, 8, "dtable");
+    Vec dv = test::to_f64(dout);
+    std::vector<float> dkept;
+    for (int64_t r = 0; r < 7; ++r)
+      if (idv[r] >= 0) dkept.insert(dkept.end(), dv.begin() + r * 6, dv.begin() + (r + 1) * 6);
+    Tensor want = test::converted(dtable, t);
+    kernels::embedding_backward(test::from_ints(kept, {4}), test::from_vec(dkept, {4, 6}, t), want);
+    kernels::embedding_backward(ids, dout, dtable);
+    EXPECT_TRUE(test::same_bits(dtable, want)) << dtype_name(t) << " dtable";
+  }
+}
+
+TEST(Embedding, AllIdsNegativeWritesZerosAndAddsNothing) {
+  Tensor ids = test::from_ints({-1, -2, -1}, {3}), table = test::randn({4, 5}, DType::F32, 9, "table");
+  Tensor out = test::randn({3, 5}, DType::F32, 9, "out"), dtable = test::randn({4, 5}, DType::F32, 9, "dt");
+  Tensor dtable0 = test::converted(dtable, DType::F32);
+  kernels::embedding_forward(ids, table, out);
+  for (double v : test::to_f64(out)) EXPECT_EQ(v, 0.0);
+  kernels::embedding_backward(ids, test::randn({3, 5}, DType::F32, 9, "dout"), dtable);
+  EXPECT_TRUE(test::same_bits(dtable, dtable0));
+}
+
+TEST(Embedding, NegativeIdsBitwiseSameWithOneAndTwoThreads) {
+  std::vector<int32_t> idv = random_ids(2000, 60, 10);
+  for (auto& id : idv) id = id >= 50 ? -1 : id;  // a sixth of the rows belong to no one here
+  Tensor ids = test::from_ints(idv, {2000}), dout = test::randn({2000, 64}, DType::BF16, 10, "d");
+  Tensor table = test::randn({50, 64}, DType::BF16, 10, "table");
+  auto run = [&] {
+    std::vector<Tensor> r = {test::randn({2000, 64}, DType::BF16, 11, "o"), test::converted(table, DType::BF16)};
+    kernels::embedding_forward(ids, table, r[0]);
+    kernels::embedding_backward(ids, dout, r[1]);
+    return r;
+  };
+  std::vector<Tensor> one, two;
+  {
+    test::KernelThreads k(1);
+    one = run();
+  }
+  {
+    test::KernelThreads k(2);
+    two = run();
+  }
+  EXPECT_TRUE(test::same_bits(one[0], two[0])) << "out";
+  EXPECT_TRUE(test::same_bits(one[1], two[1])) << "dtable";
+}
+
+TEST(Embedding, IdAtOrPastVIsRejectedAmongNegativeIds) {
+  Tensor table = test::randn({10, 4}, DType::F32, 12, "table"), dout = test::randn({3, 4}, DType::F32, 12, "dout");
+  Tensor ids = test::from_ints({-1, 2, 10}, {3});
+  Tensor out = test::randn({3, 4}, DType::F32, 12, "out"), dtable = test::randn({10, 4}, DType::F32, 12, "dt");
+  Tensor out0 = test::converted(out, DType::F32), dtable0 = test::converted(dtable, DType::F32);
+  const std::string what = "ids row 2 holds id 10, out of range; accepted: [0, 10), the rows of the table, or < 0";
+  test::expect_invalid([&] { kernels::embedding_forward(ids, table, out); }, "embedding_forward: " + what);
+  test::expect_invalid([&] { kernels::embedding_backward(ids, dout, dtable); }, "embedding_backward: " + what);
+  EXPECT_TRUE(test::same_bits(out, out0));  // the zero row of id -1 was not written either
+  EXPECT_TRUE(test::same_bits(dtable, dtable0));
 }
 
 TEST(Embedding, RejectsBadArguments) {
