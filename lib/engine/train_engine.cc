@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/trace.h"
 #include "io/model_config.h"
+#include "kernels/ops.h"
 #include "nn/loss.h"
 #include "optim/clip.h"
 
@@ -219,13 +220,21 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
   // The schedule is a function of the update count, which checkpoints restore.
   st.lr = opt_cfg_.schedule.lr(opt_->steps());
   st.loss_scale = loss_scale;
-  // Each strategy sums what its ranks hold of the squared norm (ZeRO: the shards over dp);
-  // every rank then has the same norm and takes the same clip and skip decisions.
-  optim::SquaredSumReducer reduce = [&](double& sq) {
-    for (auto& s : strategies_) s->sum_squared_norm(ps, sq);
+  // Each strategy sums what its ranks hold of the squared norm (ZeRO: the shards over dp;
+  // TP: the split parts over tp); every rank then has the same norm and takes the same
+  // clip and skip decisions.
+  auto grad_norm = [&] {
+    parallel::SquaredNorm sq;
+    bool local = false;
+    for (auto& s : strategies_) local = local || s->local_squared_norm(sq);
+    if (!local)
+      for (const nn::Parameter* p : ps)
+        (p->spec.replicated() ? sq.replicated : sq.split) += kernels::sum_squares(p->grad);
+    for (auto& s : strategies_) s->sum_squared_norm(sq);
+    return std::sqrt(sq.total());
   };
   if (!scaler_) {
-    st.grad_norm = optim::global_grad_norm(ps, reduce);
+    st.grad_norm = grad_norm();
     const float clip = opt_cfg_.max_grad_norm > 0 ? optim::clip_coefficient(st.grad_norm, opt_cfg_.max_grad_norm) : 1.0f;
     opt_->set_lr(st.lr);
     opt_->step(clip);
@@ -233,7 +242,7 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
     return;
   }
   // One pass: the scaled norm is non-finite exactly when some gradient overflowed.
-  const double scaled = optim::global_grad_norm(ps, reduce);
+  const double scaled = grad_norm();
   optim::DynamicLossScaler::Decision d{};
   try {
     d = scaler_->update(!std::isfinite(scaled));
@@ -300,6 +309,23 @@ std::vector<io::CheckpointTensor> TrainEngine::state_tensors() {
   return out;
 }
 
+std::vector<io::CheckpointTensor> TrainEngine::load_targets() {
+  if (!sharded_state_) return state_tensors();  // the live tensors themselves
+  std::vector<io::CheckpointTensor> dest = sharded_state_->load_targets(*opt_);
+  for (auto& t : scaler_tensors()) dest.push_back(t);
+  return dest;
+}
+
+void TrainEngine::finish_load() {
+  if (sharded_state_)
+    sharded_state_->finish_load(*opt_);
+  else
+    opt_->after_load();
+  // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive;
+  // the loss scaler reads its state back from its tensors, as the optimizer's step counter is.
+  if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
+}
+
 void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
   for (auto& s : strategies_) s->before_save();
   // Whatever a strategy gathered for this save alone is freed again once written.
@@ -334,19 +360,8 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
     optim::DynamicLossScaler probe = *scaler_;
     probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
   }
-  nlohmann::json meta;
-  if (sharded_state_) {
-    std::vector<io::CheckpointTensor> dest = sharded_state_->load_targets(*opt_);
-    for (auto& t : scaler_tensors()) dest.push_back(t);
-    meta = io::load_checkpoint(dir, dest, stem);
-    sharded_state_->finish_load(*opt_);
-  } else {
-    meta = io::load_checkpoint(dir, state_tensors(), stem);
-    opt_->after_load();
-  }
-  // state_tensors() holds the f32 masters of mixed precision too, so nothing to re-derive;
-  // the loss scaler reads its state back from its tensors, as the optimizer's step counter is.
-  if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
+  const nlohmann::json meta = io::load_checkpoint(dir, load_targets(), stem);
+  finish_load();
   return meta.value("extra", nlohmann::json::object());
 }
 

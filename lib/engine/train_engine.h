@@ -117,6 +117,12 @@ class TrainEngine {
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
             const std::string& stem = "checkpoint", bool write = true);
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
+  // load() in two halves, for a caller that fills the state from memory (a tp Trainer
+  // cutting its host's state into parts): the tensors to write, in the single-rank layout
+  // and named as state_tensors() names them, then finish_load() to take them in (a sharding
+  // strategy keeps its shards of them). Nothing is checked between the two.
+  std::vector<io::CheckpointTensor> load_targets();
+  void finish_load();
 
   // What train_step ("train_step") or evaluate ("evaluate") checks before any work: shapes,
   // token ids, the split over dp and micro-batches, every strategy's check_micro_batch.

@@ -31,19 +31,19 @@ std::vector<Device> rank_devices(Device model_device, size_t local) {
   return out;
 }
 
-// The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
-std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
-                                                           comm::Communicator& dp, const optim::Optimizer& prototype) {
-  if (p.zero > 0) return std::make_unique<parallel::ZeroStrategy>(engine.units(), dp, p.zero, prototype);
-  return std::make_unique<parallel::DdpStrategy>(engine.units(), dp, p.bucket_bytes);
-}
-
 // The strategies ParallelOptions configures, each with the mesh axis it divides the work over.
 std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptions& p) {
   return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}, {"tp", comm::kTp}};
 }
 
 }  // namespace
+
+std::unique_ptr<parallel::Strategy> Trainer::data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
+                                                                   comm::Communicator& dp,
+                                                                   const optim::Optimizer& prototype) {
+  if (p.zero > 0) return std::make_unique<parallel::ZeroStrategy>(engine.units(), dp, p.zero, prototype);
+  return std::make_unique<parallel::DdpStrategy>(engine.units(), dp, p.bucket_bytes);
+}
 
 Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
                  const ParallelOptions& p)

@@ -31,6 +31,7 @@
 // first local rank, each replica built here to its own.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -73,9 +74,13 @@ class Trainer {
  private:
   std::shared_ptr<comm::Mesh> mesh_;
   int dp_ = 1, zero_ = 0, tp_ = 1;
+  // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
+  static std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
+                                                                    comm::Communicator& dp,
+                                                                    const optim::Optimizer& prototype);
   // Tensor parallel (trainer_tp.cc): every local rank's replica is its part of the host
-  // model, split over tp (DDP over dp beside it); gather_model puts the parts back into the
-  // host model and optimizer; checkpoints go through the host's engine.
+  // model, split over tp (DDP or ZeRO over dp beside it); gather_model puts the parts back
+  // into the host model and optimizer; checkpoints go through the host's engine.
   void build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
                              const std::vector<Device>& devices);
   void gather_tensor_parallel();   // the replicas' parts into the host model and optimizer
@@ -84,7 +89,10 @@ class Trainer {
   optim::Optimizer* host_opt_ = nullptr;
   std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
   std::vector<comm::Communicator*> tp_comms_;  // each replica's over tp
-  std::vector<nn::ShardSpec> tp_state_specs_;  // the split of each optimizer state tensor, in state() order
+  // The split of each parameter of a replica, by name; a state tensor "<param>.<suffix>" of
+  // the parameter's shape splits as it does, anything else is replicated.
+  std::map<std::string, const nn::Parameter*> tp_params_;  // replica 0's, by name
+  nn::ShardSpec tp_spec_of(const std::string& state_name, const Shape& part_shape) const;
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);
   std::vector<nn::GPT*> models_;

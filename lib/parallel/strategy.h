@@ -30,6 +30,15 @@ namespace dt::parallel {
 
 enum class Part { Embed, Block, Head };
 
+// A squared gradient norm in two parts: over elements of parameters split across a
+// model-parallel axis (ShardSpec not replicated: each rank holds a different part) and
+// over elements of parameters every rank of that axis holds whole (the same gradient on
+// each, to be counted once).
+struct SquaredNorm {
+  double split = 0.0, replicated = 0.0;
+  double total() const { return split + replicated; }
+};
+
 // What a strategy is attached to: the model's units, in the order above.
 struct ModelUnits {
   std::vector<nn::ParamList> params;  // params[u]: unit u's parameters
@@ -52,11 +61,14 @@ class Strategy {
   // True when this strategy keeps the gradients (it zeroes them in begin_step, and the
   // engine leaves them alone).
   virtual bool owns_grads() const { return false; }
-  // sq: this rank's squared sum over the gradients of `params` (what the optimizer steps);
-  // a strategy whose ranks hold parts of them adds the other ranks' parts (ZeRO: the shards
-  // over dp; TP: the split parameters over tp, the replicated ones counted once), so that
-  // every rank ends with the whole gradient's squared norm.
-  virtual void sum_squared_norm(const nn::ParamList& params, double& sq) {}
+  // The step's squared gradient norm, in parts (SquaredNorm below). The strategy whose
+  // optimizer the engine steps over shards (ZeRO) computes this rank's parts of its own
+  // shards and returns true; otherwise the engine sums the optimizer's parameters by spec.
+  virtual bool local_squared_norm(SquaredNorm& sq) const { return false; }
+  // Then every strategy adds the other ranks' parts over its axis (ZeRO: both parts over
+  // dp; TP: the split part over tp, the replicated part being equal on every tp rank), so
+  // that every rank ends with the whole gradient's squared norm.
+  virtual void sum_squared_norm(SquaredNorm& sq) {}
 
   // Refuses (INVALID_ARGUMENT, naming `what` and what would work) a micro-batch of B
   // sequences of T tokens this strategy cannot divide; called before any work of a step.

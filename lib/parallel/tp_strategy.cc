@@ -3,12 +3,16 @@
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/tensor_copy.h"
-#include "kernels/ops.h"
 
 namespace dt::parallel {
 
-TpStrategy::TpStrategy(const ModelUnits& units, comm::Communicator& tp, Device device, bool sequence_parallel)
-    : tp_(tp), device_(device), sequence_parallel_(sequence_parallel), partial_(units.params.size()) {
+TpStrategy::TpStrategy(const ModelUnits& units, comm::Communicator& tp, Device device, bool sequence_parallel,
+                       bool fresh_grads_each_micro_batch)
+    : tp_(tp),
+      device_(device),
+      sequence_parallel_(sequence_parallel),
+      fresh_grads_(fresh_grads_each_micro_batch),
+      partial_(units.params.size()) {
   for (size_t u = 0; u < units.params.size(); ++u)
     for (nn::Parameter* p : units.params[u])
       if (p->grad_partial_over_tp) partial_[u].push_back(p);
@@ -24,9 +28,10 @@ void TpStrategy::check_micro_batch(const std::string& what, int64_t B, int64_t T
 
 void TpStrategy::after_backward(int unit, Part part, bool last) {
   // Once per step, when the unit's gradients are final: the sums are linear, so summing the
-  // accumulated micro-batches once is the same as summing each.
+  // accumulated micro-batches once is the same as summing each (summing an accumulation
+  // every micro-batch would not be). Fresh gradients each micro-batch: every time.
   const nn::ParamList& ps = partial_[static_cast<size_t>(unit)];
-  if (!last || !grads_final(part) || ps.empty()) return;
+  if (!(last || fresh_grads_) || !grads_final(part) || ps.empty()) return;
   int64_t n = 0;
   for (const nn::Parameter* p : ps) n += p->grad.numel();
   const DType dtype = ps[0]->grad.dtype();
@@ -49,13 +54,10 @@ void TpStrategy::after_backward(int unit, Part part, bool last) {
   each(false);
 }
 
-void TpStrategy::sum_squared_norm(const nn::ParamList& params, double& sq) {
-  // The replicated parameters' share, counted once: whatever sq held beyond the split
-  // parameters' parts (another strategy's sum over its own axis included) stays as it is.
-  double replicated = 0.0;
-  for (const nn::Parameter* p : params)
-    if (p->spec.replicated()) replicated += kernels::sum_squares(p->grad);
-  sq = exact_sum(tp_, sq - replicated, device_) + replicated;
+void TpStrategy::sum_squared_norm(SquaredNorm& sq) {
+  // The split parameters' parts summed over tp; the replicated ones, equal on every tp
+  // rank, counted once.
+  sq.split = exact_sum(tp_, sq.split, device_);
 }
 
 }  // namespace dt::parallel

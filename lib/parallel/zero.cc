@@ -233,6 +233,20 @@ void ZeroSharding::finish_grads() {
   reducing_.clear();
 }
 
+void ZeroSharding::squared_grad_norm(double& split, double& replicated) const {
+  split = replicated = 0.0;
+  for (size_t k = 0; k < units_.size(); ++k) {
+    const Unit& u = *units_[k];
+    const Tensor& g = shards_[k].grad;  // [shard]: elements [lo, hi) of the flat buffer
+    const int64_t lo = dp_.rank() * u.shard, hi = lo + u.shard;
+    for (size_t j = 0; j < u.params.size(); ++j) {
+      const int64_t b = std::max(lo, u.offsets[j]), e = std::min(hi, u.offsets[j] + u.params[j]->numel());
+      if (b >= e) continue;  // this parameter lies outside the shard
+      (u.params[j]->spec.replicated() ? replicated : split) += kernels::sum_squares(g.slice0(b - lo, e - lo));
+    }
+  }
+}
+
 void ZeroSharding::after_step() {
   if (stage_ == 3) return;  // the next forward gathers the shards it needs
   for (auto& u : units_) {

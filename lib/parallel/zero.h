@@ -66,6 +66,10 @@ class ZeroSharding {
   void reduce_grads(int unit);      // its grads are final for this micro-batch: reduce-scatter
   void finish_grads();              // waits for every reduction; the shard grads hold sums
   void after_step();                // stage 1/2: the updated shards all-gathered into the values
+  // This rank's shard gradients' squared sum (after finish_grads), in two parts by the
+  // parameters' specs: elements of parameters split over a model-parallel axis (tensor
+  // parallel parts), and of replicated ones.
+  void squared_grad_norm(double& split, double& replicated) const;
 
   // Every unit's values whole and kept (generation, evaluation, save) until begin_step or
   // release_all.

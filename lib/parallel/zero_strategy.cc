@@ -50,6 +50,16 @@ void ZeroStrategy::after_backward(int unit, Part part, bool last) {
   if (part != Part::Embed) zero_->release_values(unit);  // unit 0's went after the head
 }
 
+bool ZeroStrategy::local_squared_norm(SquaredNorm& sq) const {
+  zero_->squared_grad_norm(sq.split, sq.replicated);
+  return true;
+}
+
+void ZeroStrategy::sum_squared_norm(SquaredNorm& sq) {
+  sq.split = exact_sum(dp_, sq.split, device_);
+  sq.replicated = exact_sum(dp_, sq.replicated, device_);
+}
+
 void ZeroStrategy::after_save() {
   if (release_after_save_) zero_->release_all();  // gathered for this save alone
   release_after_save_ = false;

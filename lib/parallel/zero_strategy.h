@@ -24,7 +24,8 @@ class ZeroStrategy final : public Strategy {
   comm::Communicator* batch_group() override { return &dp_; }
   optim::Optimizer* optimizer() override { return opt_.get(); }
   bool owns_grads() const override { return true; }
-  void sum_squared_norm(const nn::ParamList&, double& sq) override { sq = exact_sum(dp_, sq, device_); }
+  bool local_squared_norm(SquaredNorm& sq) const override;
+  void sum_squared_norm(SquaredNorm& sq) override;
 
   void begin_step() override { zero_->begin_step(); }
   void before_forward(int unit, Part part) override;

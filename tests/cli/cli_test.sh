@@ -271,7 +271,8 @@ PY
 tp)
   # Tensor parallel over 2 ranks, and dp 2 x tp 2: the losses of one rank, to rounding; the
   # checkpoint is in the single-rank layout (generate reads it; a tp 2 run resumes from a
-  # one-rank run's checkpoint and ends where one rank does); what is not built is refused.
+  # one-rank run's checkpoint and ends where one rank does); with --sp, and ZeRO-3 inside
+  # the tp groups; what is not built is refused.
   TPM=(--data addition --digits 2 --layers 1 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1)
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t1 --json t1.json >/dev/null 2>&1 || fail "tp: one rank"
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t2 --json t2.json --tp 2 >t2.txt 2>&1 || { cat t2.txt; fail "tp 2"; }
@@ -279,17 +280,18 @@ tp)
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out t4 --json t4.json --tp 2 --dp 2 >/dev/null 2>&1 || fail "dp 2 x tp 2"
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out ts --json ts.json --tp 2 --sp --dp 2 >ts.txt 2>&1 || { cat ts.txt; fail "dp 2 x tp 2 --sp"; }
   grep -q "over dp = 2 x tp = 2 ranks, DDP, tensor + sequence parallel" ts.txt || { cat ts.txt; fail "--sp: the layout line"; }
+  $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out tz --json tz.json --tp 2 --sp --dp 2 --zero 3 >tz.txt 2>&1 || { cat tz.txt; fail "dp 2 x tp 2 --sp --zero 3"; }
   $D train "${TPM[@]}" --steps 10 --stop-at 5 --eval-problems 0 --out tr >/dev/null 2>&1 || fail "tp: the first half on one rank"
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out tr --resume --tp 2 --json tr.json >/dev/null 2>&1 || fail "tp: resumed on tp 2"
   python3 - <<'PY' || fail "tp losses differ from one rank"
 import json
-a = [json.load(open(f))["final_loss"] for f in ("t1.json", "t2.json", "t4.json", "tr.json", "ts.json")]
-print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.9f, dp 2 x tp 2 sp %.9f" % tuple(a))
+a = [json.load(open(f))["final_loss"] for f in ("t1.json", "t2.json", "t4.json", "tr.json", "ts.json", "tz.json")]
+print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.9f, dp 2 x tp 2 sp %.9f, "
+      "+ zero 3 %.9f" % tuple(a))
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a tp run"
   expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
-  expect_error "--zero 1 with --tp 2" $D train "${TPM[@]}" --steps 1 --tp 2 --dp 2 --zero 1 --out tz
   expect_error "--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2" \
     $D train "${TPM[@]}" --steps 1 --sp --dp 2 --out tsp
   ;;

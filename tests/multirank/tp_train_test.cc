@@ -7,9 +7,11 @@
 // parameters as a whole) and bf16 runs to 2e-2. Also: the clipping norm counts replicated
 // parameters once (a run whose every step clips still matches); checkpoints stay in the
 // single-rank layout and resume in any other (tp 2 -> 1, 1 -> tp 4, dp2 x tp2 -> tp 4,
-// tp 4 -> dp2 x tp2) on the single-rank trajectory; and what is not built yet (ZeRO with
-// tp, heads that do not split) is refused by name. Every layout also runs with Megatron
-// sequence parallelism (ParallelOptions::sequence_parallel) to the same tolerances.
+// tp 4 -> dp2 x tp2, and from and into ZeRO inside tp groups) on the single-rank
+// trajectory; and what is not built yet (f16 with tp, heads that do not split) is refused
+// by name. Every layout also runs with Megatron sequence parallelism
+// (ParallelOptions::sequence_parallel), and dp 2 x tp 2 with ZeRO-1/2/3 over dp inside each
+// tp group, GPT-2 and llama style, to the same tolerances.
 #include <unistd.h>
 
 #include <cmath>
@@ -38,9 +40,10 @@ struct TrainRun {
   std::vector<std::vector<double>> params;
 };
 
-engine::ParallelOptions sp(bool on) {
+engine::ParallelOptions sp(bool on, int zero = 0) {
   engine::ParallelOptions p;
   p.sequence_parallel = on;
+  p.zero = zero;
   return p;
 }
 std::string sp_name(bool on) { return on ? " sp" : ""; }
@@ -86,6 +89,24 @@ TEST(TpTrain, Gpt2StyleMatchesSingleRankTraining) {
     }
 }
 
+TEST(TpTrain, ZeroInsideTpGroupsMatchesSingleRankTraining) {
+  // dp 2 x tp 2: ZeRO-1/2/3 over dp within each tp group, with and without SP, gradient
+  // accumulation on (stages 2/3 reduce each micro-batch's fresh gradients, so SP's partial
+  // norm gradients are summed every micro-batch there).
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool llama : {false, true}) {
+      const nn::GPTConfig c = config(llama, dtype);
+      const TrainRun ref = train(nullptr, c, 2, 1.0);
+      for (int zero : {1, 2, 3})
+        for (bool seq : {false, true}) {
+          const std::string what = std::string(llama ? "llama " : "gpt2 ") + dtype_name(dtype) + " dp 2 x tp 2 zero " +
+                                   std::to_string(zero) + sp_name(seq);
+          expect_close(train(comm::test::axes_mesh({2, 1, 1, 1, 2}), c, 2, 1.0, sp(seq, zero)), ref,
+                       dtype == DType::F32 ? 2e-5 : 2e-2, what);
+        }
+    }
+}
+
 TEST(TpTrain, LlamaStyleWithGqaMatchesSingleRankTraining) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     const nn::GPTConfig c = config(true, dtype);
@@ -105,24 +126,29 @@ TEST(TpTrain, ClippingCountsReplicatedParametersOnce) {
   for (bool seq : {false, true})
     expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 4}), c, 1, 0.05, sp(seq)), ref, 2e-5,
                  "clipped tp 4" + sp_name(seq));
+  // Under ZeRO the norm is summed from the dp shards, each split into tp parts and
+  // replicated elements.
+  for (int zero : {1, 3})
+    expect_close(train(comm::test::axes_mesh({2, 1, 1, 1, 2}), c, 1, 0.05, sp(true, zero)), ref, 2e-5,
+                 "clipped dp 2 x tp 2 sp zero " + std::to_string(zero));
 }
 
 // Trains `first` steps on `mesh_a`, saves, loads into a fresh model on `mesh_b`, trains
 // the rest there: the whole run must match single-rank training of every step.
 TrainRun resumed(std::shared_ptr<comm::Mesh> mesh_a, std::shared_ptr<comm::Mesh> mesh_b, const std::string& dir,
-                 bool sp_a = false) {
+                 bool sp_a = false, int zero_a = 0, int zero_b = 0) {
   const nn::GPTConfig c = config(false, DType::F32);
   TrainRun r;
   {
     nn::GPT model(c);
     optim::AdamW opt(model.parameters(), test::dp_adamw());
-    engine::Trainer t(mesh_a, model, opt, test::dp_options(1), sp(sp_a));
+    engine::Trainer t(mesh_a, model, opt, test::dp_options(1), sp(sp_a, zero_a));
     for (int s = 0; s < kSteps / 2; ++s) r.losses.push_back(t.train_step(batch(s).in, batch(s).tg).loss);
     t.save(dir);
   }
   nn::GPT model(c);
   optim::AdamW opt(model.parameters(), test::dp_adamw());
-  engine::Trainer t(mesh_b, model, opt, test::dp_options(1));
+  engine::Trainer t(mesh_b, model, opt, test::dp_options(1), sp(false, zero_b));
   t.load(dir);
   EXPECT_EQ(t.step(), kSteps / 2);
   for (int s = kSteps / 2; s < kSteps; ++s) r.losses.push_back(t.train_step(batch(s).in, batch(s).tg).loss);
@@ -135,14 +161,19 @@ TEST(TpTrain, CheckpointsLoadIntoAnyLayout) {
   const std::string dir = (std::filesystem::temp_directory_path() / ("dtrain_tp_ckpt." + std::to_string(::getpid()))).string();
   const TrainRun ref = train(nullptr, config(false, DType::F32), 1, 1.0);
   auto layout = [](int dp, int tp) { return dp * tp == 1 ? nullptr : comm::test::axes_mesh({dp, 1, 1, 1, tp}); };
-  const std::pair<std::pair<int, int>, std::pair<int, int>> cases[] = {
-      {{1, 2}, {1, 1}}, {{1, 1}, {1, 4}}, {{2, 2}, {1, 4}}, {{1, 4}, {2, 2}}};
-  int k = 0;
-  for (auto& [from, to] : cases) {
-    const bool seq = k++ % 2 == 0;  // tp 2 and dp2 x tp2 train sequence parallel
-    const TrainRun got = resumed(layout(from.first, from.second), layout(to.first, to.second), dir, seq);
-    const std::string what = "dp" + std::to_string(from.first) + " x tp" + std::to_string(from.second) +
-                             sp_name(seq) + " -> dp" + std::to_string(to.first) + " x tp" + std::to_string(to.second);
+  struct Case {
+    int dp_a, tp_a, dp_b, tp_b;
+    bool sp_a;
+    int zero_a, zero_b;
+  };
+  const Case cases[] = {{1, 2, 1, 1, true, 0, 0}, {1, 1, 1, 4, false, 0, 0}, {2, 2, 1, 4, true, 0, 0},
+                        {1, 4, 2, 2, false, 0, 0}, {2, 2, 1, 2, true, 3, 0}, {1, 2, 2, 2, false, 0, 2}};
+  for (const Case& k : cases) {
+    const TrainRun got = resumed(layout(k.dp_a, k.tp_a), layout(k.dp_b, k.tp_b), dir, k.sp_a, k.zero_a, k.zero_b);
+    auto zero = [](int z) { return z > 0 ? " zero " + std::to_string(z) : std::string(); };
+    const std::string what = "dp" + std::to_string(k.dp_a) + " x tp" + std::to_string(k.tp_a) + sp_name(k.sp_a) +
+                             zero(k.zero_a) + " -> dp" + std::to_string(k.dp_b) + " x tp" + std::to_string(k.tp_b) +
+                             zero(k.zero_b);
     EXPECT_LT(test::worst_rel_loss(got.losses, ref.losses), 2e-5) << what;
     EXPECT_LT(test::rel_dist(got.params, ref.params), 2e-5) << what;
   }
@@ -152,14 +183,14 @@ TEST(TpTrain, CheckpointsLoadIntoAnyLayout) {
 TEST(TpTrain, WhatIsNotBuiltIsNamed) {
   nn::GPT model(config(false, DType::F32));
   optim::AdamW opt(model.parameters(), test::dp_adamw());
-  engine::ParallelOptions zero;
-  zero.zero = 1;
+  nn::GPT f16(config(false, DType::F16));
+  optim::AdamW o16(f16.parameters(), test::dp_adamw());
   try {
-    engine::Trainer t(comm::test::axes_mesh({2, 1, 1, 1, 2}), model, opt, test::dp_options(1), zero);
-    ADD_FAILURE() << "zero with tp was accepted";
+    engine::Trainer t(comm::test::axes_mesh({1, 1, 1, 1, 2}), f16, o16, test::dp_options(1));
+    ADD_FAILURE() << "f16 with tp was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), DT_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(e.what()).find("accepted with tp > 1: zero = 0 (DDP)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("accepted with tp > 1: f32, bf16"), std::string::npos) << e.what();
   }
   nn::GPTConfig three = config(false, DType::F32);
   three.n_head = 2;  // 2 heads over tp 4

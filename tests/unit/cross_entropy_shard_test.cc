@@ -120,7 +120,9 @@ TEST(CrossEntropyShard, F32MatchesWholeLogitsForOneToFourShards) {
     test::expect_close(Vec(s.loss.begin(), s.loss.end()), want, 0.0, 1e-6, what + " losses");
     expect_shard_grads(s, dx, 1e-7, 2e-6, what);
     // One shard is the whole row: the same f32 operations as cross_entropy_backward.
-    if (n == 1) EXPECT_TRUE(test::same_bits(s.dlogits[0], dx)) << "one shard: dlogits bitwise";
+    if (n == 1) {
+      EXPECT_TRUE(test::same_bits(s.dlogits[0], dx)) << "one shard: dlogits bitwise";
+    }
   }
 }
 

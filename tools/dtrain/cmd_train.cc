@@ -134,9 +134,6 @@ int run_train(TrainArgs a) {
   } else if (a.backend != "local") {
     throw CliError("--backend \"" + a.backend + "\"; accepted: local (--dp ranks as threads), mpi (under mpirun)");
   }
-  if (a.zero > 0 && a.tp > 1)
-    throw CliError("--zero " + std::to_string(a.zero) + " with --tp " + std::to_string(a.tp) +
-                   ": ZeRO inside a tp group is not built yet; accepted with --tp: --zero 0 (DDP over --dp)");
   if (a.zero > 0 && a.dp < 2)
     throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
                    "(or --backend mpi under mpirun -np >= 2; one rank has nothing to shard)");
