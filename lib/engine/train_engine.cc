@@ -159,9 +159,7 @@ double TrainEngine::forward_units(const Tensor& in, const Tensor& tg, nn::GPTAct
   double mean = 0.0;
   forward_unit(0, Part::Head, "head", [&] {
     model_.head(a);
-    a.targets = tg;
-    a.ignore_index = opt_cfg_.ignore_index;
-    mean = nn::cross_entropy_loss(a.logits, tg, opt_cfg_.ignore_index, a.ce);
+    mean = model_.loss(tg, opt_cfg_.ignore_index, a);
   });
   return mean;
 }
@@ -173,7 +171,7 @@ double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_sc
   // GPT::backward, unit by unit, so that strategies can reduce each unit's gradients while
   // the next one computes (DDP's buckets, ZeRO's reduce-scatters).
   backward_unit(0, Part::Head, last, "head", [&] {
-    nn::cross_entropy_loss_backward(a.logits, tg, opt_cfg_.ignore_index, a.ce, a.dlogits, grad_scale);
+    model_.loss_backward(a, grad_scale);
     model_.backward_head(a.dlogits, a);
   });
   for (int i = model_.num_blocks() - 1; i >= 0; --i)

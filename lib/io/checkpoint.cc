@@ -177,7 +177,7 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
     if (!idx["weight_map"].contains(d.name))
       fail(DT_ERR_NOT_FOUND, "load_checkpoint: " + dir + " has no tensor \"" + d.name + "\"");
     const json& shard = idx["tensors"][d.name]["shard"];
-    nn::ShardSpec saved{shard["dim"].get<int>(), shard["axis"].get<std::string>(), {}};
+    nn::ShardSpec saved{shard["dim"].get<int>(), shard["axis"].get<std::string>(), {}, false};
     DT_CHECK(saved.dim == d.spec.dim && saved.axis == d.spec.axis,
              "load_checkpoint: tensor \"" + d.name + "\" was saved " + saved.str() + ", destination is " + d.spec.str());
     by_file[idx["weight_map"][d.name].get<std::string>()].push_back(&d);

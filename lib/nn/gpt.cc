@@ -22,10 +22,14 @@ GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(std::move(t
     wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
   for (int64_t i = 0; i < c.n_layer; ++i)
     blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_));
+  vocab_ = nn::vocab_slice(c.vocab_size, tp_);
+  shard_parameter(wte_->weight, vocab_spec(), tp_);  // this rank's vocabulary rows (tp > 1)
   lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
   for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp_.sp();  // sees its rows only
-  if (!c.tied_embeddings)
+  if (!c.tied_embeddings) {
     lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
+    shard_parameter(lm_head_->weight, vocab_spec(), tp_);
+  }
 }
 
 void GPT::collect(ParamList& list) {
@@ -60,7 +64,15 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
     const Tensor rows = local_tokens(tp_, t.reshape({B * T, 1}));
     return rows.reshape({rows.numel()});
   };
-  wte_->forward(mine(a.ids), a.resid[0]);
+  if (tp_.size() == 1) {
+    wte_->forward(a.ids, a.resid[0]);
+  } else {  // vocab parallel: each rank's rows of the table, summed over tp
+    a.ids_slice = slice_ids(host_ids, vocab_, device_);
+    Tensor& part = partial_buffer(tp_, {B, T, cfg_.d_model}, cfg_.dtype, a.resid[0]);
+    Tensor part3 = part.reshape({B, T, cfg_.d_model});
+    kernels::embedding_forward(a.ids_slice, wte_->weight.value, part3);
+    sum_partial(tp_, part, a.resid[0]);
+  }
   if (wpe_) {
     Tensor host_pos = Tensor::uninit({B, T}, DType::I32);
     int32_t* pos = host_pos.data<int32_t>();
@@ -102,7 +114,7 @@ const Tensor& GPT::head(GPTActs& a) {
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
   // SP: every rank's rows, kept in the micro-batch's acts (one [B T, C] per model).
   a.hw = gather_tokens(tp_, h, {a.B, a.T, cfg_.d_model}, &a.hw);
-  ensure(a.logits, {a.B, a.T, cfg_.vocab_size}, h.dtype());
+  ensure(a.logits, {a.B, a.T, vocab_.rows}, h.dtype());
   Tensor l2 = flat2d(a.logits);
   if (lm_head_)
     linear_forward(flat2d(a.hw), lm_head_->weight.value, Tensor(), l2);
@@ -124,14 +136,28 @@ double GPT::forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, i
            "targets: expected i32 of the shape of ids " + shape_str(ids.shape()) + ", got " +
                shape_str(targets.shape()));
   forward(ids, a);
+  return loss(targets, ignore_index, a);
+}
+
+double GPT::loss(const Tensor& targets, int32_t ignore_index, GPTActs& a) {
+  ScopedDevice on(device_);
   a.targets = targets;
   a.ignore_index = ignore_index;
+  if (tp_.size() > 1) return vocab_parallel_cross_entropy(tp_, vocab_, a.logits, targets, ignore_index, a.ce);
   return cross_entropy_loss(a.logits, targets, ignore_index, a.ce);
+}
+
+void GPT::loss_backward(GPTActs& a, float grad_scale) {
+  ScopedDevice on(device_);
+  if (tp_.size() > 1)
+    vocab_parallel_cross_entropy_backward(vocab_, a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
+  else
+    cross_entropy_loss_backward(a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
 }
 
 void GPT::backward(GPTActs& a, float grad_scale) {
   ScopedDevice on(device_);
-  cross_entropy_loss_backward(a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
+  loss_backward(a, grad_scale);
   backward_logits(a.dlogits, a);
 }
 
@@ -144,13 +170,15 @@ void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
 
 void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
   ScopedDevice on(device_);
-  Tensor& dh = ensure(a.dh, a.hw.shape(), a.hw.dtype());
-  Tensor dh2 = flat2d(dh), none;
+  // Each rank's dh is its vocabulary columns' share (tp): summed over tp, under SP into
+  // this rank's token rows.
+  Tensor& part = partial_buffer(tp_, a.hw.shape(), a.hw.dtype(), a.dh);
+  Tensor dh2 = flat2d(part), none;
   Parameter& w = lm_head_ ? lm_head_->weight : wte_->weight;
   linear_backward(flat2d(dlogits), flat2d(a.hw), w.value, dh2, false, w.grad, none);
-  // The head is whole on every rank, so is dh: under SP each rank keeps its rows.
-  const Tensor mine = local_tokens(tp_, dh).reshape(a.lnf.y.shape());
-  lnf_->backward(mine, a.lnf, ensure(a.dresid, mine.shape(), mine.dtype()));
+  sum_partial(tp_, part, a.dh);
+  const Tensor dh = a.dh.reshape(a.lnf.y.shape());
+  lnf_->backward(dh, a.lnf, ensure(a.dresid, dh.shape(), dh.dtype()));
 }
 
 void GPT::backward_blocks(int begin, int end, GPTActs& a) {
@@ -176,7 +204,7 @@ void GPT::backward_embed(GPTActs& a) {
   // SP: the tables' gradients from every rank's rows (an all-gather of the stream's
   // gradient), so they are whole on every rank like the head's.
   const Tensor d = gather_tokens(tp_, a.dresid, {a.B, a.T, cfg_.d_model});
-  wte_->backward(a.ids, d);
+  wte_->backward(tp_.size() > 1 ? a.ids_slice : a.ids, d);  // tp: this rank's vocabulary rows
   if (wpe_) wpe_->backward(a.pos_ids, d);
 }
 

@@ -18,6 +18,7 @@
 #include "nn/block.h"
 #include "nn/config.h"
 #include "nn/loss.h"
+#include "nn/vocab_parallel.h"
 
 namespace dt::nn {
 
@@ -27,6 +28,7 @@ struct KvCache;  // nn/kv_cache.h
 struct GPTActs {
   int64_t B = 0, T = 0;
   Tensor ids, targets, pos_ids;
+  Tensor ids_slice;                            // tp > 1: the ids of this rank's vocabulary rows, -1 elsewhere
   int32_t ignore_index = -1;
   std::vector<Tensor> resid;                   // n_layer + 1 tensors [B, T, C]
   std::vector<TransformerBlock::Acts> blocks;  // unused for checkpointed blocks
@@ -40,13 +42,16 @@ struct GPTActs {
 class GPT : public Module {
  public:
   // Validates cfg. tp: the blocks' attention heads and MLP features split over it (tensor
-  // parallel, nn/tensor_parallel.h); the embeddings, final norm and head stay whole on
-  // every rank for now. Without one (or of size 1) the model is the single-rank one.
-  // With tp.sequence_parallel the stream between the blocks (resid, the norms) holds this
-  // rank's token rows only, [B T / tp, C]: the embedding computes those rows, and the head
-  // all-gathers the final norm's output (the logits and the loss are whole on every rank).
+  // parallel, nn/tensor_parallel.h), and the vocabulary (nn/vocab_parallel.h): the token
+  // table (and an untied head) hold this rank's vocabulary rows, the logits are this rank's
+  // vocabulary columns [B, T, vocab_slice().rows], and loss() combines them over tp. The
+  // final norm and learned positions stay whole. Without one (or of size 1) the model is
+  // the single-rank one. With tp.sequence_parallel the stream between the blocks (resid,
+  // the norms) holds this rank's token rows only, [B T / tp, C]: the embedding's sum is
+  // reduce-scattered into those rows, and the head all-gathers the final norm's output.
   explicit GPT(const GPTConfig& cfg, TpGroup tp = {});
   const TpGroup& tp() const { return tp_; }
+  const VocabSlice& vocab_slice() const { return vocab_; }  // all of it for tp = 1
   void collect(ParamList& out) override;
   const GPTConfig& config() const { return cfg_; }
   // The device of its parameters and activations: the thread's current device when it was
@@ -56,8 +61,14 @@ class GPT : public Module {
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
   void set_checkpointing(bool on) { cfg_.checkpoint = on; }
 
-  // ids: i32 [B, T], T <= context, each in [0, vocab_size). Returns logits [B, T, V].
+  // ids: i32 [B, T], T <= context, each in [0, vocab_size). Returns logits [B, T, V] (tp:
+  // this rank's vocabulary columns).
   const Tensor& forward(const Tensor& ids, GPTActs& a);
+  // The mean cross-entropy of a.logits (after forward or head) over targets (i32 [B, T])
+  // != ignore_index, kept in a for loss_backward; vocab parallel under tp (collective).
+  double loss(const Tensor& targets, int32_t ignore_index, GPTActs& a);
+  // a.dlogits = grad_scale * d(loss) / d(a.logits).
+  void loss_backward(GPTActs& a, float grad_scale = 1.0f);
   // forward, then the mean cross-entropy over targets (i32 [B, T]) != ignore_index.
   double forward_loss(const Tensor& ids, const Tensor& targets, GPTActs& a, int32_t ignore_index = -1);
   // Backward of forward_loss's loss (times grad_scale): every grad += its gradient.
@@ -84,6 +95,7 @@ class GPT : public Module {
  private:
   GPTConfig cfg_;
   TpGroup tp_;
+  VocabSlice vocab_;
   Device device_;  // where it was built (core/device_scope.h); every call runs there
   std::unique_ptr<Embedding> wte_, wpe_;
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;

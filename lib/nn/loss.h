@@ -8,6 +8,9 @@ namespace dt::nn {
 
 struct CrossEntropyState {
   Tensor losses, dlosses;  // f32 [R]: per-row loss (0 where ignored), and its gradient
+  // Vocab parallel (nn/vocab_parallel.h): f32 [R], each row's log-sum-exp, and scratch:
+  // the row max [R] and the partial sums [R, 2] that are all-reduced.
+  Tensor lse, max, partial;
   int64_t count = 0;       // rows whose target is not ignore_index
 };
 

@@ -17,12 +17,16 @@ struct ShardSpec {
   // holding the r-th part of every segment in order (a fused q|k|v weight: one segment per
   // projection); empty: the whole dim is one segment.
   std::vector<int64_t> segments;
+  // The dim (one segment) need not divide by the axis size: each rank holds ceil(extent /
+  // size) rows, the last ranks' parts ending in zero padding that never reaches a whole
+  // tensor (a vocabulary split over tp).
+  bool pad = false;
   bool replicated() const { return dim < 0; }
   std::string str() const {
     if (replicated()) return "replicated";
     std::string seg;
     for (int64_t n : segments) seg += (seg.empty() ? ", segments " : "+") + std::to_string(n);
-    return "split(dim=" + std::to_string(dim) + ", " + axis + seg + ")";
+    return "split(dim=" + std::to_string(dim) + ", " + axis + seg + (pad ? ", padded" : "") + ")";
   }
 };
 

@@ -1,5 +1,6 @@
 #include "nn/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/device_scope.h"
@@ -16,40 +17,52 @@ std::vector<int64_t> segments_of(const ShardSpec& spec, int64_t extent) {
 }
 
 // Copies between a whole tensor and one rank's part, both on the host: for every index
-// before the split dim, every segment's part, as one contiguous run of bytes.
+// before the split dim, every segment's part, as one contiguous run of bytes. A padded
+// split's part is ceil(extent / size) rows, of which those past the whole's end are
+// padding: zeroed in the part, never written to the whole.
 void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_shape, char* whole, char* part,
                size_t elem, bool to_part) {
   const int d = spec.dim;
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; ++i) outer *= whole_shape[static_cast<size_t>(i)];
   for (size_t i = static_cast<size_t>(d) + 1; i < whole_shape.size(); ++i) inner *= whole_shape[i];
-  const int64_t extent = whole_shape[static_cast<size_t>(d)], local = extent / size;
-  const std::vector<int64_t> segs = segments_of(spec, extent);
+  const int64_t extent = whole_shape[static_cast<size_t>(d)];
+  const int64_t local = spec.pad ? (extent + size - 1) / size : extent / size;
+  const std::vector<int64_t> segs = spec.pad ? std::vector<int64_t>{local * size} : segments_of(spec, extent);
   const size_t row = static_cast<size_t>(inner) * elem;
   for (int64_t o = 0; o < outer; ++o) {
     int64_t seg_begin = 0, part_at = 0;
     for (int64_t seg : segs) {
-      const int64_t n = seg / size;
-      char* w = whole + static_cast<size_t>(o * extent + seg_begin + rank * n) * row;
+      const int64_t n = seg / size, first = seg_begin + rank * n;
+      const int64_t real = std::max<int64_t>(0, std::min(n, extent - first));  // rows inside the whole
+      char* w = whole + static_cast<size_t>(o * extent + first) * row;
       char* p = part + static_cast<size_t>(o * local + part_at) * row;
-      if (to_part)
-        std::memcpy(p, w, static_cast<size_t>(n) * row);
-      else
-        std::memcpy(w, p, static_cast<size_t>(n) * row);
+      if (to_part) {
+        if (real > 0) std::memcpy(p, w, static_cast<size_t>(real) * row);
+        if (real < n) std::memset(p + static_cast<size_t>(real) * row, 0, static_cast<size_t>(n - real) * row);
+      } else if (real > 0) {
+        std::memcpy(w, p, static_cast<size_t>(real) * row);
+      }
       seg_begin += seg;
       part_at += n;
     }
   }
 }
 
-// The single-rank parameter made into this rank's part: its value cut, its grad sized to
-// the part; name, init and everything else kept.
-Parameter shard_param(Parameter p, const ShardSpec& spec, const TpGroup& tp) {
-  if (tp.size() == 1) return p;  // the part of one rank is the whole, replicated
+}  // namespace
+
+void shard_parameter(Parameter& p, const ShardSpec& spec, const TpGroup& tp) {
+  if (tp.size() == 1) return;  // the part of one rank is the whole, replicated
   p.spec = spec;
   p.value = take_shard(p.value, spec, tp.rank(), tp.size(), MemTag::Param);
   p.shape = p.value.shape();
   p.grad = Tensor::zeros(p.shape, p.value.dtype(), p.value.device(), MemTag::Grad);
+}
+
+namespace {
+// shard_parameter of a parameter being built.
+Parameter shard_param(Parameter p, const ShardSpec& spec, const TpGroup& tp) {
+  shard_parameter(p, spec, tp);
   return p;
 }
 }  // namespace
@@ -59,6 +72,12 @@ Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& 
   DT_CHECK(spec.dim < static_cast<int>(whole.size()),
            name + ": split dim " + std::to_string(spec.dim) + " of a " + std::to_string(whole.size()) + "-d tensor");
   const int64_t extent = whole[static_cast<size_t>(spec.dim)];
+  if (spec.pad) {
+    DT_CHECK(spec.segments.empty(), name + ": a padded split has one segment");
+    Shape s = whole;
+    s[static_cast<size_t>(spec.dim)] = (extent + size - 1) / size;
+    return s;
+  }
   int64_t total = 0;
   for (int64_t seg : segments_of(spec, extent)) {
     DT_CHECK(seg % size == 0, name + ": " + std::to_string(seg) + " features (dim " + std::to_string(spec.dim) +
@@ -169,7 +188,7 @@ ColumnParallelLinear::ColumnParallelLinear(const std::string& name, int64_t in_,
                                            uint64_t seed, float std, DType dtype, TpGroup tp_,
                                            std::vector<int64_t> segments)
     : in(in_), out(out_), tp(tp_) {
-  const ShardSpec spec{0, "tp", std::move(segments)};
+  const ShardSpec spec{0, "tp", std::move(segments), false};
   out_local = shard_shape(name + ".weight", {out, in}, spec, tp.size())[0];
   // The single-rank parameters, then this rank's part of them.
   weight = shard_param(make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype), spec, tp);
@@ -199,7 +218,7 @@ void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& d
 RowParallelLinear::RowParallelLinear(const std::string& name, int64_t in_, int64_t out_, bool has_bias,
                                      uint64_t seed, float std, DType dtype, TpGroup tp_)
     : in(in_), out(out_), tp(tp_) {
-  const ShardSpec spec{1, "tp", {}};
+  const ShardSpec spec{1, "tp", {}, false};
   in_local = shard_shape(name + ".weight", {out, in}, spec, tp.size())[1];
   weight = shard_param(make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype), spec, tp);
   if (has_bias) bias = make_param(name + ".bias", {out}, Parameter::Init::Zeros, 0.0f, seed, dtype);

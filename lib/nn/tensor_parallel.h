@@ -68,6 +68,10 @@ Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& 
 Tensor take_shard(const Tensor& whole, const ShardSpec& spec, int rank, int size, MemTag tag = MemTag::Workspace);
 void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, Tensor& whole);
 
+// Makes the single-rank parameter p this rank's part of it under spec: its value cut, its
+// grad sized to the part; name, init and the rest kept. A no-op for tp = 1.
+void shard_parameter(Parameter& p, const ShardSpec& spec, const TpGroup& tp);
+
 // Sums t over the group, in place (identity for tp = 1).
 void all_reduce_sum(const TpGroup& tp, Tensor& t);
 

@@ -98,7 +98,7 @@ ZeroSharding::ZeroSharding(int stage, const std::vector<nn::ParamList>& units, c
     sp.shape = {u->shard};
     sp.value = u->shard_value;
     sp.grad = u->shard_grad;
-    sp.spec = nn::ShardSpec{0, "dp", {}};
+    sp.spec = nn::ShardSpec{0, "dp", {}, false};
     shards_.push_back(sp);
     shard_ptrs_.push_back(&shards_.back());
     units_.push_back(std::move(u));

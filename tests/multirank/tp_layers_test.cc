@@ -47,12 +47,12 @@ TEST(TpShards, TakeAndPlaceRoundTripWithSegments) {
   EXPECT_TRUE(test::same_bits(back, whole));
   // Columns (row parallel): rank 1 of 2 holds columns [2, 4) of a [3, 4].
   Tensor w2 = test::randn({3, 4}, DType::F32, 8);
-  Tensor cols = nn::take_shard(w2, nn::ShardSpec{1, "tp", {}}, 1, 2);
+  Tensor cols = nn::take_shard(w2, nn::ShardSpec{1, "tp", {}, false}, 1, 2);
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 2; ++c) EXPECT_EQ(cols.data<float>()[r * 2 + c], w2.data<float>()[r * 4 + 2 + c]);
-  test::expect_invalid([&] { nn::take_shard(whole, nn::ShardSpec{0, "tp", {8, 4, 4}}, 0, 3); },
+  test::expect_invalid([&] { nn::take_shard(whole, nn::ShardSpec{0, "tp", {8, 4, 4}, false}, 0, 3); },
                        "do not split evenly over tp = 3");
-  test::expect_invalid([&] { nn::take_shard(whole, nn::ShardSpec{0, "tp", {8, 4}}, 0, 2); }, "segments sum to 12");
+  test::expect_invalid([&] { nn::take_shard(whole, nn::ShardSpec{0, "tp", {8, 4}, false}, 0, 2); }, "segments sum to 12");
 }
 
 struct Reference {

@@ -5,7 +5,9 @@
 // single-rank gradient) agree within 1e-5 relative in f32 and 2e-2 in bf16: the all-reduces
 // sum partial products in another order than one matmul does. Also: each rank starts with
 // its part of the single-rank weights, the blocks cost 2 all-reduces forward and 2 backward
-// of B*T*d_model values each, and head counts that do not split are named errors. With
+// of B*T*d_model values each (the vocab-parallel embedding and head one more each, the loss
+// two small ones), head counts that do not split are named errors, and a vocabulary that
+// does not split is padded without the padding reaching the loss or a gradient. With
 // sequence parallelism: the same agreement, all-gathers and reduce-scatters of the same
 // wire bytes in place of the all-reduces (plus backward's gathers of the regions' inputs
 // and the head's), and the norm-region activations per rank exactly 1/tp of tensor
@@ -66,14 +68,15 @@ int64_t norm_region_bytes(const nn::GPTActs& a) {
 
 // Runs the tp model (with or without sequence parallelism) against the single-rank one;
 // returns rank 0's norm-region activation bytes.
-int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false) {
-  const nn::GPTConfig c = config(llama, dtype);
+int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false, int64_t vocab = 0) {
+  nn::GPTConfig c = config(llama, dtype);
+  if (vocab) c.vocab_size = vocab;
   const test::TokenBatch b = test::random_token_batch(kB, kT, c.vocab_size, 4);
   const Reference ref = single_rank(c, b);
   const double tol = dtype == DType::F32 ? 1e-5 : 2e-2;
   auto mesh = comm::test::axes_mesh({1, 1, 1, 1, tp});
   int64_t norm_bytes = 0;
-  const std::string what = "tp " + std::to_string(tp) + (sp ? " sp" : "");
+  const std::string what = "tp " + std::to_string(tp) + (sp ? " sp" : "") + " vocab " + std::to_string(c.vocab_size);
   mesh->run([&](int, int rank) {
     comm::Communicator& comm = mesh->comm(rank, "tp");
     const nn::TpGroup g{&comm, sp};
@@ -101,23 +104,26 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false) {
           << ps[k]->name << " (" << ps[k]->spec.str() << ") " << what << " rank " << rank;
     }
     // Per block: attention and MLP, one all-reduce each forward and backward, of S = B*T*d
-    // values, 2 (n-1)/n S on the wire. Under SP an all-gather and a reduce-scatter in place
-    // of each ((n-1)/n S each: the same wire bytes), plus backward's all-gather of each
-    // region's input again (Megatron's choice: memory over traffic), the head's all-gather
-    // of its input and the embedding's of its gradient.
+    // values, 2 (n-1)/n S on the wire; the vocab-parallel embedding one forward and the head
+    // one backward; the loss two of f32 [R] and [R, 2]. Under SP an all-gather and a
+    // reduce-scatter in place of each of S ((n-1)/n S each: the same wire bytes), plus
+    // backward's all-gather of each region's input again (Megatron's choice: memory over
+    // traffic).
     const int64_t S = kB * kT * c.d_model * static_cast<int64_t>(dtype_size(dtype)), L = c.n_layer;
-    const int64_t ring = 2 * (tp - 1) * S / tp;
+    const int64_t ring = 2 * (tp - 1) * S / tp, R = kB * kT, loss_bytes = 3 * R * 4;
+    const int64_t loss_wire = 2 * (tp - 1) * loss_bytes / tp;
     if (!sp) {
-      EXPECT_EQ(ar.calls - ar0.calls, 4 * L);
-      EXPECT_EQ(ar.bytes - ar0.bytes, 4 * L * S);
-      EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, 4 * L * ring);
+      EXPECT_EQ(ar.calls - ar0.calls, 4 * L + 4);
+      EXPECT_EQ(ar.bytes - ar0.bytes, (4 * L + 2) * S + loss_bytes);
+      EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, (4 * L + 2) * ring + loss_wire);
     } else {
-      EXPECT_EQ(ar.calls - ar0.calls, 0);
+      EXPECT_EQ(ar.calls - ar0.calls, 2);
+      EXPECT_EQ(ar.bytes - ar0.bytes, loss_bytes);
       EXPECT_EQ(ag.calls - ag0.calls, 6 * L + 2);
-      EXPECT_EQ(rs.calls - rs0.calls, 4 * L);
+      EXPECT_EQ(rs.calls - rs0.calls, 4 * L + 2);
       EXPECT_EQ(ag.bytes - ag0.bytes, (6 * L + 2) * S / tp);  // each rank's piece
-      EXPECT_EQ(rs.bytes - rs0.bytes, 4 * L * S);             // each rank's whole partial
-      EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (5 * L + 1) * ring);
+      EXPECT_EQ(rs.bytes - rs0.bytes, (4 * L + 2) * S);       // each rank's whole partial
+      EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (5 * L + 2) * ring);
     }
     if (rank == 0) norm_bytes = norm_region_bytes(a);
   });
@@ -137,6 +143,23 @@ TEST(TpModel, SequenceParallelMatchesSingleRank) {
   for (DType dtype : {DType::F32, DType::BF16})
     for (int tp : {2, 4}) expect_matches(false, dtype, tp, true);
   for (DType dtype : {DType::F32, DType::BF16}) expect_matches(true, dtype, 2, true);
+}
+
+TEST(TpModel, VocabularyThatDoesNotSplitIsPadded) {
+  // 30 ids over tp 4: parts of 8 rows, the last holding 6 ids and 2 rows of padding; 31
+  // over tp 2. The padding stays zero and gets no gradient (expect_matches compares every
+  // part, padding included, with take_shard of the single-rank tensor, which zero-fills it).
+  for (bool sp : {false, true}) {
+    expect_matches(false, DType::F32, 4, sp, 30);
+    expect_matches(true, DType::F32, 2, sp, 31);
+  }
+  auto mesh = comm::test::axes_mesh({1, 1, 1, 1, 4});
+  mesh->run([&](int, int rank) {
+    nn::GPTConfig c = config(false, DType::F32);
+    c.vocab_size = 3;  // 1 row per rank: the last would hold none
+    test::expect_invalid([&] { nn::GPT m(c, nn::TpGroup{&mesh->comm(rank, "tp")}); },
+                         "vocab_size = 3 over tp = 4: the last rank's slice would hold no id");
+  });
 }
 
 TEST(TpModel, SequenceParallelKeepsOneTpthOfTheNormRegions) {
