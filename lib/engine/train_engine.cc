@@ -11,6 +11,7 @@
 #include "io/model_config.h"
 #include "kernels/ops.h"
 #include "nn/loss.h"
+#include "nn/tensor_parallel.h"
 #include "optim/clip.h"
 
 namespace dt::engine {
@@ -226,8 +227,7 @@ void TrainEngine::finish_step(StepStats& st, float loss_scale) {
     bool local = false;
     for (auto& s : strategies_) local = local || s->local_squared_norm(sq);
     if (!local)
-      for (const nn::Parameter* p : ps)
-        (p->spec.replicated() ? sq.replicated : sq.split) += kernels::sum_squares(p->grad);
+      for (const nn::Parameter* p : ps) nn::add_grad_squares(*p, p->grad, 0, sq.split, sq.replicated);
     for (auto& s : strategies_) s->sum_squared_norm(sq);
     return std::sqrt(sq.total());
   };

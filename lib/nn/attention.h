@@ -6,8 +6,11 @@
 // and k; "proj" is the residual output projection.
 //
 // Tensor parallel (cfg.tp of size N > 1): heads split over tp, each rank holding n_head / N
-// query heads and n_kv_head / N KV heads: qkv is column parallel (its q, k and v parts each
-// split, ShardSpec::segments) and proj row parallel, so a block's attention costs one
+// query heads and n_kv_head / N KV heads, or, with fewer KV heads than ranks (N a multiple
+// of n_kv_head), the one KV head its query heads read, held by N / n_kv_head ranks whose
+// K and V weight gradients are summed over them: qkv is column parallel (its q, k and v
+// parts each split, ShardSpec::segments and segment_replicas) and proj row parallel, so a
+// block's attention costs one
 // all-reduce forward and one backward (nn/tensor_parallel.h); under sequence parallelism an
 // all-gather of the input tokens and a reduce-scatter of the output instead, forward, and
 // the reverse backward.
@@ -32,6 +35,7 @@ class CausalSelfAttention : public Module {
     Tensor x;                       // input as given (under SP this rank's tokens), shared
     Tensor q, k, v, out, lse, y;    // q, k after RoPE; out [B, T, Hq, D]; y [B*T, C]
     Tensor dout, dq, dk, dv;        // backward scratch
+    Tensor kv_sum;                  // KV heads held by several ranks: their gradients' sum
   };
   CausalSelfAttention(const std::string& name, const AttentionConfig& cfg, uint64_t seed, float proj_std);
   void collect(ParamList& out) override;
@@ -40,9 +44,16 @@ class CausalSelfAttention : public Module {
   const Tensor& forward(const Tensor& x, const Shape& bt, Acts& a);
   void backward(const Tensor& dy, Acts& a, Tensor& dx);  // dx overwritten, shape of x
   AttentionConfig cfg;          // the whole layer's
-  int64_t head_dim, hq, hkv;    // hq, hkv: this rank's query and KV heads
+  int64_t head_dim, hq, kv_rep, hkv;  // hq, hkv: this rank's query and KV heads; kv_rep: the
+                                      // ranks holding each KV head (n_kv_head < tp: tp / n_kv_head)
   ColumnParallelLinear qkv;
   RowParallelLinear proj;
+
+ private:
+  int64_t kv_slot() const;
+  void zero_kv_slots(Acts& a);
+  Tensor kv_grad_rows(Acts& a, int which, bool bias);  // which: 0 k, 1 v
+  void sum_shared_kv_grads(Acts& a);
 };
 
 }  // namespace dt::nn

@@ -4,6 +4,7 @@
 // is split over which mesh axis, so TP, ZeRO and checkpoints all read the same fact.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -21,11 +22,20 @@ struct ShardSpec {
   // size) rows, the last ranks' parts ending in zero padding that never reaches a whole
   // tensor (a vocabulary split over tp).
   bool pad = false;
+  // Per segment (empty: 1 each): how many consecutive ranks hold each of its parts, the
+  // segment splitting into size / replicas parts. GQA with fewer KV heads than tp ranks:
+  // each KV head's rows are held by the tp / n_kv_head ranks whose query heads read it.
+  std::vector<int64_t> segment_replicas = {};
+  int64_t replicas_of(size_t segment) const {
+    return segment < segment_replicas.size() ? segment_replicas[segment] : 1;
+  }
   bool replicated() const { return dim < 0; }
   std::string str() const {
     if (replicated()) return "replicated";
     std::string seg;
-    for (int64_t n : segments) seg += (seg.empty() ? ", segments " : "+") + std::to_string(n);
+    for (size_t i = 0; i < segments.size(); ++i)
+      seg += (i == 0 ? ", segments " : "+") + std::to_string(segments[i]) +
+             (replicas_of(i) > 1 ? "(x" + std::to_string(replicas_of(i)) + ")" : "");
     return "split(dim=" + std::to_string(dim) + ", " + axis + seg + (pad ? ", padded" : "") + ")";
   }
 };
@@ -54,6 +64,11 @@ struct Parameter {
   // Sequence parallel (nn/tensor_parallel.h): a replicated parameter applied to this rank's
   // tokens only (the norms), so its gradient is this rank's part of the sum over tp.
   bool grad_partial_over_tp = false;
+  // How much each element of a split parameter counts in the global gradient norm, as runs
+  // (elements, weight) over the part in order; empty: 1 throughout. Elements held by k
+  // ranks of the axis (ShardSpec::segment_replicas) weigh 1/k: the split part of the norm
+  // is summed over every rank of the axis, and those k hold the same gradient.
+  std::vector<std::pair<int64_t, double>> norm_weight_runs;
   // How the value was initialized, so a shard can be re-created at its global offset.
   enum class Init { Zeros, Ones, Normal } init = Init::Normal;
   float init_std = 0.02f;

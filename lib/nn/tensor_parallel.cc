@@ -27,13 +27,14 @@ void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_sha
   for (int i = 0; i < d; ++i) outer *= whole_shape[static_cast<size_t>(i)];
   for (size_t i = static_cast<size_t>(d) + 1; i < whole_shape.size(); ++i) inner *= whole_shape[i];
   const int64_t extent = whole_shape[static_cast<size_t>(d)];
-  const int64_t local = spec.pad ? (extent + size - 1) / size : extent / size;
+  const int64_t local = shard_shape("move_part", whole_shape, spec, size)[static_cast<size_t>(d)];
   const std::vector<int64_t> segs = spec.pad ? std::vector<int64_t>{local * size} : segments_of(spec, extent);
   const size_t row = static_cast<size_t>(inner) * elem;
   for (int64_t o = 0; o < outer; ++o) {
     int64_t seg_begin = 0, part_at = 0;
-    for (int64_t seg : segs) {
-      const int64_t n = seg / size, first = seg_begin + rank * n;
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const int64_t seg = segs[k], reps = spec.replicas_of(k), parts = size / reps;
+      const int64_t n = seg / parts, first = seg_begin + (rank / reps) * n;
       const int64_t real = std::max<int64_t>(0, std::min(n, extent - first));  // rows inside the whole
       char* w = whole + static_cast<size_t>(o * extent + first) * row;
       char* p = part + static_cast<size_t>(o * local + part_at) * row;
@@ -53,10 +54,39 @@ void move_part(const ShardSpec& spec, int rank, int size, const Shape& whole_sha
 
 void shard_parameter(Parameter& p, const ShardSpec& spec, const TpGroup& tp) {
   if (tp.size() == 1) return;  // the part of one rank is the whole, replicated
+  const Shape whole = p.value.shape();
   p.spec = spec;
   p.value = take_shard(p.value, spec, tp.rank(), tp.size(), MemTag::Param);
   p.shape = p.value.shape();
   p.grad = Tensor::zeros(p.shape, p.value.dtype(), p.value.device(), MemTag::Grad);
+  p.norm_weight_runs.clear();
+  if (spec.segment_replicas.empty()) return;
+  DT_CHECK(spec.dim == 0, p.name + ": replicated segments split dim 0 only");
+  const int64_t row = p.value.numel() / p.shape[0];
+  const std::vector<int64_t> segs = segments_of(spec, whole[0]);
+  for (size_t k = 0; k < segs.size(); ++k) {
+    const int64_t reps = spec.replicas_of(k);
+    p.norm_weight_runs.emplace_back(segs[k] * reps / tp.size() * row, 1.0 / static_cast<double>(reps));
+  }
+}
+
+void add_grad_squares(const Parameter& p, const Tensor& flat, int64_t begin, double& split, double& replicated) {
+  if (p.spec.replicated()) {
+    replicated += kernels::sum_squares(flat);
+    return;
+  }
+  if (p.norm_weight_runs.empty()) {
+    split += kernels::sum_squares(flat);
+    return;
+  }
+  const Tensor f = flat.reshape({flat.numel()});
+  const int64_t end = begin + flat.numel();
+  int64_t at = 0;
+  for (auto [n, w] : p.norm_weight_runs) {
+    const int64_t b = std::max(begin, at), e = std::min(end, at + n);
+    if (b < e) split += w * kernels::sum_squares(f.slice0(b - begin, e - begin));
+    at += n;
+  }
 }
 
 namespace {
@@ -78,17 +108,24 @@ Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& 
     s[static_cast<size_t>(spec.dim)] = (extent + size - 1) / size;
     return s;
   }
-  int64_t total = 0;
-  for (int64_t seg : segments_of(spec, extent)) {
-    DT_CHECK(seg % size == 0, name + ": " + std::to_string(seg) + " features (dim " + std::to_string(spec.dim) +
-                                  ") do not split evenly over " + spec.axis + " = " + std::to_string(size) +
-                                  "; accepted: a " + spec.axis + " size that divides " + std::to_string(seg));
+  int64_t total = 0, local = 0;
+  const std::vector<int64_t> segs = segments_of(spec, extent);
+  for (size_t k = 0; k < segs.size(); ++k) {
+    const int64_t seg = segs[k], reps = spec.replicas_of(k);
+    DT_CHECK(reps >= 1 && size % reps == 0, name + ": segment " + std::to_string(k) + " held by " +
+                                                std::to_string(reps) + " ranks each, which does not divide " +
+                                                spec.axis + " = " + std::to_string(size));
+    const int64_t parts = size / reps;
+    DT_CHECK(seg % parts == 0, name + ": " + std::to_string(seg) + " features (dim " + std::to_string(spec.dim) +
+                                   ") do not split evenly over " + spec.axis + " = " + std::to_string(size) +
+                                   "; accepted: a " + spec.axis + " size that divides " + std::to_string(seg));
     total += seg;
+    local += seg / parts;
   }
   DT_CHECK(total == extent, name + ": segments sum to " + std::to_string(total) + ", dim " + std::to_string(spec.dim) +
                                 " is " + std::to_string(extent));
   Shape s = whole;
-  s[static_cast<size_t>(spec.dim)] = extent / size;
+  s[static_cast<size_t>(spec.dim)] = local;
   return s;
 }
 
@@ -186,9 +223,11 @@ Tensor local_tokens(const TpGroup& tp, const Tensor& whole) {
 // ---- ColumnParallelLinear --------------------------------------------------------------------
 ColumnParallelLinear::ColumnParallelLinear(const std::string& name, int64_t in_, int64_t out_, bool has_bias,
                                            uint64_t seed, float std, DType dtype, TpGroup tp_,
-                                           std::vector<int64_t> segments)
+                                           std::vector<int64_t> segments, std::vector<int64_t> replicas)
     : in(in_), out(out_), tp(tp_) {
-  const ShardSpec spec{0, "tp", std::move(segments), false};
+  ShardSpec spec{0, "tp", std::move(segments), false};
+  for (int64_t r : replicas)  // all 1: the plain split (a spec that says nothing more)
+    if (r > 1) spec.segment_replicas = replicas;
   out_local = shard_shape(name + ".weight", {out, in}, spec, tp.size())[0];
   // The single-rank parameters, then this rank's part of them.
   weight = shard_param(make_param(name + ".weight", {out, in}, Parameter::Init::Normal, std, seed, dtype), spec, tp);

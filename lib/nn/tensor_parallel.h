@@ -72,6 +72,12 @@ void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, 
 // grad sized to the part; name, init and the rest kept. A no-op for tp = 1.
 void shard_parameter(Parameter& p, const ShardSpec& spec, const TpGroup& tp);
 
+// Adds the squares of a gradient's elements [begin, begin + flat.numel()) (flat holds
+// exactly those, of p's part flattened) to `split` or `replicated`, by p's spec, split
+// elements weighted by p.norm_weight_runs: the pieces of a squared gradient norm that
+// parallel::SquaredNorm sums over the axes.
+void add_grad_squares(const Parameter& p, const Tensor& flat, int64_t begin, double& split, double& replicated);
+
 // Sums t over the group, in place (identity for tp = 1).
 void all_reduce_sum(const TpGroup& tp, Tensor& t);
 
@@ -92,9 +98,11 @@ Tensor local_tokens(const TpGroup& tp, const Tensor& whole);
 
 class ColumnParallelLinear : public Module {
  public:
-  // out (or each of `segments`, which sum to out) must divide by tp.size().
+  // out (or each of `segments`, which sum to out) must divide by tp.size() (a segment held
+  // by k ranks each, `replicas`: by tp.size() / k).
   ColumnParallelLinear(const std::string& name, int64_t in, int64_t out, bool bias, uint64_t seed, float std,
-                       DType dtype, TpGroup tp, std::vector<int64_t> segments = {});
+                       DType dtype, TpGroup tp, std::vector<int64_t> segments = {},
+                       std::vector<int64_t> replicas = {});
   void collect(ParamList& out) override;
   // x: [R, in], whole (under SP the caller gathers it: gather_tokens, and gathers it again
   // for backward) -> y: [R, out / tp], this rank's features.

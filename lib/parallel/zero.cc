@@ -9,6 +9,7 @@
 #include "core/tensor_copy.h"
 #include "core/trace.h"
 #include "kernels/ops.h"
+#include "nn/tensor_parallel.h"
 
 namespace dt::parallel {
 
@@ -242,7 +243,7 @@ void ZeroSharding::squared_grad_norm(double& split, double& replicated) const {
     for (size_t j = 0; j < u.params.size(); ++j) {
       const int64_t b = std::max(lo, u.offsets[j]), e = std::min(hi, u.offsets[j] + u.params[j]->numel());
       if (b >= e) continue;  // this parameter lies outside the shard
-      (u.params[j]->spec.replicated() ? replicated : split) += kernels::sum_squares(g.slice0(b - lo, e - lo));
+      nn::add_grad_squares(*u.params[j], g.slice0(b - lo, e - lo), b - u.offsets[j], split, replicated);
     }
   }
 }

@@ -112,13 +112,19 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false, int64_t
     const int64_t S = kB * kT * c.d_model * static_cast<int64_t>(dtype_size(dtype)), L = c.n_layer;
     const int64_t ring = 2 * (tp - 1) * S / tp, R = kB * kT, loss_bytes = 3 * R * 4;
     const int64_t loss_wire = 2 * (tp - 1) * loss_bytes / tp;
+    // KV heads held by several ranks (n_kv_head < tp): per block one all-reduce of every KV
+    // head's K and V weight gradients (each summed over the ranks holding it).
+    const int64_t kv_heads = c.resolved().n_kv_head, kv_calls = kv_heads < tp ? L : 0;
+    const int64_t kv_bytes = kv_calls * kv_heads * 2 * (c.d_model / c.n_head) * c.d_model *
+                             static_cast<int64_t>(dtype_size(dtype));
+    const int64_t kv_wire = 2 * (tp - 1) * kv_bytes / tp;
     if (!sp) {
-      EXPECT_EQ(ar.calls - ar0.calls, 4 * L + 4);
-      EXPECT_EQ(ar.bytes - ar0.bytes, (4 * L + 2) * S + loss_bytes);
-      EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, (4 * L + 2) * ring + loss_wire);
+      EXPECT_EQ(ar.calls - ar0.calls, 4 * L + 4 + kv_calls);
+      EXPECT_EQ(ar.bytes - ar0.bytes, (4 * L + 2) * S + loss_bytes + kv_bytes);
+      EXPECT_EQ(ar.wire_bytes - ar0.wire_bytes, (4 * L + 2) * ring + loss_wire + kv_wire);
     } else {
-      EXPECT_EQ(ar.calls - ar0.calls, 2);
-      EXPECT_EQ(ar.bytes - ar0.bytes, loss_bytes);
+      EXPECT_EQ(ar.calls - ar0.calls, 2 + kv_calls);
+      EXPECT_EQ(ar.bytes - ar0.bytes, loss_bytes + kv_bytes);
       EXPECT_EQ(ag.calls - ag0.calls, 6 * L + 2);
       EXPECT_EQ(rs.calls - rs0.calls, 4 * L + 2);
       EXPECT_EQ(ag.bytes - ag0.bytes, (6 * L + 2) * S / tp);  // each rank's piece
@@ -171,13 +177,27 @@ TEST(TpModel, SequenceParallelKeepsOneTpthOfTheNormRegions) {
   }
 }
 
+TEST(TpModel, FewerKvHeadsThanRanksAreReplicated) {
+  // 2 KV heads over tp 4: each held by the 2 ranks whose query heads read it, its K and V
+  // gradients summed over them (expect_matches compares each rank's part, replicas included).
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool sp : {false, true}) expect_matches(true, dtype, 4, sp);
+}
+
 TEST(TpModel, HeadsThatDoNotSplitAreNamed) {
-  auto mesh = comm::test::axes_mesh({1, 1, 1, 1, 4});
+  auto mesh = comm::test::axes_mesh({1, 1, 1, 1, 3});
   mesh->run([&](int, int rank) {
     nn::TpGroup g{&mesh->comm(rank, "tp")};
-    // 2 KV heads over tp 4: replicating KV heads comes later; the error says what would work.
-    test::expect_invalid([&] { nn::GPT m(config(true, DType::F32), g); },
-                         "blocks.0.attn: n_kv_head = 2 does not split over tp = 4; accepted: a tp size that divides 2");
+    // 2 KV heads over tp 3: neither divides the other; the error says what would work.
+    nn::GPTConfig c = config(true, DType::F32);
+    c.n_head = 6;
+    c.d_model = 36;
+    test::expect_invalid([&] { nn::GPT m(c, g); },
+                         "blocks.0.attn: n_kv_head = 2 over tp = 3: neither divides the other; accepted: a tp size "
+                         "that divides 2 or is a multiple of it");
+    c.n_head = 4;  // 4 query heads over tp 3
+    c.d_model = 32;
+    test::expect_invalid([&] { nn::GPT m(c, g); }, "blocks.0.attn: n_head = 4 does not split over tp = 3");
   });
 }
 

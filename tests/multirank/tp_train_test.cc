@@ -11,7 +11,8 @@
 // trajectory; and what is not built yet (f16 with tp, heads that do not split) is refused
 // by name. Every layout also runs with Megatron sequence parallelism
 // (ParallelOptions::sequence_parallel), and dp 2 x tp 2 with ZeRO-1/2/3 over dp inside each
-// tp group, GPT-2 and llama style, to the same tolerances.
+// tp group, GPT-2 and llama style, to the same tolerances. Llama style at tp 4 has fewer KV
+// heads (2) than ranks: each is held by 2 ranks and its gradients summed over them.
 #include <unistd.h>
 
 #include <cmath>
@@ -113,9 +114,18 @@ TEST(TpTrain, LlamaStyleWithGqaMatchesSingleRankTraining) {
     const nn::GPTConfig c = config(true, dtype);
     const TrainRun ref = train(nullptr, c, 2, 1.0);
     for (bool seq : {false, true})
-      expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, 2}), c, 2, 1.0, sp(seq)), ref,
-                   dtype == DType::F32 ? 2e-5 : 2e-2, std::string("llama ") + dtype_name(dtype) + " tp 2" + sp_name(seq));
+      for (int tp : {2, 4})  // tp 4: 2 KV heads, each held by 2 ranks
+        expect_close(train(comm::test::axes_mesh({1, 1, 1, 1, tp}), c, 2, 1.0, sp(seq)), ref,
+                     dtype == DType::F32 ? 2e-5 : 2e-2,
+                     std::string("llama ") + dtype_name(dtype) + " tp " + std::to_string(tp) + sp_name(seq));
   }
+  // With ZeRO over dp 2 beside it (8 ranks): the norm weighs the replicated KV rows of each
+  // shard by 1/2.
+  const nn::GPTConfig c = config(true, DType::F32);
+  const TrainRun ref = train(nullptr, c, 1, 0.05);
+  for (int zero : {0, 1, 3})
+    expect_close(train(comm::test::axes_mesh({2, 1, 1, 1, 4}), c, 1, 0.05, sp(true, zero)), ref, 2e-5,
+                 "llama clipped dp 2 x tp 4 sp zero " + std::to_string(zero));
 }
 
 TEST(TpTrain, PaddedVocabularyMatchesSingleRankTraining) {
