@@ -592,7 +592,9 @@ DT_API dt_status dt_engine_eval(dt_engine* engine, const dt_tensor* inputs,
  *  prompt's index), "stop_token" (int, default -1: none; a prompt ends after emitting it).
  *  out_tokens holds n_prompts rows of out_capacity_per_prompt (>= max_new_tokens) ids;
  *  row i receives prompt i's new tokens and out_lengths[i] their count. Nothing is written
- *  on failure. */
+ *  on failure. On an engine over a tp axis > 1 it runs on the replicas, each with its part
+ *  of the model and of the KV cache (sharded by heads), the same tokens as one rank; it is
+ *  then collective (every process of an mpirun calls it). */
 DT_API dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tokens,
                                     const int64_t* prompt_lengths, int32_t n_prompts,
                                     const dt_options* options, int32_t* out_tokens,

@@ -81,7 +81,7 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
   int64_t max_len = 0;
   for (const auto& p : prompts) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(p.size()) + o.max_new_tokens);
   ScopedDevice on(model.device());  // the cache and every buffer beside the model
-  nn::KvCache cache = nn::KvCache::create(c, B, max_len);
+  nn::KvCache cache = nn::KvCache::create(c, B, max_len, model.local_kv_heads());  // tp: this rank's heads
   const CounterRng rng(o.seed, "sample");
   const int64_t V = c.vocab_size;
   std::vector<bool> done(B, false);

@@ -69,6 +69,20 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
   scatter_tensor_parallel();
 }
 
+GenerateResult Trainer::generate_tensor_parallel(const std::vector<std::vector<int32_t>>& prompts,
+                                                const GenerateOptions& opt) {
+  DT_CHECK(tp_ > 1, "generate_tensor_parallel: tp = 1; accepted: a Trainer over a tp axis > 1");
+  std::vector<GenerateResult> out(replicas_.size());
+  on_all([&](int li, int) {
+    const size_t i = static_cast<size_t>(li);
+    replicas_[i]->gather_model();  // ZeRO-3 over dp: the values whole until the next step
+    GenerateOptions mine = opt;
+    if (li != 0) mine.on_token = nullptr;  // every replica samples the same tokens
+    out[i] = generate(*models_[i], prompts, mine);
+  });
+  return out[0];
+}
+
 void Trainer::scatter_tensor_parallel() {
   std::map<std::string, Tensor> whole;
   for (auto& t : host_engine_->state_tensors()) whole[t.name] = t.tensor;

@@ -52,6 +52,7 @@ class GPT : public Module {
   explicit GPT(const GPTConfig& cfg, TpGroup tp = {});
   const TpGroup& tp() const { return tp_; }
   const VocabSlice& vocab_slice() const { return vocab_; }  // all of it for tp = 1
+  int64_t local_kv_heads() const;  // the KV heads this rank's attention holds (and caches)
   void collect(ParamList& out) override;
   const GPTConfig& config() const { return cfg_; }
   // The device of its parameters and activations: the thread's current device when it was
@@ -90,6 +91,10 @@ class GPT : public Module {
   // Inference over a KV cache (gpt_cached.cc). ids: i32 [B, Tq]; row i of ids continues
   // cache row rows[i] (distinct rows) at its position cache.len[rows[i]], which advances by
   // Tq. logits: [B, Tq, V], written. Prefill is Tq = prompt length, decode Tq = 1.
+  // Tensor parallel: collective over tp (every rank calls it with the same ids), the cache
+  // this rank's KV heads (KvCache::create with local_kv_heads()), and the logits whole on
+  // every rank (the vocabulary slices all-gathered), so every rank samples the same token.
+  // Sequence parallelism is paused: a decode step's few tokens need not split over tp.
   void forward_cached(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& logits);
 
  private:

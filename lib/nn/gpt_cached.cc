@@ -14,7 +14,7 @@
 
 namespace dt::nn {
 
-KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len) {
+KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, int64_t kv_heads) {
   validate(raw);
   GPTConfig c = raw.resolved();
   DT_CHECK(batch >= 1, "kv cache: batch = " + std::to_string(batch) + "; accepted: >= 1");
@@ -25,7 +25,7 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len) {
   kv.max_len = max_len;
   kv.len.assign(batch, 0);
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    Shape s = {batch, max_len, c.n_kv_head, c.head_dim()};
+    Shape s = {batch, max_len, kv_heads > 0 ? kv_heads : c.n_kv_head, c.head_dim()};
     // The model's dtype, on the current device (the model's, under the engine).
     kv.k.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
     kv.v.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
@@ -44,7 +44,7 @@ Tensor cache_prefix(const Tensor& cache, int64_t r, int64_t n) {
 // Attention of x [B, Tq, C] over the cache of layer l; returns y [B * Tq, C].
 const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache& c, int l,
                                const std::vector<int64_t>& rows) {
-  const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.cfg.n_head, Hkv = at.cfg.n_kv_head;
+  const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.hq, Hkv = at.hkv;  // this rank's heads
   KvCache::Scratch& s = c.s;
   Tensor x2 = flat2d(x);
   // The fused qkv weight's row ranges, as in attention.cc: q, then k, then v.
@@ -84,11 +84,24 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
 
 }  // namespace
 
+int64_t GPT::local_kv_heads() const { return blocks_.empty() ? cfg_.n_kv_head : blocks_[0]->attn.hkv; }
+
+namespace {
+// Sequence parallelism off for the scope (a KV-cache step runs tensor parallel only).
+struct PauseSequenceParallel {
+  explicit PauseSequenceParallel(const TpGroup& tp) : b(tp.buffers.get()) {
+    if (b) b->paused = true;
+  }
+  ~PauseSequenceParallel() {
+    if (b) b->paused = false;
+  }
+  SpBuffers* b;
+};
+}  // namespace
+
 void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
   ScopedDevice on(device_);
-  if (tp_.size() > 1)
-    fail(DT_ERR_UNSUPPORTED, "generation over a KV cache with tp = " + std::to_string(tp_.size()) +
-                                 ": not yet (the cache is not sharded by heads); accepted: tp = 1");
+  PauseSequenceParallel no_sp(tp_);
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
@@ -106,6 +119,9 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
                                              std::to_string(c.len[r] + Tq) + " positions; the cache's max_len is " +
                                              std::to_string(c.max_len));
   }
+  DT_CHECK(c.k.empty() || c.k[0].dim(2) == local_kv_heads(),
+           "kv cache: " + std::to_string(c.k.empty() ? 0 : c.k[0].dim(2)) + " KV heads per layer, this rank's attention "
+           "holds " + std::to_string(local_kv_heads()) + "; accepted: KvCache::create(..., local_kv_heads())");
   DT_CHECK(c.k.empty() || c.k[0].device() == device_, "kv cache: on " + c.k[0].device().str() + ", the model on " +
                                                           device_.str() + "; accepted: a cache made on the model's device");
   const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host
@@ -115,7 +131,12 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
                                                       " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
   KvCache::Scratch& s = c.s;
   Tensor& x = ensure(s.x, {B, Tq, C}, cfg_.dtype);
-  wte_->forward(to_device(ids, device_), x);
+  if (tp_.size() == 1) {
+    wte_->forward(to_device(ids, device_), x);
+  } else {  // vocab parallel: each rank's rows of the table, summed
+    kernels::embedding_forward(slice_ids(host_ids, vocab_, device_), wte_->weight.value, x);
+    all_reduce_sum(tp_, x);
+  }
   if (wpe_) {
     Tensor host_pos = Tensor::uninit({B, Tq}, DType::I32);
     int32_t* pos = host_pos.data<int32_t>();
@@ -137,7 +158,19 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
   const Tensor& h = lnf_->forward(x, s.ln);
   ensure(logits, {B, Tq, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(logits);
-  linear_forward(flat2d(h), lm_head_ ? lm_head_->weight.value : wte_->weight.value, Tensor(), l2);
+  const Tensor& w = lm_head_ ? lm_head_->weight.value : wte_->weight.value;
+  if (tp_.size() == 1) {
+    linear_forward(flat2d(h), w, Tensor(), l2);
+  } else {  // this rank's vocabulary columns, all-gathered into the whole logits
+    const int64_t n = B * Tq * vocab_.rows, N = tp_.size();
+    Tensor& mine = ensure(s.logits_part, {B * Tq, vocab_.rows}, h.dtype());
+    linear_forward(flat2d(h), w, Tensor(), mine);
+    Tensor& parts = ensure(s.logits_parts, {N * n}, h.dtype());
+    tp_.comm->all_gather(mine.raw(), parts.raw(), n, h.dtype());
+    for (int r = 0; r < N; ++r)
+      place_shard(parts.slice0(r * n, (r + 1) * n).reshape({B * Tq, vocab_.rows}), ShardSpec{1, "tp", {}, true}, r,
+                  static_cast<int>(N), l2);
+  }
   for (int64_t i = 0; i < B; ++i) c.len[rows[i]] += Tq;
 }
 

@@ -1,6 +1,7 @@
 // The key/value cache of autoregressive inference: per layer, k and v [batch, max_len,
 // n_kv_head, head_dim] in the model's dtype (MemTag::KvCache), and how many positions of
-// each row are filled.
+// each row are filled. Under tensor parallelism each rank caches its own KV heads only:
+// the cache is sharded by heads, as the attention is.
 //
 // Rows are independent sequences: each has its own length, so prompts of different lengths
 // need no padding. A row's positions are contiguous in memory, which lets the attention
@@ -21,13 +22,14 @@ struct KvCache {
   std::vector<int64_t> len;   // per row: positions filled
   // Scratch of the cached forward, kept so that decode steps of one shape reuse it.
   struct Scratch {
-    Tensor x, pos_ids, pos, q, kn, vn, out, lse, y;
+    Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, logits_part, logits_parts;
     Norm::Acts ln;
     MLP::Acts mlp;
   } s;
 
-  // cfg as given to the GPT (resolved here). max_len in [1, context].
-  static KvCache create(const GPTConfig& cfg, int64_t batch, int64_t max_len);
+  // cfg as given to the GPT (resolved here). max_len in [1, context]. kv_heads: the KV heads
+  // this rank holds (a tensor-parallel model's: GPT::local_kv_heads); 0: the config's.
+  static KvCache create(const GPTConfig& cfg, int64_t batch, int64_t max_len, int64_t kv_heads = 0);
   void reset() { len.assign(len.size(), 0); }
 };
 

@@ -46,6 +46,7 @@ namespace dt::nn {
 // valid from the call that fills it until the next such call on the group.
 struct SpBuffers {
   Tensor gathered, partial;
+  bool paused = false;  // inference over a KV cache runs tensor parallel only (GPT::forward_cached)
 };
 
 // The group a layer splits over; comm null: tp = 1 (the layer is the plain one).
@@ -55,7 +56,7 @@ struct TpGroup {
   comm::Communicator* comm = nullptr;
   bool sequence_parallel = false;  // the stream outside the regions split over tokens (above)
   std::shared_ptr<SpBuffers> buffers;  // made by the model under SP (nn::GPT)
-  bool sp() const { return sequence_parallel && size() > 1; }
+  bool sp() const { return sequence_parallel && size() > 1 && !(buffers && buffers->paused); }
   int size() const { return comm ? comm->size() : 1; }
   int rank() const { return comm ? comm->rank() : 0; }
 };

@@ -291,6 +291,18 @@ print("final loss one rank %.9f, tp 2 %.9f, dp 2 x tp 2 %.9f, resumed on tp 2 %.
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a tp run"
+  # Generation on tp 2 and 4 ranks (the KV cache sharded by heads) gives one rank's text.
+  $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 --json g1.json >/dev/null 2>&1 || fail "generate: one rank"
+  for n in 2 4; do
+    $D generate --checkpoint t4/ckpt --prompt "12+34=" --max-new-tokens 4 --tp $n --json g$n.json >g$n.txt 2>&1 || { cat g$n.txt; fail "generate --tp $n"; }
+  done
+  python3 - <<'PY' || fail "generate --tp differs from one rank"
+import json
+a = [json.load(open(f))["text"] for f in ("g1.json", "g2.json", "g4.json")]
+print("generated one rank %r, tp 2 %r, tp 4 %r" % tuple(a))
+assert a[0] == a[1] == a[2], a
+PY
+  expect_error "n_head = 4 does not split over tp = 3" $D generate --checkpoint t4/ckpt --prompt "1+1=" --tp 3
   expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
   expect_error "--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2" \
     $D train "${TPM[@]}" --steps 1 --sp --dp 2 --out tsp

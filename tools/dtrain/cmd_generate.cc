@@ -15,11 +15,14 @@ namespace {
 struct Loaded {
   Module model;
   Optimizer opt;
+  Mesh mesh;  // --tp: the ranks of this process (released after the engine)
   Engine engine;
   nlohmann::json info;
 };
 
-Loaded load_checkpoint(const std::string& stem) {
+// tp > 1: the engine runs on a local mesh of tp ranks, each with its part of the model and
+// of the KV cache (sharded by heads); the tokens are the single-rank model's.
+Loaded load_checkpoint(const std::string& stem, int64_t tp = 1) {
   Loaded l;
   dt_module* m = nullptr;
   check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
@@ -29,8 +32,15 @@ Loaded load_checkpoint(const std::string& stem) {
   dt_optimizer* o = nullptr;
   check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
   l.opt.reset(o);
+  if (tp > 1) {
+    Options mo = make_options();
+    set(mo.get(), "tp", tp);
+    dt_mesh* mesh = nullptr;
+    check(dt_mesh_create("local", static_cast<int32_t>(tp), mo.get(), &mesh), "creating the mesh (--tp)");
+    l.mesh.reset(mesh);
+  }
   dt_engine* e = nullptr;
-  check(dt_engine_create(nullptr, m, o, nullptr, &e), "dt_engine_create");
+  check(dt_engine_create(l.mesh.get(), m, o, nullptr, &e), "dt_engine_create");
   l.engine.reset(e);
   check(dt_engine_load(e, stem.c_str()), "loading the checkpoint");
   l.info = nlohmann::json::parse(
@@ -55,7 +65,7 @@ std::string unescape(const std::string& s) {
 
 struct GenerateArgs {
   std::string checkpoint = "runs/latest/ckpt", prompt, stop, json;
-  int64_t max_new_tokens = 64, top_k = 0, seed = 0;
+  int64_t max_new_tokens = 64, top_k = 0, seed = 0, tp = 1;
   double temperature = 0.0, top_p = 1.0;
 };
 
@@ -74,7 +84,7 @@ void print_token(void* user, int32_t, int32_t token) {
 }
 
 int run_generate(const GenerateArgs& a) {
-  Loaded l = load_checkpoint(a.checkpoint);
+  Loaded l = load_checkpoint(a.checkpoint, a.tp);
   const std::string prompt = unescape(a.prompt);
   if (prompt.empty()) throw CliError("--prompt is empty; accepted: at least one byte of text");
   std::vector<int32_t> ids(prompt.begin(), prompt.end());
@@ -164,6 +174,8 @@ void add_generate_command(CLI::App& app) {
   add_real(c, "--top-p", a->top_p, {1e-6, 1}, "Sample among the likeliest tokens whose probability reaches p");
   add_int(c, "--seed", a->seed, {0, INT64_MAX}, "Sampling seed");
   c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\")");
+  add_int(c, "--tp", a->tp, {1, 1024},
+          "Tensor-parallel ranks in this process (heads, features, vocabulary and the KV cache split)");
   c->add_option("--json", a->json, "Also write the text and statistics as JSON to this file");
   c->callback([a] { throw Exit{run_generate(*a)}; });
 }

@@ -770,7 +770,9 @@ extern "C" {
     #[doc = "  prompt's index), \"stop_token\" (int, default -1: none; a prompt ends after emitting it)."]
     #[doc = "  out_tokens holds n_prompts rows of out_capacity_per_prompt (>= max_new_tokens) ids;"]
     #[doc = "  row i receives prompt i's new tokens and out_lengths[i] their count. Nothing is written"]
-    #[doc = "  on failure."]
+    #[doc = "  on failure. On an engine over a tp axis > 1 it runs on the replicas, each with its part"]
+    #[doc = "  of the model and of the KV cache (sharded by heads), the same tokens as one rank; it is"]
+    #[doc = "  then collective (every process of an mpirun calls it)."]
     pub fn dt_engine_generate(
         engine: *mut dt_engine,
         prompt_tokens: *const i32,
