@@ -9,12 +9,9 @@
 // Printed: step times and the ratios t_A / t_B (what tp 2 gains over one rank), t_C / t_B
 // (tp against dp on the same cores), t_D / t_B, t_B / t_E; the share of the step spent in
 // tp collectives (the comm ledger's time on the tp communicator); the wire bytes per step
-// against the formula (S = B x T x d_model x dtype size; 4 x n_layer + 2 all-reduces of S,
-// the blocks' and the vocab-parallel embedding's and head's, each 2 (n-1)/n S on the wire,
-// and the vocab-parallel loss's of 3 B T f32; with SP the same as all-gathers and
-// reduce-scatters ((n-1)/n S each), plus backward's all-gather of each region's input
-// again and the all-reduce of the norms' gradients); and rank 0's peak activation memory
-// against one rank's, with and without SP.
+// against the library's plan (engine::plan_json, what dtrain plan prints: the blocks', the
+// vocab-parallel embedding's, head's and loss's, SP's extra gathers and norm gradients);
+// and rank 0's peak activation memory against one rank's, with and without SP.
 // Exits 0 whatever the figures (DESIGN.md section 7).
 //   bench_tp [--layers N] [--d-model N] [--heads N] [--context N] [--batch B] [--steps N]
 //            [--quick] [--json PATH]
@@ -25,6 +22,7 @@
 #include "common/model_inputs.h"
 #include "core/allocator.h"
 #include "core/thread_pool.h"
+#include "engine/plan.h"
 #include "engine/trainer.h"
 
 namespace dt::bench {
@@ -116,18 +114,16 @@ int main(int argc, char** argv) {
     set_kernel_threads(2);
     const Timed d = time_steps(nullptr, cfg, B, warmup, steps, "D: 1 rank, 2 threads");
     const double tokens = static_cast<double>(B * cfg.context);
-    // Wire bytes per step on tp 2 (n = 2: an all-reduce of S moves S, a gather or scatter S / 2).
-    const double S = static_cast<double>(B * cfg.context * cfg.d_model) * 4.0;  // f32
-    double norm_params = 0;  // the norms' gradients SP sums over tp (2 per block and ln_f)
-    {
-      nn::GPT probe(cfg);
-      for (nn::Parameter* q : probe.parameters())
-        if (q->name.find(".ln") != std::string::npos || q->name.rfind("ln_f", 0) == 0)
-          norm_params += static_cast<double>(q->numel());
-    }
-    const double L = static_cast<double>(cfg.n_layer);
-    const double loss = 3.0 * static_cast<double>(B * cfg.context) * 4.0;  // f32 [R] and [R, 2]
-    const double formula = (4.0 * L + 2.0) * S + loss, formula_sp = (5.0 * L + 2.0) * S + loss + norm_params * 4.0;
+    // The formulas: the library's plan (engine::plan_json, what dtrain plan prints).
+    auto planned = [&](bool sp_on) {
+      engine::PlanOptions po;
+      po.tp = 2;
+      po.sequence_parallel = sp_on;
+      po.micro_batch = B;
+      po.seq_len = cfg.context;
+      return engine::plan_json(cfg, po)["tp_comm"]["wire_bytes_per_step"].get<double>();
+    };
+    const double formula = planned(false), formula_sp = planned(true);
     std::printf("\n  A  1 rank, 1 thread:    %8.1f ms/step, %8.0f tokens/s\n", a.step_s * 1e3, tokens / a.step_s);
     std::printf("  B  tp 2:                %8.1f ms/step, %8.0f tokens/s\n", tp.step_s * 1e3, tokens / tp.step_s);
     std::printf("  C  dp 2 (DDP):          %8.1f ms/step, %8.0f tokens/s\n", dp.step_s * 1e3, tokens / dp.step_s);
@@ -139,9 +135,9 @@ int main(int argc, char** argv) {
     std::printf("  tp 2 + sp against tp 2 t_B / t_E = %.3f\n", tp.step_s / sp.step_s);
     std::printf("  tp collectives: %.2f ms per step, %.1f%% of the step; with sp %.2f ms, %.1f%%\n", tp.coll_s * 1e3,
                 100.0 * tp.coll_s / tp.step_s, sp.coll_s * 1e3, 100.0 * sp.coll_s / sp.step_s);
-    std::printf("  tp wire bytes per step %.3f MB, formula (4 x layers + 2) x S + loss = %.3f MB: ratio %.3f\n",
+    std::printf("  tp wire bytes per step %.3f MB, formula (dt_plan_json) %.3f MB: ratio %.3f\n",
                 static_cast<double>(tp.wire_bytes) / 1e6, formula / 1e6, static_cast<double>(tp.wire_bytes) / formula);
-    std::printf("  sp wire bytes per step %.3f MB, formula (5 x layers + 2) x S + loss + norm grads = %.3f MB: ratio %.3f\n",
+    std::printf("  sp wire bytes per step %.3f MB, formula (dt_plan_json) %.3f MB: ratio %.3f\n",
                 static_cast<double>(sp.wire_bytes) / 1e6, formula_sp / 1e6,
                 static_cast<double>(sp.wire_bytes) / formula_sp);
     const double pa = static_cast<double>(a.peak_activation);

@@ -465,6 +465,20 @@ DT_API dt_status dt_module_create_gpt(const dt_options* config, dt_module** out)
  *  "device" must be well formed but need not exist here. Thread-safe. */
 DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* out);
 
+/** The parallel plan of the GPT that dt_module_create_gpt(config) makes, by formula and
+ *  without building it, as JSON (written as dt_memory_report_json writes): the parameters
+ *  one tensor-parallel rank holds ("params_per_tp_rank", "replicated_over_tp"), per-rank
+ *  model states of DDP and ZeRO-1/2/3 over dp ("stages": weights, grads, optimizer, and dp
+ *  wire bytes per step), the tp axis's wire bytes per block, micro-batch and step
+ *  ("tp_comm"), and the norm-region activations per block ("activations", split by
+ *  sequence parallelism). plan: NULL or keys "dp" (1 to 1048576, default 1), "tp" (1 to
+ *  1024, default 1), "sequence_parallel" (bool, needs tp > 1), "micro_batch" (sequences
+ *  per rank, default 1), "seq_len" (tokens per sequence, default 0: the context),
+ *  "accumulation" (micro-batches per step, default 1). DT_ERR_INVALID_ARGUMENT names what
+ *  does not split over tp. Thread-safe. */
+DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* buf, size_t capacity,
+                              size_t* needed);
+
 /** Creates an MLP. config keys: "sizes" (required string of comma-separated ints >= 1,
  *  at least two: "in,hidden...,out", e.g. "4,32,1"), "act" ("gelu" | "silu", between
  *  layers), "seed" (int). Caller owns *out; release with dt_module_destroy. Thread-safe. */

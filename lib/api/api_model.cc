@@ -6,6 +6,7 @@
 #include "core/device_scope.h"
 #include "lib/api/firewall.h"
 #include "nn/config.h"
+#include "engine/plan.h"
 #include "nn/gpt.h"
 #include "nn/mlp_model.h"
 #include "optim/optimizer.h"
@@ -166,6 +167,32 @@ dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* out) {
     const dt::nn::GPTConfig cfg = gpt_config(config, "dt_module_gpt_param_count");
     gpt_device(config, "dt_module_gpt_param_count");  // a well-formed name; the device need not be here
     *out = cfg.param_count();
+  });
+}
+
+dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* buf, size_t capacity,
+                       size_t* needed) {
+  return guard("dt_plan_json", [&] {
+    const dt::nn::GPTConfig cfg = gpt_config(config, "dt_plan_json");
+    gpt_device(config, "dt_plan_json");
+    dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
+                       {"dp", "tp", "sequence_parallel", "micro_batch", "seq_len", "accumulation"});
+    dt::engine::PlanOptions o;
+    o.dp = r.get_int("dp", 1);
+    o.tp = r.get_int("tp", 1);
+    o.sequence_parallel = r.get_bool("sequence_parallel", false);
+    o.micro_batch = r.get_int("micro_batch", 1);
+    o.seq_len = r.get_int("seq_len", 0);
+    o.accumulation = r.get_int("accumulation", 1);
+    DT_CHECK(o.dp >= 1 && o.dp <= (1 << 20), "option \"dp\" = " + std::to_string(o.dp) + "; accepted: 1 to 1048576");
+    DT_CHECK(o.tp >= 1 && o.tp <= 1024, "option \"tp\" = " + std::to_string(o.tp) + "; accepted: 1 to 1024");
+    DT_CHECK(!o.sequence_parallel || o.tp > 1, "option \"sequence_parallel\" needs \"tp\" > 1");
+    DT_CHECK(o.micro_batch >= 1 && o.micro_batch <= (1 << 20),
+             "option \"micro_batch\" = " + std::to_string(o.micro_batch) + "; accepted: 1 to 1048576");
+    DT_CHECK(o.seq_len >= 0, "option \"seq_len\" = " + std::to_string(o.seq_len) + "; accepted: 0 (the context) or more");
+    DT_CHECK(o.accumulation >= 1 && o.accumulation <= (1 << 20),
+             "option \"accumulation\" = " + std::to_string(o.accumulation) + "; accepted: 1 to 1048576");
+    dt::api::write_text(dt::engine::plan_json(cfg, o).dump(), buf, capacity, needed);
   });
 }
 

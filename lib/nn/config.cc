@@ -26,6 +26,23 @@ int64_t GPTConfig::param_count() const {
          (c.tied_embeddings ? 0 : linear(d, c.vocab_size, 0));
 }
 
+int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
+  const GPTConfig c = resolved();
+  const int64_t d = c.d_model, biases = c.bias ? 1 : 0, hd = c.head_dim();
+  const int64_t norm_params = d + (c.norm == NormKind::LayerNorm ? biases * d : 0);
+  const int64_t vocab_rows = (c.vocab_size + tp - 1) / tp;                     // padded split
+  const int64_t kv_heads = c.n_kv_head % tp == 0 ? c.n_kv_head / tp : 1;       // or one, replicated
+  const int64_t qkv_rows = (c.n_head / tp + 2 * kv_heads) * hd;
+  const int64_t fc_rows = (c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff) / tp;
+  // Per block: the norms and the two row-parallel biases whole; the rest this rank's part.
+  const int64_t block_whole = 2 * norm_params + 2 * biases * d;
+  const int64_t block_split = qkv_rows * (d + biases) + d * (d / tp) + fc_rows * (d + biases) + d * (c.d_ff / tp);
+  const int64_t positions = c.pos == PosKind::Learned ? c.context * d : 0;
+  const int64_t whole = positions + c.n_layer * block_whole + norm_params;
+  if (replicated) *replicated = whole;
+  return whole + c.n_layer * block_split + vocab_rows * d * (c.tied_embeddings ? 1 : 2);
+}
+
 std::string GPTConfig::str() const {
   GPTConfig c = resolved();
   return "GPT(vocab_size=" + std::to_string(c.vocab_size) + ", context=" + std::to_string(c.context) +

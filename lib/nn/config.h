@@ -53,6 +53,12 @@ struct GPTConfig {
   // the command line's memory checks and the checkpoint loader's size check all use; exact
   // in int64 for every config validate() accepts.
   int64_t param_count() const;
+  // The elements one rank of a tensor-parallel group of `tp` holds (nn::GPT with a TpGroup:
+  // heads, MLP features and vocabulary split, the vocabulary padded; every rank holds as
+  // many), and in *replicated those it holds whole like every other tp rank (norms,
+  // positions, row-parallel biases). tp = 1: param_count(). The formula
+  // tests/multirank/tp_model_test.cc checks against the built parts.
+  int64_t param_count(int64_t tp, int64_t* replicated) const;
   std::string str() const;
 };
 

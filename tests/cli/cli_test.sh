@@ -304,6 +304,23 @@ assert a[0] == a[1] == a[2], a
 PY
   expect_error "n_head = 4 does not split over tp = 3" $D generate --checkpoint t4/ckpt --prompt "1+1=" --tp 3
   expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
+  # --report: tp traffic per step measured against the library's plan, to the byte; and
+  # dtrain plan --tp --sp gives the same formula and each tp rank's parameters (2-digit
+  # addition: sequences of 9 tokens, micro-batches of 16 / dp 2 / 2 = 4).
+  $D train "${TPM[@]}" --steps 3 --eval-problems 0 --out trep --tp 2 --dp 2 --sp --micro-batches 2 --report \
+    --json trep.json >trep.txt 2>&1 || { cat trep.txt; fail "tp --report"; }
+  $D plan "${TPM[@]:4:6}" --context 9 --tp 2 --sp --dp 2 --micro-batch 4 --accumulation 2 --precision f32 \
+    --json plan.json >plan.txt 2>&1 || { cat plan.txt; fail "plan --tp --sp"; }
+  python3 - <<'PY' || fail "tp report or plan differs from the formula"
+import json
+r = json.load(open("trep.json"))["report"]
+p = json.load(open("plan.json"))["tensor_parallel"]
+print("tp wire bytes per step measured %d, formula %d, plan %d; params per tp rank %d"
+      % (r["tp_wire_bytes_per_step"], r["tp_wire_bytes_formula"], p["tp_comm"]["wire_bytes_per_step"],
+         p["params_per_tp_rank"]))
+assert r["tp_wire_bytes_per_step"] == r["tp_wire_bytes_formula"] == p["tp_comm"]["wire_bytes_per_step"]
+assert p["params_per_tp_rank"] == r["tp_plan"]["params_per_tp_rank"] < p["params"]
+PY
   expect_error "--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2" \
     $D train "${TPM[@]}" --steps 1 --sp --dp 2 --out tsp
   ;;

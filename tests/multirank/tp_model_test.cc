@@ -17,6 +17,7 @@
 
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
+#include "engine/plan.h"
 #include "nn/gpt.h"
 
 namespace dt {
@@ -82,6 +83,11 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false, int64_t
     const nn::TpGroup g{&comm, sp};
     nn::GPT m(c, g);
     const nn::ParamList ps = m.parameters();
+    // The per-rank formula (dtrain plan's) against the built parts.
+    int64_t held = 0, whole = 0, formula_whole = 0;
+    for (const nn::Parameter* q : ps) (q->spec.replicated() ? whole : held) += q->numel();
+    EXPECT_EQ(c.param_count(tp, &formula_whole), held + whole) << what;
+    EXPECT_EQ(formula_whole, whole) << what;
     ASSERT_EQ(ps.size(), ref.grads.size());
     for (size_t k = 0; k < ps.size(); ++k)
       EXPECT_TRUE(test::same_bits(ps[k]->value, nn::take_shard(ref.values[k], ps[k]->spec, comm.rank(), tp)))
@@ -131,6 +137,17 @@ int64_t expect_matches(bool llama, DType dtype, int tp, bool sp = false, int64_t
       EXPECT_EQ(rs.bytes - rs0.bytes, (4 * L + 2) * S);       // each rank's whole partial
       EXPECT_EQ(ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes - rs0.wire_bytes, (5 * L + 2) * ring);
     }
+    // dtrain plan's formula (engine::plan_json, dt_plan_json) gives the same wire bytes.
+    engine::PlanOptions po;
+    po.tp = tp;
+    po.sequence_parallel = sp;
+    po.micro_batch = kB;
+    po.seq_len = kT;
+    const double planned = engine::plan_json(c, po)["tp_comm"]["wire_bytes_per_micro_batch"].get<double>();
+    EXPECT_EQ(static_cast<double>(ar.wire_bytes - ar0.wire_bytes + ag.wire_bytes - ag0.wire_bytes + rs.wire_bytes -
+                                  rs0.wire_bytes),
+              planned)
+        << what;
     if (rank == 0) norm_bytes = norm_region_bytes(a);
   });
   return norm_bytes;

@@ -2,7 +2,9 @@
 // for a dp size, a ZeRO stage and a precision, by the ZeRO paper's formulas (Rajbhandari et
 // al., 2020, section 3 and Table 1), the communication per step, and the effective batch.
 // It counts the --model's parameters through the C API without building it (of any size);
-// --params takes a raw count instead (e.g. 7.5e9).
+// --params takes a raw count instead (e.g. 7.5e9). With --tp (and --sp) the library's plan
+// (dt_plan_json) gives the parameters one tp rank holds, the tp traffic per block and the
+// norm-region activations.
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -17,7 +19,8 @@ namespace {
 struct PlanArgs {
   ModelArgs model;
   double params = 0;
-  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256;
+  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1;
+  bool sp = false;
   std::string json;
 };
 
@@ -39,6 +42,17 @@ int run_plan(const PlanArgs& a) {
     const int64_t n = a.model.count_params(a.context);
     psi = static_cast<double>(n);
     what = "--model " + a.model.preset + " (" + std::to_string(n) + " parameters)";
+  }
+  if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
+  nlohmann::json tp_plan;
+  if (a.tp > 1) {
+    if (a.params > 0) throw CliError("--tp needs the model's shape, not a raw count; accepted with --tp: --model and "
+                                     "its flags (without --params)");
+    tp_plan = a.model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, a.accumulation);
+    psi = tp_plan["params_per_tp_rank"].get<double>();
+    std::printf("tensor parallel over tp = %lld: one tp rank holds %.0f parameters, %.0f of them whole on every tp "
+                "rank\n(norms, positions, row-parallel biases); the ZeRO stages below shard that part over dp.\n\n",
+                static_cast<long long>(a.tp), psi, tp_plan["replicated_over_tp"].get<double>());
   }
   const double n = static_cast<double>(a.dp);
   std::printf("%s, dp = %lld, %s: %g + %g + K=%g bytes per parameter (weights, grads, optimizer)\n\n", what.c_str(),
@@ -67,6 +81,22 @@ int run_plan(const PlanArgs& a) {
               "  forward and for backward, gradients reduce-scattered): 1.5x. Here 2 psi = %s and\n"
               "  3 psi = %s in %g-byte elements.\n",
               gb(2 * psi * b.g).c_str(), gb(3 * psi * b.g).c_str(), b.g);
+  if (a.tp > 1) {
+    const nlohmann::json& t = tp_plan["tp_comm"];
+    const nlohmann::json& act = tp_plan["activations"];
+    std::printf("\n  tensor parallel%s, per micro-batch of %lld sequences (S = tokens x d_model x dtype = %s):\n"
+                "    each block: %s\n"
+                "    wire bytes per rank: %s per block, %s embedding + head, %s loss; %s per micro-batch,\n"
+                "    %s per step\n"
+                "    norm-region activations per block and rank: %s (without SP %s)\n",
+                a.sp ? " + sequence parallel" : "", static_cast<long long>(a.micro_batch),
+                gb(t["S_bytes"].get<double>()).c_str(), t["block_collectives"].get<std::string>().c_str(),
+                gb(t["wire_bytes_per_block"].get<double>()).c_str(),
+                gb(t["wire_bytes_embedding_and_head"].get<double>()).c_str(), gb(t["wire_bytes_loss"].get<double>()).c_str(),
+                gb(t["wire_bytes_per_micro_batch"].get<double>()).c_str(), gb(t["wire_bytes_per_step"].get<double>()).c_str(),
+                gb(act["norm_region_bytes_per_block"].get<double>()).c_str(),
+                gb(act["norm_region_bytes_per_block_without_sp"].get<double>()).c_str());
+  }
   const int64_t eff = a.micro_batch * a.dp * a.accumulation;
   std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
               static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp),
@@ -75,6 +105,7 @@ int run_plan(const PlanArgs& a) {
     nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},
                         {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
                         {"stages", stages},        {"effective_batch", eff}};
+    if (a.tp > 1) j["tensor_parallel"] = tp_plan;
     write_file(a.json, j.dump(2) + "\n");
   }
   return 0;
@@ -84,16 +115,19 @@ int run_plan(const PlanArgs& a) {
 
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
-  CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP and ZeRO-1/2/3, by formula");
+  CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP, ZeRO-1/2/3 and TP/SP, by formula");
   c->footer("Examples:\n"
             "  dtrain plan --params 7.5e9 --dp 64          (the ZeRO paper's Table 1: 120, 31.4, 16.6, 1.9 GB)\n"
             "  dtrain plan --model gpt-small --dp 4 --zero 3 --precision f32\n"
-            "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)");
+            "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)\n"
+            "  dtrain plan --model gpt-small --dp 2 --tp 2 --sp --zero 1   (per-rank parts, tp traffic per block)");
   a->model.add_to(*c);  // --precision among them: here bf16 (the default) or f16 count 2 + 2 + 12 bytes/param, f32 4 + 4 + 8
   add_real(c, "--params", a->params, {1, 1e15, "count the --model's parameters"},
            "A raw parameter count instead of --model (e.g. 7.5e9)");
   add_int(c, "--context", a->context, {1, 65536}, "Context of the --model built to count its parameters");
   add_int(c, "--dp", a->dp, {1, 1048576}, "Data-parallel ranks N");
+  add_int(c, "--tp", a->tp, {1, 1024}, "Tensor-parallel ranks per dp rank (needs --model, not --params)");
+  c->add_flag("--sp", a->sp, "Sequence parallel over the --tp ranks");
   add_int(c, "--zero", a->zero, {0, 3}, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
   add_int(c, "--micro-batch", a->micro_batch, {1, 1048576}, "Sequences per rank per micro-batch");
   add_int(c, "--accumulation", a->accumulation, {1, 1048576}, "Micro-batches per step (gradient accumulation)");

@@ -187,7 +187,7 @@ int run_train(TrainArgs a) {
 
   std::ofstream metrics;  // rank 0's alone under mpirun
   if (lead) metrics.open(metrics_path, std::ios::app);
-  TrafficMeter traffic;  // --report's traffic per train step
+  TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
   Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
   Progress bar(a.steps, step, !a.no_progress && lead);
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
@@ -200,8 +200,10 @@ int run_train(TrainArgs a) {
   while (step < last) {
     check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
     traffic.before(mesh.get());
+    if (a.tp > 1) tp_traffic.before(mesh.get());
     check(dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss), "training step " + std::to_string(step + 1));
     traffic.after(mesh.get());
+    if (a.tp > 1) tp_traffic.after(mesh.get());
     ++step;
     const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
                                        "dt_engine_last_stats_json");
@@ -237,7 +239,18 @@ int run_train(TrainArgs a) {
   nlohmann::json summary = {{"steps", step},       {"steps_this_run", step - first}, {"final_loss", loss},
                             {"train_seconds", train_s}, {"tokens_per_s", tokens_per_s}, {"params", params},
                             {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg}};
-  if (a.report) summary["report"] = print_report(mesh.get(), traffic, params, a.model.precision, a.dp, static_cast<int>(a.zero), step - first);
+  if (a.report) {
+    // Under tp each rank's model is its part: the library's plan says how many parameters
+    // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
+    nlohmann::json tp_plan;
+    int64_t held = params;
+    if (a.tp > 1) {
+      tp_plan = a.model.plan(T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T, a.micro_batches);
+      held = tp_plan["params_per_tp_rank"].get<int64_t>();
+    }
+    summary["report"] = print_report(mesh.get(), traffic, held, a.model.precision, a.dp, static_cast<int>(a.zero),
+                                     step - first, a.tp > 1 ? &tp_traffic : nullptr, tp_plan);
+  }
   if (addition && a.eval_problems > 0 && step == a.steps) {
     Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");
     std::printf("held-out problems (never in training), answered by greedy generation:\n");

@@ -60,6 +60,20 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
   return Module(m);
 }
 
+nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
+                               int64_t accumulation) const {
+  Options po = make_options();
+  set(po.get(), "dp", dp);
+  set(po.get(), "tp", tp);
+  set_bool(po.get(), "sequence_parallel", sp);
+  set(po.get(), "micro_batch", micro_batch);
+  set(po.get(), "seq_len", seq_len);
+  set(po.get(), "accumulation", accumulation);
+  const Options mo = options(context, 1);
+  return nlohmann::json::parse(read_text(
+      [&](char* b, size_t c, size_t* n) { return dt_plan_json(mo.get(), po.get(), b, c, n); }, "planning the model"));
+}
+
 StateBytes state_bytes(const std::string& precision) {
   if (precision.empty() || precision == "f32") return {4, 4, 8};
   if (precision == "bf16" || precision == "f16") return {2, 2, 12};

@@ -2,6 +2,7 @@
 // and the fields that override it, turned into dt_module_create_gpt options.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 
@@ -23,6 +24,10 @@ struct ModelArgs {
   // The module; a model whose weights alone would not fit in this machine's memory is
   // refused first.
   Module create(int64_t context, int64_t seed) const;
+  // The library's parallel plan of this model (dt_plan_json): the parameters one tp rank
+  // holds, the tp traffic per block, micro-batch and step, the norm-region activations.
+  nlohmann::json plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
+                      int64_t accumulation) const;
 };
 
 // Bytes per parameter of the model states: weights, gradients and the optimizer state K

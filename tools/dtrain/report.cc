@@ -24,14 +24,14 @@ const char* TrafficMeter::kind(int i) {
   return names[i];
 }
 
-void TrafficMeter::read(dt_mesh* mesh, Snap& s) {
+void TrafficMeter::read(dt_mesh* mesh, Snap& s) const {
   if (!mesh) return;
   int32_t first = 0;  // this process's first rank (under mpirun, its only one)
   check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
   for (int i = 0; i < kKinds; ++i) {
     int64_t bytes = 0;
-    check(dt_mesh_comm_stats(mesh, first, "dp", kind(i), &s.calls[i], &bytes, &s.seconds[i]), "comm stats");
-    check(dt_mesh_comm_wire_bytes(mesh, first, "dp", kind(i), &s.wire[i]), "comm wire bytes");
+    check(dt_mesh_comm_stats(mesh, first, axis_.c_str(), kind(i), &s.calls[i], &bytes, &s.seconds[i]), "comm stats");
+    check(dt_mesh_comm_wire_bytes(mesh, first, axis_.c_str(), kind(i), &s.wire[i]), "comm wire bytes");
   }
 }
 
@@ -46,7 +46,8 @@ void TrafficMeter::after(dt_mesh* mesh) {
 }
 
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
-                            int64_t ranks, int zero, int64_t steps) {
+                            int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic,
+                            const nlohmann::json& tp_plan) {
   const double w = precision == "f32" || precision.empty() ? 4 : 2, g = w, k = w == 4 ? 8 : 12;
   const double psi = static_cast<double>(params), n = static_cast<double>(ranks);
   // The paper's per-rank model states at each stage: what is sharded is divided by N.
@@ -109,6 +110,26 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                 zero == 3 ? "3" : "2", g, mb(vol).c_str());
     out["wire_bytes_per_step"] = total / per;
     out["wire_bytes_formula"] = vol;
+  }
+  if (mesh && tp_traffic && tp_plan.is_object()) {
+    const double per = static_cast<double>(steps > 0 ? steps : 1);
+    std::printf("\nreport: traffic on tp per train step of this process's first rank (wire bytes)\n");
+    double total = 0;
+    for (int i = 0; i < TrafficMeter::kKinds; ++i) {
+      total += static_cast<double>(tp_traffic->wire(i));
+      if (tp_traffic->calls(i) == 0) continue;
+      std::printf("  %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i),
+                  static_cast<double>(tp_traffic->calls(i)) / per,
+                  mb(static_cast<double>(tp_traffic->wire(i)) / per).c_str(), tp_traffic->seconds(i) / per);
+    }
+    const nlohmann::json& t = tp_plan["tp_comm"];
+    const double want = t["wire_bytes_per_step"].get<double>();
+    std::printf("  %-15s %20s   formula (%s per block, the embedding, head and loss, x micro-batches): %s\n",
+                "total", mb(total / per).c_str(), mb(t["wire_bytes_per_block"].get<double>()).c_str(),
+                mb(want).c_str());
+    out["tp_wire_bytes_per_step"] = total / per;
+    out["tp_wire_bytes_formula"] = want;
+    out["tp_plan"] = tp_plan;
   }
   return out;
 }

@@ -1821,6 +1821,29 @@ _gostring_ _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(dt_options *_swi
 }
 
 
+_gostring_ _wrap_dt_plan_json_cdt_9ef706f7a1559335(dt_options *_swig_go_0, dt_options *_swig_go_1, _goslice_ _swig_go_2, long long *_swig_go_3) {
+  dt_options *arg1 = (dt_options *) 0 ;
+  dt_options *arg2 = (dt_options *) 0 ;
+  char *arg3 = (char *) 0 ;
+  size_t arg4 ;
+  size_t *arg5 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_options *)_swig_go_0; 
+  arg2 = (dt_options *)_swig_go_1; 
+  
+  arg3 = (char*)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  arg5 = (size_t *)_swig_go_3; 
+  
+  result = (dt_status)dt_plan_json((struct dt_options const *)arg1,(struct dt_options const *)arg2,arg3,arg4,arg5);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(dt_options *_swig_go_0, dt_module **_swig_go_1) {
   dt_options *arg1 = (dt_options *) 0 ;
   dt_module **arg2 = (dt_module **) 0 ;

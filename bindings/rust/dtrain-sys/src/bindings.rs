@@ -609,6 +609,26 @@ extern "C" {
     pub fn dt_module_gpt_param_count(config: *const dt_options, out: *mut i64) -> dt_status;
 }
 extern "C" {
+    #[doc = " The parallel plan of the GPT that dt_module_create_gpt(config) makes, by formula and"]
+    #[doc = "  without building it, as JSON (written as dt_memory_report_json writes): the parameters"]
+    #[doc = "  one tensor-parallel rank holds (\"params_per_tp_rank\", \"replicated_over_tp\"), per-rank"]
+    #[doc = "  model states of DDP and ZeRO-1/2/3 over dp (\"stages\": weights, grads, optimizer, and dp"]
+    #[doc = "  wire bytes per step), the tp axis's wire bytes per block, micro-batch and step"]
+    #[doc = "  (\"tp_comm\"), and the norm-region activations per block (\"activations\", split by"]
+    #[doc = "  sequence parallelism). plan: NULL or keys \"dp\" (1 to 1048576, default 1), \"tp\" (1 to"]
+    #[doc = "  1024, default 1), \"sequence_parallel\" (bool, needs tp > 1), \"micro_batch\" (sequences"]
+    #[doc = "  per rank, default 1), \"seq_len\" (tokens per sequence, default 0: the context),"]
+    #[doc = "  \"accumulation\" (micro-batches per step, default 1). DT_ERR_INVALID_ARGUMENT names what"]
+    #[doc = "  does not split over tp. Thread-safe."]
+    pub fn dt_plan_json(
+        config: *const dt_options,
+        plan: *const dt_options,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
     #[doc = " Creates an MLP. config keys: \"sizes\" (required string of comma-separated ints >= 1,"]
     #[doc = "  at least two: \"in,hidden...,out\", e.g. \"4,32,1\"), \"act\" (\"gelu\" | \"silu\", between"]
     #[doc = "  layers), \"seed\" (int). Caller owns *out; release with dt_module_destroy. Thread-safe."]

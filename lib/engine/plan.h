@@ -1,0 +1,28 @@
+// A GPT's parallel plan by formula, before anything is built: what one rank of a dp x tp
+// layout holds (model states per ZeRO stage, the paper's Table 1 convention, over the
+// parameters its tp part holds), what it moves per step on each axis, and the activations
+// of the norm regions that sequence parallelism splits. The figures the library's own
+// ledgers measure in a run (tests/multirank/tp_model_test.cc, bench_tp, dtrain train
+// --report); `dtrain plan` and `dt_plan_json` print them.
+#pragma once
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/config.h"
+
+namespace dt::engine {
+
+struct PlanOptions {
+  int64_t dp = 1, tp = 1;
+  bool sequence_parallel = false;
+  int64_t micro_batch = 1;   // sequences per rank per micro-batch
+  int64_t seq_len = 0;       // tokens per sequence (0: the context)
+  int64_t accumulation = 1;  // micro-batches per step
+};
+
+// INVALID_ARGUMENT naming what does not split (heads, KV heads, MLP width, vocabulary
+// over tp; tokens of a micro-batch under SP) or is out of range.
+nlohmann::json plan_json(const nn::GPTConfig& cfg, const PlanOptions& o);
+
+}  // namespace dt::engine
