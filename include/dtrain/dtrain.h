@@ -550,8 +550,9 @@ typedef struct dt_engine dt_engine;
  *             over tp; the replicas hold the parts, and `module` gets the whole trained
  *             weights back before generation and saving (collective over tp: every
  *             process of an mpirun calls them). Checkpoints keep the single-rank layout.
- *             ZeRO ("zero" > 0) shards over dp inside each tp group. f16 models with tp > 1
- *             are not built yet (DT_ERR_UNSUPPORTED).
+ *             ZeRO ("zero" > 0) shards over dp inside each tp group. The vocabulary is
+ *             split over tp too (padded when it does not divide), and with fewer KV heads
+ *             than tp ranks each KV head is held by the ranks that read it.
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,

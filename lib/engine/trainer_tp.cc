@@ -22,9 +22,6 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
                                     const ParallelOptions& p, const std::vector<Device>& devices) {
   tp_ = mesh_->axis_size(comm::kTp);
   const size_t local = mesh_->local_ranks().size();
-  if (host.config().dtype == DType::F16)
-    fail(DT_ERR_UNSUPPORTED, "an f16 model with tp = " + std::to_string(tp_) +
-                                 ": loss scaling under tp is not built yet; accepted with tp > 1: f32, bf16");
   host_ = &host;
   host_opt_ = &opt;
   // The host's engine: checkpoints of a tp run are the host model's, gathered (save) or

@@ -6,6 +6,7 @@
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/tensor_copy.h"
+#include "core/trace.h"
 #include "kernels/ops.h"
 
 namespace dt::nn {
@@ -160,8 +161,35 @@ void place_shard(const Tensor& part, const ShardSpec& spec, int rank, int size, 
   if (w.raw() != whole.raw()) copy_tensor(w, whole);
 }
 
+namespace {
+// Each tp collective as a span on its rank's comm track (dtrain train --trace): they block
+// the layer that calls them, so the compute track shows the gap and this names it.
+class TracedCollective {
+ public:
+  TracedCollective(const char* kind, const Tensor& t) : kind_(kind), bytes_(0), start_(-1.0) {
+    if (!trace_enabled()) return;
+    bytes_ = t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+    start_ = trace_now_us();
+  }
+  ~TracedCollective() {
+    if (start_ >= 0 && trace_enabled())
+      trace_record("comm", std::string("tp ") + kind_ + " (" + std::to_string(bytes_) + " B)",
+                   trace_track(trace_current_rank(), true), start_, trace_now_us());
+  }
+  TracedCollective(const TracedCollective&) = delete;
+  TracedCollective& operator=(const TracedCollective&) = delete;
+
+ private:
+  const char* kind_;
+  int64_t bytes_;
+  double start_;
+};
+}  // namespace
+
 void all_reduce_sum(const TpGroup& tp, Tensor& t) {
-  if (tp.size() > 1) tp.comm->all_reduce(t.raw(), t.raw(), t.numel(), t.dtype(), comm::ReduceOp::Sum);
+  if (tp.size() == 1) return;
+  TracedCollective span("all_reduce", t);
+  tp.comm->all_reduce(t.raw(), t.raw(), t.numel(), t.dtype(), comm::ReduceOp::Sum);
 }
 
 namespace {
@@ -182,6 +210,7 @@ Tensor gather_tokens(const TpGroup& tp, const Tensor& local, const Shape& whole,
   DT_CHECK(buf.numel() == local.numel() * tp.size(), "gather_tokens: " + shape_str(local.shape()) +
                                                          " is not one of " + std::to_string(tp.size()) +
                                                          " shares of " + shape_str(whole));
+  TracedCollective span("all_gather", buf);
   tp.comm->all_gather(local.raw(), buf.raw(), local.numel(), local.dtype());
   return buf;
 }
@@ -210,6 +239,7 @@ void sum_partial(const TpGroup& tp, Tensor& partial, Tensor& out) {
     return;
   }
   DT_ASSERT(partial.numel() == out.numel() * tp.size());
+  TracedCollective span("reduce_scatter", partial);
   tp.comm->reduce_scatter(partial.raw(), out.raw(), out.numel(), out.dtype(), comm::ReduceOp::Sum);
 }
 

@@ -311,6 +311,11 @@ PY
     --json trep.json >trep.txt 2>&1 || { cat trep.txt; fail "tp --report"; }
   $D plan "${TPM[@]:4:6}" --context 9 --tp 2 --sp --dp 2 --micro-batch 4 --accumulation 2 --precision f32 \
     --json plan.json >plan.txt 2>&1 || { cat plan.txt; fail "plan --tp --sp"; }
+  # --trace: each tp collective is a span on its rank's comm track.
+  $D train "${TPM[@]}" --steps 2 --eval-problems 0 --out ttr --tp 2 --sp --trace ttr.json >/dev/null 2>&1 || fail "tp --trace"
+  for k in "tp all_gather" "tp reduce_scatter" "tp all_reduce"; do
+    grep -q "$k" ttr.json || fail "tp --trace: no \"$k\" span"
+  done
   python3 - <<'PY' || fail "tp report or plan differs from the formula"
 import json
 r = json.load(open("trep.json"))["report"]
