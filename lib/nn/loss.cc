@@ -36,13 +36,17 @@ void cross_entropy_loss_backward(const Tensor& logits, const Tensor& targets, in
                                  CrossEntropyState& s, Tensor& dlogits, float grad_scale) {
   const int64_t R = logits.rows();
   ScopedDevice on(logits.device());
-  ensure(s.dlosses, {R});
-  // d mean / d loss_r = 1 / count for every counted row; the kernel zeroes ignored rows.
-  kernels::fill(s.dlosses, s.count ? grad_scale / static_cast<float>(s.count) : 0.0f);
+  fill_mean_loss_grads(s, R, grad_scale);
   ensure(dlogits, logits.shape(), logits.dtype());
   Tensor d2 = flat2d(dlogits);
   kernels::cross_entropy_backward(flat2d(logits), to_device(targets.reshape({R}), logits.device()), s.dlosses,
                                  ignore_index, d2);
+}
+
+void fill_mean_loss_grads(CrossEntropyState& s, int64_t rows, float grad_scale) {
+  ensure(s.dlosses, {rows});
+  // d mean / d loss_r = 1 / count for every counted row; the kernels zero ignored rows.
+  kernels::fill(s.dlosses, s.count ? grad_scale / static_cast<float>(s.count) : 0.0f);
 }
 
 double mse_loss(const Tensor& pred, const Tensor& target, MSEState& s) {

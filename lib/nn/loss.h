@@ -22,6 +22,10 @@ double cross_entropy_loss(const Tensor& logits, const Tensor& targets, int32_t i
 void cross_entropy_loss_backward(const Tensor& logits, const Tensor& targets, int32_t ignore_index,
                                  CrossEntropyState& s, Tensor& dlogits, float grad_scale = 1.0f);
 
+// s.dlosses = grad_scale * d(mean loss) / d(loss_r): grad_scale / count in every row (the
+// kernels zero the ignored ones). The same for the whole and the vocab-parallel loss.
+void fill_mean_loss_grads(CrossEntropyState& s, int64_t rows, float grad_scale);
+
 struct MSEState {
   Tensor diff;  // pred - target
 };

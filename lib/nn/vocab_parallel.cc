@@ -73,9 +73,7 @@ void vocab_parallel_cross_entropy_backward(const VocabSlice& v, const Tensor& lo
                                            float grad_scale) {
   const int64_t R = logits.rows();
   ScopedDevice on(logits.device());
-  ensure(s.dlosses, {R});
-  // d mean / d loss_r = 1 / count for every counted row; the kernel zeroes ignored rows.
-  kernels::fill(s.dlosses, s.count ? grad_scale / static_cast<float>(s.count) : 0.0f);
+  fill_mean_loss_grads(s, R, grad_scale);
   ensure(dlogits, logits.shape(), logits.dtype());
   Tensor d2 = flat2d(dlogits);
   kernels::cross_entropy_shard_backward(flat2d(logits), to_device(targets.reshape({R}), logits.device()), v.begin,
