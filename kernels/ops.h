@@ -149,41 +149,21 @@ void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, in
             int64_t count);
 
 // ---- the table a device implements --------------------------------------------------------
+// Every op, listed once: the OpTable's entries below, each device's launcher declarations
+// (cpu/cpu_ops.h, cuda/cuda_ops.h) and each device's table derive from this list, so an op
+// added here and in the declarations above is one a device cannot forget.
+#define DT_KERNEL_OPS(X) \
+  X(matmul) X(layernorm_forward) X(layernorm_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(gelu_forward) \
+  X(gelu_backward) X(silu_forward) X(silu_backward) X(swiglu_forward) X(swiglu_backward) X(softmax_forward) \
+  X(softmax_backward) X(attention_forward) X(attention_backward) X(cross_entropy_forward) \
+  X(cross_entropy_backward) X(cross_entropy_shard_max) X(cross_entropy_shard_forward) \
+  X(cross_entropy_shard_backward) X(embedding_forward) X(embedding_backward) X(adamw_update) X(sgd_update) \
+  X(cast) X(fill) X(scale) X(add) X(bias_add) X(bias_backward) X(sum_squares) X(reduce)
+
 #define DT_OP_ENTRY(name) decltype(&::dt::kernels::name) name = nullptr;
 struct OpTable {
   const char* device_name;
-  DT_OP_ENTRY(matmul)
-  DT_OP_ENTRY(layernorm_forward)
-  DT_OP_ENTRY(layernorm_backward)
-  DT_OP_ENTRY(rmsnorm_forward)
-  DT_OP_ENTRY(rmsnorm_backward)
-  DT_OP_ENTRY(gelu_forward)
-  DT_OP_ENTRY(gelu_backward)
-  DT_OP_ENTRY(silu_forward)
-  DT_OP_ENTRY(silu_backward)
-  DT_OP_ENTRY(swiglu_forward)
-  DT_OP_ENTRY(swiglu_backward)
-  DT_OP_ENTRY(softmax_forward)
-  DT_OP_ENTRY(softmax_backward)
-  DT_OP_ENTRY(attention_forward)
-  DT_OP_ENTRY(attention_backward)
-  DT_OP_ENTRY(cross_entropy_forward)
-  DT_OP_ENTRY(cross_entropy_backward)
-  DT_OP_ENTRY(cross_entropy_shard_max)
-  DT_OP_ENTRY(cross_entropy_shard_forward)
-  DT_OP_ENTRY(cross_entropy_shard_backward)
-  DT_OP_ENTRY(embedding_forward)
-  DT_OP_ENTRY(embedding_backward)
-  DT_OP_ENTRY(adamw_update)
-  DT_OP_ENTRY(sgd_update)
-  DT_OP_ENTRY(cast)
-  DT_OP_ENTRY(fill)
-  DT_OP_ENTRY(scale)
-  DT_OP_ENTRY(add)
-  DT_OP_ENTRY(bias_add)
-  DT_OP_ENTRY(bias_backward)
-  DT_OP_ENTRY(sum_squares)
-  DT_OP_ENTRY(reduce)
+  DT_KERNEL_OPS(DT_OP_ENTRY)
 };
 #undef DT_OP_ENTRY
 
