@@ -152,13 +152,9 @@ void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* pr
   }
   if (on_token)
     g.on_token = [&](int64_t prompt, int32_t token) { on_token(user, static_cast<int32_t>(prompt), token); };
-  dt::engine::GenerateResult res;
-  if (e.engine && e.engine->tp() > 1) {  // on the replicas: the KV cache sharded by heads
-    res = e.engine->generate_tensor_parallel(prompts, g);
-  } else {
-    if (e.engine) e.engine->gather_model();  // ZeRO-3: the blocks' values, whole until the next step
-    res = dt::engine::generate(*e.gpt, prompts, g);
-  }
+  // The engine's: on the tp replicas, or on the module after gathering (ZeRO-3).
+  const dt::engine::GenerateResult res =
+      e.engine ? e.engine->generate(prompts, g) : dt::engine::generate(*e.gpt, prompts, g);
   for (int32_t i = 0; i < n_prompts; ++i) {
     const auto& t = res.tokens[static_cast<size_t>(i)];
     std::copy(t.begin(), t.end(), out_tokens + static_cast<int64_t>(i) * out_capacity_per_prompt);

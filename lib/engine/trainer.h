@@ -58,12 +58,12 @@ class Trainer {
   // ZeRO-3: every replica's values whole until the next step (for generation); else a no-op.
   void gather_model();
   int zero() const { return zero_; }
-  // Generation with tp > 1 on the replicas themselves: each its part of the model, the KV
-  // cache sharded by heads, the same tokens on every rank (collective over the mesh: every
-  // process of an mpirun calls it). on_token fires on this process's first replica only.
-  // For tp = 1 call engine::generate on the model after gather_model().
-  GenerateResult generate_tensor_parallel(const std::vector<std::vector<int32_t>>& prompts,
-                                          const GenerateOptions& opt);
+  // Generation (engine/generate.h) with the trained weights. tp > 1: on the replicas
+  // themselves, each its part of the model, the KV cache sharded by heads, the same tokens
+  // on every rank; on_token fires on this process's first replica only. Otherwise on the
+  // model after gather_model() (ZeRO-3: its values whole until the next step). Collective
+  // over the mesh: every process of an mpirun calls it.
+  GenerateResult generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
   int64_t step() const { return replicas_[0]->step(); }
   int dp() const { return dp_; }
   int tp() const { return tp_; }

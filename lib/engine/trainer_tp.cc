@@ -66,16 +66,18 @@ void Trainer::build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const 
   scatter_tensor_parallel();
 }
 
-GenerateResult Trainer::generate_tensor_parallel(const std::vector<std::vector<int32_t>>& prompts,
-                                                const GenerateOptions& opt) {
-  DT_CHECK(tp_ > 1, "generate_tensor_parallel: tp = 1; accepted: a Trainer over a tp axis > 1");
+GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt) {
+  if (tp_ == 1) {
+    gather_model();
+    return engine::generate(*models_[0], prompts, opt);
+  }
   std::vector<GenerateResult> out(replicas_.size());
   on_all([&](int li, int) {
     const size_t i = static_cast<size_t>(li);
     replicas_[i]->gather_model();  // ZeRO-3 over dp: the values whole until the next step
     GenerateOptions mine = opt;
     if (li != 0) mine.on_token = nullptr;  // every replica samples the same tokens
-    out[i] = generate(*models_[i], prompts, mine);
+    out[i] = engine::generate(*models_[i], prompts, mine);
   });
   return out[0];
 }

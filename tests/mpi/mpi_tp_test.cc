@@ -36,7 +36,7 @@ std::vector<double> train(std::shared_ptr<Mesh> mesh, std::vector<double>* weigh
     // single-rank model with the same weights (gathered below).
     engine::GenerateOptions g;
     g.max_new_tokens = 5;
-    const engine::GenerateResult got = t.generate_tensor_parallel(kPrompts, g);
+    const engine::GenerateResult got = t.generate(kPrompts, g);
     t.gather_model();
     EXPECT_EQ(got.tokens, engine::generate(model, kPrompts, g).tokens) << "generate, rank " << world_rank();
   }

@@ -30,7 +30,7 @@ void expect_single_rank_tokens(bool llama, int tp, bool sp) {
   std::vector<std::pair<int64_t, int32_t>> streamed;
   o.on_token = [&](int64_t p, int32_t tok) { streamed.emplace_back(p, tok); };
   reset_peaks(Device::cpu());
-  const engine::GenerateResult got = t.generate_tensor_parallel(kPrompts, o);
+  const engine::GenerateResult got = t.generate(kPrompts, o);
   const std::string what = std::string(llama ? "llama" : "gpt2") + " tp " + std::to_string(tp) + (sp ? " sp" : "");
   // Each rank cached its own KV heads: 1/tp of the single-rank cache, or one head of the
   // model's when there are fewer KV heads than ranks.
