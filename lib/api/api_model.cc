@@ -16,30 +16,6 @@ using dt::api::need;
 
 namespace {
 
-// Named starting points; explicit keys override their fields. Kept small and explicit so
-// the error for an unknown name can list every one.
-const std::map<std::string, dt::nn::GPTConfig>& presets() {
-  static const std::map<std::string, dt::nn::GPTConfig> p = [] {
-    std::map<std::string, dt::nn::GPTConfig> m;
-    dt::nn::GPTConfig tiny;  // for tests and smoke runs: trains in milliseconds
-    tiny.context = 64;
-    tiny.n_layer = 2;
-    tiny.n_head = 2;
-    tiny.d_model = 64;
-    m["gpt-tiny"] = tiny;
-    m["gpt-small"] = dt::nn::GPTConfig{};  // the defaults: 6 layers, d384, 6 heads, ctx 256, bytes
-    m["llama-tiny"] = tiny.llama_style();
-    return m;
-  }();
-  return p;
-}
-
-std::string preset_list() {
-  std::string s;
-  for (const auto& [name, c] : presets()) s += std::string(s.empty() ? "" : ", ") + "\"" + name + "\"";
-  return s;
-}
-
 // Picks one of `names` (matched exactly); the error names the option and lists them all.
 template <class E>
 E pick(const std::string& key, const std::string& value, const std::vector<std::pair<const char*, E>>& names) {
@@ -79,9 +55,9 @@ dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
   dt::nn::GPTConfig c;
   if (r.has("preset")) {
     std::string p = r.get_string("preset", "");
-    auto it = presets().find(p);
-    if (it == presets().end()) dt::invalid("option \"preset\" = \"" + p + "\" is unknown; accepted: " + preset_list());
-    c = it->second;
+    const dt::nn::GPTConfig* preset = dt::nn::gpt_preset(p);
+    if (!preset) dt::invalid("option \"preset\" = \"" + p + "\" is unknown; accepted: " + dt::nn::gpt_preset_names());
+    c = *preset;
   }
   c.vocab_size = positive_int(r, "vocab_size", c.vocab_size);
   c.context = positive_int(r, "context", c.context);

@@ -9,6 +9,7 @@
 #include "nn/loss.h"
 #include "nn/mlp_model.h"
 #include "nn/sequential.h"
+#include "nn/sequential_spec.h"
 #include "optim/optimizer.h"
 
 using dt::api::guard;
@@ -16,82 +17,18 @@ using dt::api::need;
 
 namespace {
 
-const char* kLayerHelp =
-    "accepted: comma-separated layers \"linear:IN:OUT\", \"linear:IN:OUT:nobias\", \"gelu\", \"silu\", "
-    "\"layernorm:DIM\", \"rmsnorm:DIM\", e.g. \"linear:4:32,gelu,linear:32:1\"";
-
-// Most features one size field may name: 2^31, so that IN x OUT cannot overflow int64.
-constexpr int64_t kMaxFeatures = int64_t(1) << 31;
-
-int64_t size_field(const std::vector<std::string>& f, size_t i, const std::string& layer) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(f.at(i), &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  DT_CHECK(used > 0 && used == f[i].size() && v >= 1 && v <= kMaxFeatures,
-           "option \"layers\": \"" + layer + "\" needs sizes from 1 to " + std::to_string(kMaxFeatures) + "; " +
-               kLayerHelp);
-  return v;
-}
-
-// One parsed layer of the "layers" option.
-struct LayerSpec {
-  std::string kind;  // linear, gelu, silu, layernorm, rmsnorm
-  int64_t in = 0, out = 0;
-  bool bias = true;
-  double params() const {
-    if (kind == "linear") return double(in) * double(out) + (bias ? double(out) : 0.0);
-    if (kind == "layernorm") return 2.0 * double(in);  // gain and bias
-    return kind == "rmsnorm" ? double(in) : 0.0;
-  }
-};
-
-std::vector<LayerSpec> parse_layers(const std::string& spec) {
-  std::vector<LayerSpec> layers;
-  std::stringstream all(spec);
-  std::string layer;
-  while (std::getline(all, layer, ',')) {
-    std::vector<std::string> f;
-    std::stringstream parts(layer);
-    for (std::string x; std::getline(parts, x, ':');) f.push_back(x);
-    const std::string kind = f.empty() ? "" : f[0];
-    if (kind == "linear" && (f.size() == 3 || (f.size() == 4 && f[3] == "nobias")))
-      layers.push_back({kind, size_field(f, 1, layer), size_field(f, 2, layer), f.size() == 3});
-    else if ((kind == "gelu" || kind == "silu") && f.size() == 1)
-      layers.push_back({kind});
-    else if ((kind == "layernorm" || kind == "rmsnorm") && f.size() == 2)
-      layers.push_back({kind, size_field(f, 1, layer)});
-    else
-      dt::invalid("option \"layers\": \"" + layer + "\" is not a layer; " + kLayerHelp);
-  }
-  return layers;
-}
-
 // Parses and checks the whole spec (syntax, then the memory its parameters need) before
 // building anything, so a refused spec allocates nothing.
 std::shared_ptr<dt::nn::Sequential> build(const std::string& spec, uint64_t seed, float init_std) {
-  const std::vector<LayerSpec> layers = parse_layers(spec);
+  const std::vector<dt::nn::LayerSpec> layers = dt::nn::parse_layer_spec(spec);
   double params = 0;
-  for (const LayerSpec& l : layers) params += l.params();
+  for (const dt::nn::LayerSpec& l : layers) params += l.params();
   // Parameters and their gradients, f32 each: what creating the module and one backward hold.
   dt::api::refuse_beyond_memory("dt_module_create_sequential",
                                 "option \"layers\" holds " + std::to_string(static_cast<long long>(params)) +
                                     " parameters; they and their gradients (f32)",
                                 8.0 * params);
-  auto seq = std::make_shared<dt::nn::Sequential>(seed, init_std);
-  for (const LayerSpec& l : layers) {
-    if (l.kind == "linear")
-      seq->add_linear(l.in, l.out, l.bias);
-    else if (l.kind == "gelu" || l.kind == "silu")
-      seq->add_activation(l.kind == "gelu" ? dt::nn::MLPAct::GELU : dt::nn::MLPAct::SiLU);
-    else
-      seq->add_norm(l.kind == "layernorm" ? dt::nn::NormKind::LayerNorm : dt::nn::NormKind::RMSNorm, l.in);
-  }
-  DT_CHECK(seq->out_features() > 0, "option \"layers\" = \"" + spec + "\" has no linear or norm layer; " + kLayerHelp);
-  return seq;
+  return dt::nn::build_sequential(layers, spec, seed, init_std);
 }
 
 // Sets up forward/backward for a host-driven module; a GPT is driven by the engine.
@@ -128,7 +65,7 @@ dt_status dt_module_create_sequential(const dt_options* config, dt_module** out)
   return guard("dt_module_create_sequential", [&] {
     need(out, "out");
     dt::OptionReader r(dt::api::opts_of(config), "dt_module_create_sequential", {"layers", "seed", "init_std"});
-    DT_CHECK(r.has("layers"), std::string("option \"layers\" is required; ") + kLayerHelp);
+    DT_CHECK(r.has("layers"), std::string("option \"layers\" is required; ") + dt::nn::layer_spec_grammar());
     const double std_ = r.get_double("init_std", 0.02);
     DT_CHECK(std_ >= 0 && std_ < 1e6, "option \"init_std\" = " + std::to_string(std_) + "; accepted: >= 0");
     auto seq = build(r.get_string("layers", ""), static_cast<uint64_t>(r.get_int("seed", 1337)), static_cast<float>(std_));

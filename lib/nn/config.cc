@@ -1,5 +1,7 @@
 #include "nn/config.h"
 
+#include <map>
+
 #include "core/error.h"
 
 namespace dt::nn {
@@ -41,6 +43,35 @@ int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   const int64_t whole = positions + c.n_layer * block_whole + norm_params;
   if (replicated) *replicated = whole;
   return whole + c.n_layer * block_split + vocab_rows * d * (c.tied_embeddings ? 1 : 2);
+}
+
+namespace {
+const std::map<std::string, GPTConfig>& presets() {
+  static const std::map<std::string, GPTConfig> p = [] {
+    std::map<std::string, GPTConfig> m;
+    GPTConfig tiny;
+    tiny.context = 64;
+    tiny.n_layer = 2;
+    tiny.n_head = 2;
+    tiny.d_model = 64;
+    m["gpt-tiny"] = tiny;
+    m["gpt-small"] = GPTConfig{};
+    m["llama-tiny"] = tiny.llama_style();
+    return m;
+  }();
+  return p;
+}
+}  // namespace
+
+const GPTConfig* gpt_preset(const std::string& name) {
+  auto it = presets().find(name);
+  return it == presets().end() ? nullptr : &it->second;
+}
+
+std::string gpt_preset_names() {
+  std::string s;
+  for (const auto& [name, c] : presets()) s += std::string(s.empty() ? "" : ", ") + "\"" + name + "\"";
+  return s;
 }
 
 std::string GPTConfig::str() const {

@@ -65,6 +65,14 @@ struct GPTConfig {
 // Throws INVALID_ARGUMENT naming the first bad field.
 void validate(const GPTConfig& c);
 
+// Named starting points (dt_module_create_gpt's "preset"; explicit fields override them):
+// "gpt-tiny" (2 layers, width 64, 2 heads, context 64: trains in milliseconds), "gpt-small"
+// (the defaults above: 6 layers, width 384, 6 heads, context 256) and "llama-tiny"
+// (gpt-tiny, llama style). Null for another name; gpt_preset_names lists them all.
+const GPTConfig* gpt_preset(const std::string& name);
+std::string gpt_preset_names();  // "\"gpt-small\", \"gpt-tiny\", ..."
+
+
 enum class MLPAct { GELU, SiLU };
 
 struct MLPConfig {
