@@ -39,20 +39,13 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr,
                       "sequence_parallel"});
   par.sequence_parallel = r.get_bool("sequence_parallel", false);
   par.zero = static_cast<int>(r.get_int("zero", 0));
-  DT_CHECK(par.zero >= 0 && par.zero <= 3,
-           "option \"zero\" = " + std::to_string(par.zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");
   DT_CHECK(par.zero == 0 || !r.has("bucket_bytes"),
            "option \"bucket_bytes\" applies to DDP (\"zero\" = 0) only; with \"zero\" = " + std::to_string(par.zero) +
                " gradients are reduced one unit (a block) at a time");
   par.bucket_bytes = r.get_int("bucket_bytes", par.bucket_bytes);
-  DT_CHECK(par.bucket_bytes >= 1,
-           "option \"bucket_bytes\" = " + std::to_string(par.bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");
   dt::engine::TrainOptions o;
   o.micro_batches = r.get_int("micro_batches", 1);
-  DT_CHECK(o.micro_batches >= 1,
-           "option \"micro_batches\" = " + std::to_string(o.micro_batches) + "; accepted: >= 1");
   o.max_grad_norm = r.get_double("max_grad_norm", 0.0);
-  DT_CHECK(std::isfinite(o.max_grad_norm), "option \"max_grad_norm\" is not finite; accepted: <= 0 (no clipping) or > 0");
   std::string sched = r.get_string("schedule", "constant");
   int64_t warmup = r.get_int("warmup_steps", 0), total = r.get_int("total_steps", 0);
   double ratio = r.get_double("min_lr_ratio", 0.1);
@@ -81,6 +74,8 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr,
   o.loss_scaler.growth_interval = r.get_int("loss_scale_growth_interval", o.loss_scaler.growth_interval);
   DT_CHECK(o.loss_scaler.growth_interval >= 1, "option \"loss_scale_growth_interval\" = " +
                                                    std::to_string(o.loss_scaler.growth_interval) + "; accepted: >= 1");
+  o.check();  // the ranges, declared once with the options
+  par.check();
   return o;
 }
 

@@ -23,14 +23,19 @@ std::string metrics_json(const StepStats& s) {
   return j.dump();
 }
 
+void TrainOptions::check() const {
+  DT_CHECK(micro_batches >= 1, "option \"micro_batches\" = " + std::to_string(micro_batches) + "; accepted: >= 1");
+  DT_CHECK(std::isfinite(max_grad_norm),
+           "option \"max_grad_norm\" is not finite; accepted: <= 0 (no clipping) or > 0");
+}
+
 TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt,
                          const TrainOptions& o)
     : mesh_(std::move(mesh)), model_(model), opt_(&opt), opt_cfg_(o) {
   DT_CHECK(!mesh_ || mesh_->world_size() == 1,
            "TrainEngine: mesh world size = " + std::to_string(mesh_ ? mesh_->world_size() : 1) +
                "; accepted for now: 1 (data parallelism comes with the DDP engine)");
-  DT_CHECK(o.micro_batches >= 1, "micro_batches = " + std::to_string(o.micro_batches) + "; accepted: >= 1");
-  DT_CHECK(o.max_grad_norm == o.max_grad_norm, "max_grad_norm is NaN; accepted: a number (<= 0: no clipping)");
+  o.check();
   // Loss-scaler options are checked for every model, so a bad one never waits for f16.
   optim::DynamicLossScaler checked(o.loss_scaler);
   if (model_.config().dtype == DType::F16) {

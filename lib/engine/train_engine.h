@@ -44,6 +44,9 @@ struct TrainOptions {
   optim::LrSchedule schedule = optim::LrSchedule::constant(1e-3f);
   int32_t ignore_index = -1;    // targets equal to it carry no loss
   optim::LossScalerOptions loss_scaler;  // validated always, used only for f16 models
+  // INVALID_ARGUMENT naming the option (as dt_engine_create's keys name it) and what is
+  // accepted. The one range check of these fields: the engine and the C API call it.
+  void check() const;
 };
 
 struct StepStats {

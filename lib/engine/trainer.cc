@@ -38,6 +38,13 @@ std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptio
 
 }  // namespace
 
+void ParallelOptions::check() const {
+  DT_CHECK(zero >= 0 && zero <= 3,
+           "option \"zero\" = " + std::to_string(zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");
+  DT_CHECK(bucket_bytes >= 1,
+           "option \"bucket_bytes\" = " + std::to_string(bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");
+}
+
 std::unique_ptr<parallel::Strategy> Trainer::data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
                                                                    comm::Communicator& dp,
                                                                    const optim::Optimizer& prototype) {
@@ -48,8 +55,7 @@ std::unique_ptr<parallel::Strategy> Trainer::data_parallel_strategy(const Parall
 Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
                  const ParallelOptions& p)
     : mesh_(std::move(mesh)) {
-  DT_CHECK(p.bucket_bytes >= 1, "bucket_bytes = " + std::to_string(p.bucket_bytes) + "; accepted: >= 1");
-  DT_CHECK(p.zero >= 0 && p.zero <= 3, "zero = " + std::to_string(p.zero) + "; accepted: 0 (DDP), 1, 2 or 3 (the ZeRO stage)");
+  p.check();
   const int tp = mesh_ ? mesh_->axis_size(comm::kTp) : 1;
   DT_CHECK(!p.sequence_parallel || tp > 1,
            "sequence_parallel needs tensor parallelism: the mesh's tp axis is " + std::to_string(tp) +

@@ -45,6 +45,9 @@ struct ParallelOptions {
   int zero = 0;                     // 0: DDP; 1, 2, 3: the ZeRO stage
   // Megatron sequence parallelism on the tp axis (nn/tensor_parallel.h); needs tp > 1.
   bool sequence_parallel = false;
+  // INVALID_ARGUMENT naming the option (as dt_engine_create's keys name it) and what is
+  // accepted. The one range check of these fields: the Trainer and the C API call it.
+  void check() const;
 };
 
 class Trainer {

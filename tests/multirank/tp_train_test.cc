@@ -26,6 +26,25 @@ namespace dt {
 namespace {
 
 constexpr int kSteps = 10;
+
+// Sanitizer builds (the ASan and TSan passes of tools/test.sh) run a thinner matrix: every
+// code path (each layout, SP, each ZeRO stage) with fewer repeats of the same paths in
+// other dtypes and micro-batch counts, which the Release pass runs in full.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+const std::vector<DType> kDtypes =
+    kSanitized ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::BF16};
+const std::vector<int64_t> kMicros = kSanitized ? std::vector<int64_t>{2} : std::vector<int64_t>{1, 2};
+const std::vector<bool> kStyles = kSanitized ? std::vector<bool>{true} : std::vector<bool>{false, true};
 constexpr int64_t kB = 8, kT = 16;
 
 nn::GPTConfig config(bool llama, DType dtype) { return test::tp_tiny_gpt(llama, dtype); }
@@ -77,8 +96,8 @@ void expect_close(const TrainRun& got, const TrainRun& ref, double tol, const st
 }
 
 TEST(TpTrain, Gpt2StyleMatchesSingleRankTraining) {
-  for (DType dtype : {DType::F32, DType::BF16})
-    for (int64_t micro : {1, 2}) {
+  for (DType dtype : kDtypes)
+    for (int64_t micro : kMicros) {
       const nn::GPTConfig c = config(false, dtype);
       const TrainRun ref = train(nullptr, c, micro, 1.0);
       const double tol = dtype == DType::F32 ? 2e-5 : 2e-2;
@@ -95,8 +114,8 @@ TEST(TpTrain, ZeroInsideTpGroupsMatchesSingleRankTraining) {
   // dp 2 x tp 2: ZeRO-1/2/3 over dp within each tp group, with and without SP, gradient
   // accumulation on (stages 2/3 reduce each micro-batch's fresh gradients, so SP's partial
   // norm gradients are summed every micro-batch there).
-  for (DType dtype : {DType::F32, DType::BF16})
-    for (bool llama : {false, true}) {
+  for (DType dtype : kDtypes)
+    for (bool llama : kStyles) {  // sanitized: llama (GQA, SwiGLU, RMSNorm) alone
       const nn::GPTConfig c = config(llama, dtype);
       const TrainRun ref = train(nullptr, c, 2, 1.0);
       for (int zero : {1, 2, 3})
@@ -110,7 +129,7 @@ TEST(TpTrain, ZeroInsideTpGroupsMatchesSingleRankTraining) {
 }
 
 TEST(TpTrain, LlamaStyleWithGqaMatchesSingleRankTraining) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (DType dtype : kDtypes) {
     const nn::GPTConfig c = config(true, dtype);
     const TrainRun ref = train(nullptr, c, 2, 1.0);
     for (bool seq : {false, true})

@@ -269,7 +269,7 @@ TEST(ZeRO, BadStagesAreNamedErrorsBeforeAnyWork) {
     engine::ParallelOptions p;
     p.zero = bad;
     test::expect_invalid([&] { engine::Trainer t(comm::test::world_mesh(2), model, opt, options(1), p); },
-                         "zero = " + std::to_string(bad) + "; accepted: 0 (DDP), 1, 2 or 3");
+                         "option \"zero\" = " + std::to_string(bad) + "; accepted: 0 (DDP, the default), 1, 2 or 3");
   }
   EXPECT_FALSE(opt.released());  // nothing was touched
 }
