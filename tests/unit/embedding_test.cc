@@ -25,6 +25,29 @@ std::vector<int32_t> random_ids(int64_t n, int32_t v, uint32_t seed) {
   return ids;
 }
 
+// Forward into a copy of `out` and backward into a copy of `table` give the same bits with
+// one kernel thread and with two.
+void expect_same_bits_on_one_and_two_threads(const Tensor& ids, const Tensor& table, const Tensor& dout,
+                                             const Tensor& out) {
+  auto run = [&] {
+    std::vector<Tensor> r = {test::converted(out, out.dtype()), test::converted(table, table.dtype())};
+    kernels::embedding_forward(ids, table, r[0]);
+    kernels::embedding_backward(ids, dout, r[1]);
+    return r;
+  };
+  std::vector<Tensor> one, two;
+  {
+    test::KernelThreads k(1);
+    one = run();
+  }
+  {
+    test::KernelThreads k(2);
+    two = run();
+  }
+  EXPECT_TRUE(test::same_bits(one[0], two[0])) << "out";
+  EXPECT_TRUE(test::same_bits(one[1], two[1])) << "dtable";
+}
+
 TEST(Embedding, ForwardCopiesRowsExactly) {
   std::vector<int32_t> idv = {3, 0, 9, 3, 3, 7};
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
@@ -71,23 +94,7 @@ TEST(Embedding, BitwiseSameWithOneAndTwoThreads) {
   // repeats per row, where summation order would show in bf16.
   Tensor ids = test::from_ints(random_ids(2000, 50, 4), {2000});
   Tensor table = test::randn({50, 64}, DType::BF16, 4, "table"), dout = test::randn({2000, 64}, DType::BF16, 4, "d");
-  auto run = [&] {
-    std::vector<Tensor> r = {Tensor::zeros({2000, 64}, DType::BF16), test::converted(table, DType::BF16)};
-    kernels::embedding_forward(ids, table, r[0]);
-    kernels::embedding_backward(ids, dout, r[1]);
-    return r;
-  };
-  std::vector<Tensor> one, two;
-  {
-    test::KernelThreads k(1);
-    one = run();
-  }
-  {
-    test::KernelThreads k(2);
-    two = run();
-  }
-  EXPECT_TRUE(test::same_bits(one[0], two[0])) << "out";
-  EXPECT_TRUE(test::same_bits(one[1], two[1])) << "dtable";
+  expect_same_bits_on_one_and_two_threads(ids, table, dout, Tensor::zeros({2000, 64}, DType::BF16));
 }
 
 TEST(Embedding, OutOfRangeIdIsRejectedBeforeAnyWrite) {
@@ -146,23 +153,7 @@ TEST(Embedding, NegativeIdsBitwiseSameWithOneAndTwoThreads) {
   for (auto& id : idv) id = id >= 50 ? -1 : id;  // a sixth of the rows belong to no one here
   Tensor ids = test::from_ints(idv, {2000}), dout = test::randn({2000, 64}, DType::BF16, 10, "d");
   Tensor table = test::randn({50, 64}, DType::BF16, 10, "table");
-  auto run = [&] {
-    std::vector<Tensor> r = {test::randn({2000, 64}, DType::BF16, 11, "o"), test::converted(table, DType::BF16)};
-    kernels::embedding_forward(ids, table, r[0]);
-    kernels::embedding_backward(ids, dout, r[1]);
-    return r;
-  };
-  std::vector<Tensor> one, two;
-  {
-    test::KernelThreads k(1);
-    one = run();
-  }
-  {
-    test::KernelThreads k(2);
-    two = run();
-  }
-  EXPECT_TRUE(test::same_bits(one[0], two[0])) << "out";
-  EXPECT_TRUE(test::same_bits(one[1], two[1])) << "dtable";
+  expect_same_bits_on_one_and_two_threads(ids, table, dout, test::randn({2000, 64}, DType::BF16, 11, "o"));
 }
 
 TEST(Embedding, IdAtOrPastVIsRejectedAmongNegativeIds) {
