@@ -36,8 +36,11 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr,
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_create",
                      {"micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps", "min_lr_ratio",
                       "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero",
-                      "sequence_parallel"});
+                      "sequence_parallel", "pp_schedule", "virtual_stages", "pp_blocks"});
   par.sequence_parallel = r.get_bool("sequence_parallel", false);
+  par.pp_schedule = r.get_string("pp_schedule", par.pp_schedule);
+  par.virtual_stages = static_cast<int>(r.get_int("virtual_stages", par.virtual_stages));
+  par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
   par.zero = static_cast<int>(r.get_int("zero", 0));
   DT_CHECK(par.zero == 0 || !r.has("bucket_bytes"),
            "option \"bucket_bytes\" applies to DDP (\"zero\" = 0) only; with \"zero\" = " + std::to_string(par.zero) +

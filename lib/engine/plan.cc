@@ -1,6 +1,8 @@
 #include "engine/plan.h"
 
 #include "core/error.h"
+#include "engine/trainer.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace dt::engine {
 namespace {
@@ -28,13 +30,175 @@ nlohmann::json stages(double psi, double n, const Bytes& b) {
   return out;
 }
 
+// The parameters one tp rank holds in each part of the model, taken apart from the one
+// formula (GPTConfig::param_count) by changing one field at a time, so no count is written
+// twice: a block (one layer more), the token table (untying adds the head's copy of it),
+// the learned positions (RoPE has none) and, what is left, the final norm.
+struct PartParams {
+  double block = 0, table = 0, positions = 0, final_norm = 0;
+};
+PartParams part_params(const nn::GPTConfig& c, int64_t tp) {
+  auto count = [tp](nn::GPTConfig x) { return static_cast<double>(x.param_count(tp, nullptr)); };
+  nn::GPTConfig one = c, two = c, tied = c, untied = c, rope = c;
+  one.n_layer = 1;
+  two.n_layer = 2;
+  tied.tied_embeddings = true;
+  untied.tied_embeddings = false;
+  rope.pos = nn::PosKind::RoPE;
+  PartParams p;
+  p.block = count(two) - count(one);
+  p.table = count(untied) - count(tied);
+  p.positions = count(c) - count(rope);
+  p.final_norm = count(c) - static_cast<double>(c.n_layer) * p.block - p.table * (c.tied_embeddings ? 1 : 2) -
+                 p.positions;
+  return p;
+}
+
+// One micro-batch's activations that a block keeps for its backward on one tp rank, in
+// bytes (R tokens, C = d_model, e = dtype bytes, N = tp, kv = this rank's KV heads x
+// head_dim; SP divides what lives on the token rows by N). From the tensors its Acts hold:
+//   the norm regions (the "activations" entry: stream in, residual midpoint, the two norms'
+//     outputs, 4 R C e, and their f32 statistics, 16 R), / N under SP;
+//   attention: q and its output R C e / N each, k and v R kv e each, the f32 log-sum-exp
+//     4 R n_head / N (flash style: no T x T scores);
+//   the attention's and the MLP's projections' outputs, 2 R C e, / N under SP;
+//   the MLP's hidden activations: GELU its input and output, 2 R d_ff e / N; SwiGLU the
+//     gate, the up projection and their product, 3 R d_ff e / N.
+// Backward scratch and the head's logits (one micro-batch at a time) are not counted.
+double block_activation_bytes(const nn::GPTConfig& c, int64_t R, int64_t N, bool sp, double e) {
+  const double r = static_cast<double>(R), n = static_cast<double>(N), C = static_cast<double>(c.d_model),
+               rows = sp ? n : 1.0;
+  const double kv = static_cast<double>((c.n_kv_head % N == 0 ? c.n_kv_head / N : 1) * c.head_dim());
+  const double region = (4.0 * r * C * e + 16.0 * r) / rows;
+  const double attention = 2.0 * r * C * e / n + 2.0 * r * kv * e + 4.0 * r * static_cast<double>(c.n_head) / n;
+  const double projections = 2.0 * r * C * e / rows;
+  const double mlp = (c.act == nn::Act::SwiGLU ? 3.0 : 2.0) * r * static_cast<double>(c.d_ff) * e / n;
+  return region + attention + projections + mlp;
+}
+
+// What one pp rank holds: its chunks' blocks, the embedding on rank 0, the final norm and
+// head on the last; with tied embeddings the last rank's head reads a copy of the token
+// table, outside its parameters (GPT::tied_copy): weights and a gradient, never optimizer
+// state or a ZeRO shard, so it is counted apart.
+nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bounds, int r, int P, int v,
+                              const PartParams& pp, const Bytes& b, double dp) {
+  nlohmann::json chunks = nlohmann::json::array();
+  int blocks = 0;
+  for (int k = 0; k < v; ++k) {
+    const size_t vs = static_cast<size_t>(k * P + r);
+    chunks.push_back({bounds[vs], bounds[vs + 1]});
+    blocks += bounds[vs + 1] - bounds[vs];
+  }
+  const bool first = r == 0, last = r == P - 1;
+  const double params = blocks * pp.block + (first ? pp.table + pp.positions : 0.0) +
+                        (last ? pp.final_norm + (c.tied_embeddings ? 0.0 : pp.table) : 0.0);
+  const double copy = last && c.tied_embeddings ? pp.table : 0.0;
+  return {{"rank", r},
+          {"chunks", chunks},
+          {"blocks", blocks},
+          {"embedding", first},
+          {"head", last},
+          {"params", params},
+          {"tied_copy_params", copy},
+          {"tied_copy_bytes", copy * (b.w + b.g)},
+          {"stages", stages(params, dp, b)}};
+}
+
+// The pipeline entry of the plan (see plan.h): placement, per-stage memory, the schedule's
+// bubble and activation peaks by formula and simulated, the pp traffic and the timeline.
+nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const Bytes& b, int64_t R, bool sp) {
+  const int P = static_cast<int>(o.pp), M = static_cast<int>(o.accumulation), v = o.virtual_stages;
+  const std::vector<int> bounds = pipeline_boundaries(c, P, v, o.pp_blocks);
+  const parallel::PipeSchedule s = parallel::make_pipe_schedule(o.pp_schedule, P, M, v);
+  const parallel::PipeSimulation sim = parallel::simulate(s);
+  const PartParams parts = part_params(c, o.tp);
+  const double block_act = block_activation_bytes(c, R, o.tp, sp, b.w);
+  // A stream message (one micro-batch's activations into a block boundary, or their
+  // gradient back): R x d_model x dtype bytes, this tp rank's token rows under SP.
+  const double msg = static_cast<double>(R) * static_cast<double>(c.d_model) * b.w / (sp ? static_cast<double>(o.tp) : 1.0);
+  nlohmann::json ranks = nlohmann::json::array();
+  std::vector<double> sends(static_cast<size_t>(P), 0.0);
+  for (int r = 0; r < P; ++r) {
+    nlohmann::json st = pipeline_stage(c, bounds, r, P, v, parts, b, static_cast<double>(o.dp));
+    const int peak = sim.activation_peak[static_cast<size_t>(r)];
+    // The simulator counts live (micro-batch, chunk) pairs; a chunk holds 1/v of the rank's
+    // blocks (its mean: chunks may differ by a block), each block_act per micro-batch.
+    const double per_micro = st["blocks"].get<double>() / v * block_act;
+    st["activation_peak"] = peak;
+    st["activation_bytes_per_micro_batch_chunk"] = per_micro;
+    st["activation_bytes"] = peak * per_micro;
+    ranks.push_back(st);
+    // Rank r sends each micro-batch's activations out of every chunk but the last virtual
+    // stage's, and its input gradient out of every chunk but virtual stage 0's.
+    for (int k = 0; k < v; ++k) {
+      const int vs = k * P + r;
+      sends[static_cast<size_t>(r)] += M * msg * ((vs < P * v - 1 ? 1 : 0) + (vs > 0 ? 1 : 0));
+    }
+  }
+  // Tied embeddings: once per step the first stage sends the table's values to the last,
+  // and the last sends its copy's gradient back (every micro-batch under ZeRO-2).
+  const double tied = c.tied_embeddings ? parts.table : 0.0;
+  sends[0] += tied * b.w;
+  sends[static_cast<size_t>(P - 1)] += tied * b.g;
+  // Per step, every virtual-stage boundary (P v - 1 of them: with v > 1 the stream also
+  // comes back from the last rank to the first between chunks) carries M activations
+  // forward and M gradients back.
+  const int boundaries = P * v - 1;
+  nlohmann::json j = {{"schedule", o.pp_schedule},
+                      {"P", P},
+                      {"M", M},
+                      {"v", v},
+                      {"placement", o.pp_blocks.empty() ? "balanced" : "pp_blocks"},
+                      {"boundaries", bounds},
+                      {"head_cost_blocks", static_cast<double>(c.vocab_size) / (12.0 * static_cast<double>(c.d_model))},
+                      {"block_activation_bytes_per_micro_batch", block_act},
+                      {"stages", ranks},
+                      {"bubble_formula", parallel::bubble_formula(o.pp_schedule, P, M, v)},
+                      {"bubble_fraction", sim.bubble_fraction},
+                      {"makespan_units", sim.makespan},
+                      {"activation_peak", sim.activation_peak},
+                      {"activation_peak_formula", parallel::activation_peak_formula(o.pp_schedule, P, M, v)},
+                      {"pp_message_bytes", msg},
+                      {"pp_boundaries", boundaries},
+                      {"pp_wire_bytes_per_boundary", 2.0 * M * msg},
+                      {"pp_wire_bytes_per_step", boundaries * 2.0 * M * msg},
+                      {"tied_table_wire_bytes_per_step", tied * (b.w + b.g)},
+                      {"pp_send_bytes_per_step", sends},
+                      {"timeline", parallel::timeline_ascii(s, sim)}};
+  if (o.timeline_trace) j["chrome_trace"] = parallel::timeline_chrome_trace(s, sim);
+  return j;
+}
+
 }  // namespace
+
+std::vector<int> pipeline_boundaries(const nn::GPTConfig& cfg, int pp, int virtual_stages,
+                                     const std::vector<int>& pp_blocks) {
+  const nn::GPTConfig c = cfg.resolved();
+  const int L = static_cast<int>(c.n_layer), parts = pp * virtual_stages;
+  // The head's GEMM (d_model x vocab per token) and loss, against a block's ~12 d_model^2.
+  const double head = static_cast<double>(c.vocab_size) / (12.0 * static_cast<double>(c.d_model));
+  DT_CHECK(parts <= L, "pipeline: pp (" + std::to_string(pp) + ") x virtual_stages (" +
+                           std::to_string(virtual_stages) + ") = " + std::to_string(parts) +
+                           " stages, more than the model's " + std::to_string(L) + " blocks; accepted: at most " +
+                           std::to_string(L) + " stages");
+  return pp_blocks.empty() ? parallel::balance_stages(L, parts, 1.0, 0.0, head)
+                           : parallel::stages_from_counts(pp_blocks, L, parts);
+}
 
 nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   nn::validate(raw);
   const nn::GPTConfig c = raw.resolved();
   DT_CHECK(o.dp >= 1 && o.tp >= 1, "dp and tp: accepted >= 1");
   DT_CHECK(o.micro_batch >= 1 && o.accumulation >= 1, "micro_batch and accumulation: accepted >= 1");
+  DT_CHECK(o.pp >= 1 && o.pp <= 1024, "pp = " + std::to_string(o.pp) + "; accepted: 1 to 1024");
+  if (o.pp > 1) {  // the engine's own checks of these options, with its messages
+    ParallelOptions p;
+    p.pp_schedule = o.pp_schedule;
+    p.virtual_stages = o.virtual_stages;
+    p.check();
+    DT_CHECK(o.accumulation <= 65536, "accumulation = " + std::to_string(o.accumulation) +
+                                          " micro-batches for a pipeline to simulate; accepted: 1 to 65536");
+  }
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, N = o.tp, L = c.n_layer;
   DT_CHECK(T <= c.context, "seq_len = " + std::to_string(T) + " exceeds context = " + std::to_string(c.context));
   auto divides = [&](const char* what, int64_t n) {
@@ -91,7 +255,10 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   // outputs (4 S), and the norms' f32 statistics; SP keeps this rank's tokens only.
   const double region = 4.0 * S + 4.0 * static_cast<double>(R) * 4.0;
   j["activations"] = {{"norm_region_bytes_per_block", sp ? region / n : region},
-                      {"norm_region_bytes_per_block_without_sp", region}};
+                      {"norm_region_bytes_per_block_without_sp", region},
+                      {"block_bytes_per_micro_batch", block_activation_bytes(c, R, N, sp, b.w)}};
+  if (o.pp > 1) j["pipeline"] = pipeline_plan(c, o, b, R, sp);
+  j["pp"] = o.pp;
   return j;
 }
 

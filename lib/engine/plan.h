@@ -4,8 +4,15 @@
 // of the norm regions that sequence parallelism splits. The figures the library's own
 // ledgers measure in a run (tests/multirank/tp_model_test.cc, bench_tp, dtrain train
 // --report); `dtrain plan` and `dt_plan_json` print them.
+//
+// With a pipeline (pp > 1) it also places the blocks into stages exactly as the Trainer
+// does (pipeline_boundaries: one function for both) and runs the schedule on the
+// simulator (parallel/pipeline_schedule.h): each stage's model states and activations, the
+// bubble by formula and simulated, the activation peaks, the pp traffic and the timeline.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,11 +25,28 @@ struct PlanOptions {
   bool sequence_parallel = false;
   int64_t micro_batch = 1;   // sequences per rank per micro-batch
   int64_t seq_len = 0;       // tokens per sequence (0: the context)
-  int64_t accumulation = 1;  // micro-batches per step
+  int64_t accumulation = 1;  // micro-batches per step (a pipeline's M)
+  // Pipeline parallelism (engine::ParallelOptions has the same fields): pp stages, the
+  // schedule's generator, the model chunks per rank, and optionally the blocks of each of
+  // the pp x virtual_stages stages (empty: balanced as the Trainer balances them).
+  int64_t pp = 1;
+  std::string pp_schedule = "1f1b";
+  int virtual_stages = 1;
+  std::vector<int> pp_blocks;
+  bool timeline_trace = false;  // also the simulated Chrome trace, as "pipeline"."chrome_trace"
 };
 
 // INVALID_ARGUMENT naming what does not split (heads, KV heads, MLP width, vocabulary
 // over tp; tokens of a micro-batch under SP) or is out of range.
 nlohmann::json plan_json(const nn::GPTConfig& cfg, const PlanOptions& o);
+
+// The pipeline's block placement, the Trainer's and the plan's alike: pp x virtual_stages
+// + 1 boundaries (virtual stage s holds blocks [b[s], b[s + 1]), in stream order). From
+// pp_blocks when given (parallel::stages_from_counts), else balanced by estimated cost
+// (parallel::balance_stages): a block costs 1, and the last stage's head and loss cost
+// vocab / (12 d_model) blocks (its d_model x vocab GEMM per token against a block's
+// ~12 d_model^2). INVALID_ARGUMENT for more stages than blocks, naming both counts.
+std::vector<int> pipeline_boundaries(const nn::GPTConfig& cfg, int pp, int virtual_stages,
+                                     const std::vector<int>& pp_blocks);
 
 }  // namespace dt::engine

@@ -20,6 +20,10 @@ std::string metrics_json(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"grad_norm", s.grad_norm},
                       {"lr", s.lr},           {"tokens", s.tokens},   {"seconds", s.seconds},
                       {"tokens_per_s", s.tokens_per_s}, {"loss_scale", s.loss_scale}, {"skipped", s.skipped}};
+  const parallel::PipeStats& p = s.pipeline;
+  if (!p.stage_busy_s.empty())  // a pipeline: what each stage computed, and the bubble
+    j["pipeline"] = {{"bubble_fraction", p.bubble_fraction}, {"stage_busy_s", p.stage_busy_s},
+                     {"stage_activation_peak", p.stage_activation_peak}, {"wall_s", p.wall_s}};
   return j.dump();
 }
 
@@ -46,13 +50,18 @@ TrainEngine::TrainEngine(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim
   }
   // The units strategies see: everything outside the blocks, then each block.
   std::set<const nn::Parameter*> in_blocks;
+  // A pipeline stage's are its own blocks' (named by their whole-model index).
   units_.params.emplace_back();
   units_.names.push_back("embed_head");
-  for (size_t i = 0; i < model_.blocks().size(); ++i) {
-    units_.params.push_back(model_.blocks()[i]->parameters());
-    units_.names.push_back("block." + std::to_string(i));
-    for (nn::Parameter* p : units_.params.back()) in_blocks.insert(p);
-  }
+  block_unit_.assign(static_cast<size_t>(model_.config().n_layer), -1);
+  int local = 0;
+  for (const nn::BlockRange& r : model_.chunks())
+    for (int i = r.begin; i < r.end; ++i, ++local) {
+      block_unit_[static_cast<size_t>(i)] = static_cast<int>(units_.params.size());
+      units_.params.push_back(model_.blocks()[static_cast<size_t>(local)]->parameters());
+      units_.names.push_back("block." + std::to_string(i));
+      for (nn::Parameter* p : units_.params.back()) in_blocks.insert(p);
+    }
   for (nn::Parameter* p : model_.parameters())
     if (!in_blocks.count(p)) units_.params[0].push_back(p);
 }
@@ -134,58 +143,6 @@ int64_t TrainEngine::count_targets(const Tensor& tg) const {
   return n;
 }
 
-template <class Compute>
-void TrainEngine::forward_unit(int unit, parallel::Part part, const std::string& what, Compute&& compute) {
-  for (auto& s : strategies_) s->before_forward(unit, part);
-  {
-    TraceSpan span("compute", "forward " + what);
-    compute();
-  }
-  for (auto& s : strategies_) s->after_forward(unit, part);
-}
-
-template <class Compute>
-void TrainEngine::backward_unit(int unit, parallel::Part part, bool last, const std::string& what, Compute&& compute) {
-  for (auto& s : strategies_) s->before_backward(unit, part);
-  {
-    TraceSpan span("compute", "backward " + what);
-    compute();
-  }
-  // The user's hook first: a test's hook may plant values that a strategy must then reduce.
-  if (hook_ && last && parallel::grads_final(part)) hook_(units_.params[static_cast<size_t>(unit)]);
-  for (auto& s : strategies_) s->after_backward(unit, part, last);
-}
-
-double TrainEngine::forward_units(const Tensor& in, const Tensor& tg, nn::GPTActs& a) {
-  // GPT::forward_loss, unit by unit (parallel/strategy.h gives the order).
-  using parallel::Part;
-  forward_unit(0, Part::Embed, "embed", [&] { model_.embed(in, a); });
-  for (int i = 0; i < model_.num_blocks(); ++i)
-    forward_unit(1 + i, Part::Block, "block " + std::to_string(i), [&] { model_.forward_blocks(i, i + 1, a); });
-  double mean = 0.0;
-  forward_unit(0, Part::Head, "head", [&] {
-    model_.head(a);
-    mean = model_.loss(tg, opt_cfg_.ignore_index, a);
-  });
-  return mean;
-}
-
-double TrainEngine::micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last) {
-  using parallel::Part;
-  nn::GPTActs& a = acts_;
-  const double mean = forward_units(in, tg, a);
-  // GPT::backward, unit by unit, so that strategies can reduce each unit's gradients while
-  // the next one computes (DDP's buckets, ZeRO's reduce-scatters).
-  backward_unit(0, Part::Head, last, "head", [&] {
-    model_.loss_backward(a, grad_scale);
-    model_.backward_head(a.dlogits, a);
-  });
-  for (int i = model_.num_blocks() - 1; i >= 0; --i)
-    backward_unit(1 + i, Part::Block, last, "block " + std::to_string(i), [&] { model_.backward_blocks(i, i + 1, a); });
-  backward_unit(0, Part::Embed, last, "embed", [&] { model_.backward_embed(a); });
-  return mean * static_cast<double>(a.ce.count);
-}
-
 StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   check_batch(inputs, targets, "train_step");
   const auto t0 = std::chrono::steady_clock::now();
@@ -198,15 +155,19 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
     const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
     // The global batch's target count (every rank sees the whole batch, so no collective).
     const int64_t total = count_targets(targets);
-    double loss_sum = 0.0;
+    std::vector<MicroBatch> mbs(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
-      Tensor in = inputs.slice0(r0 + m * mb, r0 + (m + 1) * mb), tg = targets.slice0(r0 + m * mb, r0 + (m + 1) * mb);
-      const int64_t n = count_targets(tg);
+      MicroBatch& b = mbs[static_cast<size_t>(m)];
+      b.in = inputs.slice0(r0 + m * mb, r0 + (m + 1) * mb);
+      b.tg = targets.slice0(r0 + m * mb, r0 + (m + 1) * mb);
       // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
-      const float scale = total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f;
-      loss_sum += micro_step(in, tg, scale * loss_scale, m == M - 1);
+      const int64_t n = count_targets(b.tg);
+      b.grad_scale = (total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f) *
+                     loss_scale;
     }
+    double loss_sum = run_actions(actions_for(M, false), mbs, false, st.pipeline);
     for (auto& s : strategies_) s->finish_grads();
+    for (auto& s : strategies_) s->sum_loss(loss_sum);
     loss_sum = batch_sum(loss_sum);
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
     finish_step(st, loss_scale);
@@ -282,14 +243,16 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
   const int64_t B = inputs.dim(0), M = opt_cfg_.micro_batches, mb = B / M;
   double sum = 0.0;
   int64_t total = 0;
-  run([&] {
-    for (int64_t m = 0; m < M; ++m) {  // in micro-batches: the same memory bound as training
-      nn::GPTActs a;
-      double mean = forward_units(inputs.slice0(m * mb, (m + 1) * mb), targets.slice0(m * mb, (m + 1) * mb), a);
-      for (auto& s : strategies_) s->end_forward_only();
-      sum += mean * static_cast<double>(a.ce.count);
-      total += a.ce.count;
+  run([&] {  // in micro-batches: the same memory bound as training
+    std::vector<MicroBatch> mbs(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      mbs[static_cast<size_t>(m)].in = inputs.slice0(m * mb, (m + 1) * mb);
+      mbs[static_cast<size_t>(m)].tg = targets.slice0(m * mb, (m + 1) * mb);
     }
+    parallel::PipeStats stats;
+    sum = run_actions(actions_for(M, true), mbs, true, stats);
+    for (auto& s : strategies_) s->sum_loss(sum);
+    total = count_targets(targets);
   });
   return total > 0 ? sum / static_cast<double>(total) : 0.0;
 }

@@ -58,6 +58,7 @@ struct StepStats {
   double seconds = 0.0, tokens_per_s = 0.0;
   double loss_scale = 1.0;   // the scale this step's backward used (1 unless f16)
   bool skipped = false;      // f16 overflow: no update was taken (grad_norm is then Inf/NaN)
+  parallel::PipeStats pipeline;  // busy and wall time, live activations (and over pp: the bubble)
 };
 
 // One JSON line (no newline) for a metrics log.
@@ -98,6 +99,9 @@ class TrainEngine {
       if (auto* p = dynamic_cast<const S*>(s.get())) return p;
     return nullptr;
   }
+  // The actions the last train_step or evaluate ran on this rank, in order (the schedule's,
+  // parallel/pipeline_schedule.h; without a pipeline the plain F0 B0 F1 B1 ...).
+  const std::vector<parallel::PipeAction>& executed_actions() const { return executed_; }
   // True when an attached strategy holds the state sharded (see attach).
   bool state_sharded() const { return sharded_state_ != nullptr; }
   // Every unit's values whole and kept until the next train_step (ZeRO-3: so that the model
@@ -134,10 +138,22 @@ class TrainEngine {
   void check_batch(const Tensor& inputs, const Tensor& targets, const char* what) const;
 
  private:
-  // Forward + backward of one micro-batch; returns its summed (not mean) loss.
-  double micro_step(const Tensor& in, const Tensor& tg, float grad_scale, bool last);
-  // Forward unit by unit, the strategies' hooks around each; the mean loss.
-  double forward_units(const Tensor& in, const Tensor& tg, nn::GPTActs& a);
+  // --- the step's actions (engine/step_actions.cc)
+  struct MicroBatch {
+    Tensor in, tg;
+    float grad_scale = 0.0f;  // its share of the batch's targets, times the loss scale
+  };
+  // This rank's actions: an attached pipeline's, or the plain order.
+  const std::vector<parallel::PipeAction>& actions_for(int64_t micro_batches, bool forward_only);
+  // Runs them over the micro-batches; returns the summed (not mean) loss of those whose
+  // head ran here. Fills stats' figures of this rank.
+  double run_actions(const std::vector<parallel::PipeAction>& actions, const std::vector<MicroBatch>& mbs,
+                     bool forward_only, parallel::PipeStats& stats);
+  // Forward of one chunk of the model (its blocks; the embedding on the first, the head and
+  // loss on the last), unit by unit with the strategies' hooks around each: the chunk's
+  // summed loss (0 without the head); and backward.
+  double forward_chunk(int chunk, const MicroBatch& mb, nn::GPTActs& a);
+  void backward_chunk(int chunk, const MicroBatch& mb, nn::GPTActs& a, bool last);
   template <class Compute>
   void forward_unit(int unit, parallel::Part part, const std::string& what, Compute&& compute);
   template <class Compute>
@@ -157,7 +173,9 @@ class TrainEngine {
   optim::Optimizer* opt_;  // the host's, or a strategy's (ZeRO's shard optimizer)
   TrainOptions opt_cfg_;
   GradReadyHook hook_;
-  nn::GPTActs acts_;
+  std::vector<std::unique_ptr<nn::GPTActs>> acts_pool_;  // activations of finished micro-batches, reused
+  std::vector<parallel::PipeAction> plain_, executed_;
+  std::vector<int> block_unit_;  // per whole-model block: its unit, or -1 (another stage's)
   parallel::ModelUnits units_;
   std::vector<std::unique_ptr<parallel::Strategy>> strategies_;
   comm::Communicator* batch_ = nullptr;               // the group the batch is split over

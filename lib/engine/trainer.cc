@@ -1,5 +1,7 @@
 #include "engine/trainer.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/device_scope.h"
@@ -33,16 +35,41 @@ std::vector<Device> rank_devices(Device model_device, size_t local) {
 
 // The strategies ParallelOptions configures, each with the mesh axis it divides the work over.
 std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptions& p) {
-  return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}, {"tp", comm::kTp}};
+  return {{p.zero > 0 ? "zero" + std::to_string(p.zero) : "ddp", comm::kDp}, {"tp", comm::kTp}, {"pp", comm::kPp}};
 }
 
 }  // namespace
+
+std::vector<int> parse_block_counts(const std::string& text, const std::string& what) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long v = std::strtol(item.c_str(), &stop, 10);
+    DT_CHECK(!item.empty() && *stop == '\0' && v >= 1 && v <= 1000000,
+             what + " = \"" + text + "\": item \"" + item + "\" is not a block count; accepted: comma-separated "
+             "integers >= 1, one per stage (e.g. \"3,1\")");
+    out.push_back(static_cast<int>(v));
+    at = end + 1;
+  }
+  return out;
+}
 
 void ParallelOptions::check() const {
   DT_CHECK(zero >= 0 && zero <= 3,
            "option \"zero\" = " + std::to_string(zero) + "; accepted: 0 (DDP, the default), 1, 2 or 3 (the ZeRO stage)");
   DT_CHECK(bucket_bytes >= 1,
            "option \"bucket_bytes\" = " + std::to_string(bucket_bytes) + "; accepted: >= 1 (default 25 MiB)");
+  const std::vector<std::string>& names = parallel::pipe_schedule_names();
+  std::string list;
+  for (const std::string& n : names)
+    if (n != "forward") list += (list.empty() ? "" : ", ") + n;
+  DT_CHECK(pp_schedule != "forward" && std::find(names.begin(), names.end(), pp_schedule) != names.end(),
+           "option \"pp_schedule\" = \"" + pp_schedule + "\"; accepted: " + list);
+  DT_CHECK(virtual_stages >= 1 && virtual_stages <= 64,
+           "option \"virtual_stages\" = " + std::to_string(virtual_stages) + "; accepted: 1 to 64 (>= 2 for interleaved)");
 }
 
 std::unique_ptr<parallel::Strategy> Trainer::data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
@@ -82,8 +109,8 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
   zero_ = p.zero;
   const size_t local = mesh_->local_ranks().size();
   const std::vector<Device> devices = rank_devices(model.device(), local);
-  if (mesh_->axis_size(comm::kTp) > 1) {  // every replica a part of the host model (trainer_tp.cc)
-    build_tensor_parallel(model, opt, o, p, devices);
+  if (mesh_->axis_size(comm::kTp) > 1 || mesh_->axis_size(comm::kPp) > 1) {  // trainer_model_parallel.cc
+    build_model_parallel(model, opt, o, p, devices);
     return;
   }
   if (devices[0].type == DeviceType::CUDA && zero_ > 0 && opt.offloaded())
@@ -151,14 +178,14 @@ void Trainer::on_all(const std::function<void(int, int)>& fn) {
 
 double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
   replicas_[0]->check_batch(inputs, targets, "evaluate");
-  if (!replicas_[0]->state_sharded() && tp_ == 1) return replicas_[0]->evaluate(inputs, targets);
+  if (!replicas_[0]->state_sharded() && !model_parallel()) return replicas_[0]->evaluate(inputs, targets);
   std::vector<double> loss(replicas_.size());
   on_all([&](int li, int) { loss[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->evaluate(inputs, targets); });
   return loss[0];
 }
 
 void Trainer::gather_model() {
-  if (tp_ > 1) return gather_tensor_parallel();
+  if (model_parallel()) return gather_model_parallel();
   if (!replicas_[0]->state_sharded()) return;
   on_all([&](int li, int) { replicas_[static_cast<size_t>(li)]->gather_model(); });
 }
@@ -172,8 +199,8 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 std::vector<io::CheckpointTensor> Trainer::state_tensors() {
-  if (tp_ > 1) {
-    gather_tensor_parallel();
+  if (model_parallel()) {
+    gather_model_parallel();
     return host_engine_->state_tensors();
   }
   if (!replicas_[0]->state_sharded()) return replicas_[0]->state_tensors();
@@ -183,8 +210,8 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 }
 
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
-  if (tp_ > 1) {  // the gathered whole, from the host of the world's rank 0
-    gather_tensor_parallel();
+  if (model_parallel()) {  // the gathered whole, from the host of the world's rank 0
+    gather_model_parallel();
     if (mesh_->local_ranks()[0] == 0) host_engine_->save(dir, extra, stem);
     on_all([&](int, int rank) { mesh_->comm(rank, "world").barrier(); });  // a load after sees the files
     return;
@@ -200,9 +227,9 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
 }
 
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
-  if (tp_ > 1) {  // into the host (which checks everything before it writes), then in parts
+  if (model_parallel()) {  // into the host (which checks everything before it writes), then in parts
     nlohmann::json extra = host_engine_->load(dir, stem);
-    scatter_tensor_parallel();
+    scatter_model_parallel();
     return extra;
   }
   nlohmann::json extra;

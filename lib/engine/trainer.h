@@ -13,13 +13,16 @@
 // count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
 // files); load loads every replica. Axes other than dp and tp must be 1.
 //
-// Tensor parallelism (a mesh with tp > 1, parallel/tp_strategy.h): every replica is built
-// split over its tp group from the host model's weights and optimizer state; model(i) is
-// then replica i's part, and gather_model() writes the trained parts back into the host
-// model and optimizer (an all-gather over tp: under mpirun every process calls it).
-// Checkpoints are the host's, in the single-rank layout: save gathers first (the world's
-// rank 0 writes), load cuts the loaded state into parts. DDP over dp combines with it; ZeRO
-// and f16 do not yet (named errors).
+// Model parallelism (a mesh with tp > 1 or pp > 1; trainer_model_parallel.cc): every
+// replica is its part of the host model, built from the host's weights and optimizer state:
+// split over its tp group (parallel/tp_strategy.h) and holding its pipeline stage's blocks
+// (parallel/pipeline_strategy.h: ParallelOptions::pp_schedule runs them). model(i) is then
+// replica i's part, and gather_model() writes the trained parts back into the host model
+// and optimizer (an all-gather over tp, a broadcast from each stage over pp: under mpirun
+// every process calls it). Checkpoints are the host's, in the single-rank layout: save
+// gathers first (the world's rank 0 writes), load cuts the loaded state into parts, so a
+// checkpoint moves between any layouts. DDP or ZeRO over dp combines with both (ZeRO-3 not
+// with pp > 1: named error). Generation with pp > 1 runs on the gathered host model.
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
 // over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
@@ -45,10 +48,21 @@ struct ParallelOptions {
   int zero = 0;                     // 0: DDP; 1, 2, 3: the ZeRO stage
   // Megatron sequence parallelism on the tp axis (nn/tensor_parallel.h); needs tp > 1.
   bool sequence_parallel = false;
+  // Pipeline parallelism on the pp axis (parallel/pipeline_schedule.h): the schedule's
+  // generator, the model chunks per rank (interleaved: >= 2), and optionally the blocks of
+  // each of the pp x virtual_stages stages in stream order (empty: balanced by estimated
+  // cost, the head's counted as vocab / (12 d_model) blocks).
+  std::string pp_schedule = "1f1b";
+  int virtual_stages = 1;
+  std::vector<int> pp_blocks;
   // INVALID_ARGUMENT naming the option (as dt_engine_create's keys name it) and what is
   // accepted. The one range check of these fields: the Trainer and the C API call it.
   void check() const;
 };
+
+// "3,1" -> {3, 1} (empty -> {}): block counts per pipeline stage, each >= 1.
+// INVALID_ARGUMENT naming `what` otherwise.
+std::vector<int> parse_block_counts(const std::string& text, const std::string& what);
 
 class Trainer {
  public:
@@ -70,6 +84,11 @@ class Trainer {
   int64_t step() const { return replicas_[0]->step(); }
   int dp() const { return dp_; }
   int tp() const { return tp_; }
+  int pp() const { return pp_; }
+  // pp > 1: the stages' block boundaries (pp x virtual_stages + 1, in stream order), and
+  // the schedule each replica runs; empty and null otherwise.
+  const std::vector<int>& stage_boundaries() const { return boundaries_; }
+  const parallel::PipeSchedule* pipe_schedule() const;
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
   nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
@@ -83,25 +102,29 @@ class Trainer {
 
  private:
   std::shared_ptr<comm::Mesh> mesh_;
-  int dp_ = 1, zero_ = 0, tp_ = 1;
+  int dp_ = 1, zero_ = 0, tp_ = 1, pp_ = 1;
+  std::vector<int> boundaries_;  // pp > 1: the virtual stages' first blocks, then n_layer
   // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
   static std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
                                                                     comm::Communicator& dp,
                                                                     const optim::Optimizer& prototype);
-  // Tensor parallel (trainer_tp.cc): every local rank's replica is its part of the host
-  // model, split over tp (DDP or ZeRO over dp beside it); gather_model puts the parts back
-  // into the host model and optimizer; checkpoints go through the host's engine.
-  void build_tensor_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
-                             const std::vector<Device>& devices);
-  void gather_tensor_parallel();   // the replicas' parts into the host model and optimizer
-  void scatter_tensor_parallel();  // the reverse
-  nn::GPT* host_ = nullptr;        // tp > 1: the whole model and optimizer the user gave,
+  // Model parallel (trainer_model_parallel.cc): every local rank's replica is its part of
+  // the host model, split over tp and its pipeline stage (DDP or ZeRO over dp beside it);
+  // gather_model puts the parts back into the host model and optimizer; checkpoints go
+  // through the host's engine.
+  void build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
+                            const std::vector<Device>& devices);
+  void gather_model_parallel();   // the replicas' parts into the host model and optimizer
+  void scatter_model_parallel();  // the reverse
+  int pp_owner(const std::string& state_name) const;  // the stage holding it; -1: every stage
+  bool model_parallel() const { return tp_ > 1 || pp_ > 1; }
+  nn::GPT* host_ = nullptr;        // model parallel: the whole model and optimizer the user gave,
   optim::Optimizer* host_opt_ = nullptr;
   std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
-  std::vector<comm::Communicator*> tp_comms_;  // each replica's over tp
+  std::vector<comm::Communicator*> tp_comms_, pp_comms_;  // each replica's over tp, pp
   // The split of each parameter of a replica, by name; a state tensor "<param>.<suffix>" of
   // the parameter's shape splits as it does, anything else is replicated.
-  std::map<std::string, const nn::Parameter*> tp_params_;  // replica 0's, by name
+  std::map<std::string, const nn::Parameter*> tp_params_;  // the local replicas', by name
   nn::ShardSpec tp_spec_of(const std::string& state_name, const Shape& part_shape) const;
   // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
   void on_all(const std::function<void(int local_index, int rank)>& fn);

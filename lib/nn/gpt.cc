@@ -14,34 +14,72 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg, TpGroup tp) : cfg_(checked(cfg)), tp_(std::move(tp)), device_(current_device()) {
+GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks)
+    : cfg_(checked(cfg)), tp_(std::move(tp)), device_(current_device()) {
   const GPTConfig& c = cfg_;
+  const int L = static_cast<int>(c.n_layer);
+  if (chunks.empty()) chunks = {{0, L}};
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const BlockRange& r = chunks[k];
+    DT_CHECK(0 <= r.begin && r.begin < r.end && r.end <= L && (k == 0 || chunks[k - 1].end <= r.begin),
+             "GPT chunks: range " + std::to_string(k) + " = [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                 ") is empty, overlaps the one before or leaves [0, n_layer = " + std::to_string(L) +
+                 "); accepted: disjoint non-empty block ranges in order");
+  }
+  chunks_ = std::move(chunks);
+  has_embed_ = chunks_.front().begin == 0;
+  has_head_ = chunks_.back().end == L;
   if (tp_.sp() && !tp_.buffers) tp_.buffers = std::make_shared<SpBuffers>();  // shared by every layer
-  wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
-  if (c.pos == PosKind::Learned)
-    wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_));
   vocab_ = nn::vocab_slice(c.vocab_size, tp_);
-  shard_parameter(wte_->weight, vocab_spec(), tp_);  // this rank's vocabulary rows (tp > 1)
-  lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
-  for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp_.sp();  // sees its rows only
-  if (!c.tied_embeddings) {
-    lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
-    shard_parameter(lm_head_->weight, vocab_spec(), tp_);
+  if (has_embed_ || (has_head_ && c.tied_embeddings)) {
+    wte_ = std::make_unique<Embedding>("wte", c.vocab_size, c.d_model, c.seed, 0.02f, c.dtype);
+    shard_parameter(wte_->weight, vocab_spec(), tp_);  // this rank's vocabulary rows (tp > 1)
+  }
+  if (has_embed_ && c.pos == PosKind::Learned)
+    wpe_ = std::make_unique<Embedding>("wpe", c.context, c.d_model, c.seed, 0.02f, c.dtype);
+  local_of_.assign(static_cast<size_t>(L), -1);
+  for (const BlockRange& r : chunks_)
+    for (int i = r.begin; i < r.end; ++i) {
+      local_of_[static_cast<size_t>(i)] = static_cast<int>(blocks_.size());
+      blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_));
+    }
+  if (has_head_) {
+    lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
+    for (Parameter* p : {&lnf_->weight, &lnf_->bias}) p->grad_partial_over_tp = tp_.sp();  // sees its rows only
+    if (!c.tied_embeddings) {
+      lm_head_ = std::make_unique<Linear>("lm_head", c.d_model, c.vocab_size, false, c.seed, 0.02f, c.dtype);
+      shard_parameter(lm_head_->weight, vocab_spec(), tp_);
+    }
   }
 }
 
+TransformerBlock& GPT::block(int i) {
+  DT_CHECK(0 <= i && i < cfg_.n_layer && local_of_[static_cast<size_t>(i)] >= 0,
+           "block " + std::to_string(i) + " is not held by this model (a pipeline stage holds some blocks only)");
+  return *blocks_[static_cast<size_t>(local_of_[static_cast<size_t>(i)])];
+}
+
+void GPT::need_whole(const char* what) const {
+  DT_CHECK(whole(), std::string(what) + " needs the whole model; this one is a pipeline stage holding blocks of " +
+                        std::to_string(cfg_.n_layer) + " (run it by stage: embed, forward_blocks, head)");
+}
+
+Shape GPT::stream_shape(int64_t B, int64_t T) const {
+  if (tp_.sp()) return {B * T / tp_.size(), cfg_.d_model};
+  return {B, T, cfg_.d_model};
+}
+
 void GPT::collect(ParamList& list) {
-  wte_->collect(list);
+  if (has_embed_) wte_->collect(list);  // not the last stage's tied copy (tied_copy())
   if (wpe_) wpe_->collect(list);
   for (auto& b : blocks_) b->collect(list);
-  lnf_->collect(list);
+  if (lnf_) lnf_->collect(list);
   if (lm_head_) lm_head_->collect(list);
 }
 
 void GPT::embed(const Tensor& ids, GPTActs& a) {
   ScopedDevice on(device_);
+  DT_CHECK(has_embed_, "embed: this pipeline stage holds no embedding (it starts at a later block)");
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), T = ids.dim(1);
@@ -56,8 +94,8 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
   a.B = B;
   a.T = T;
   a.ids = to_device(ids, device_, MemTag::Activation);
-  a.resid.resize(blocks_.size() + 1);
-  a.blocks.resize(blocks_.size());
+  a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
+  a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
   // This rank's token rows (all of them, [B, T], unless sequence parallel).
   auto mine = [&](const Tensor& t) {
     if (!tp_.sp()) return t;
@@ -85,32 +123,33 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
 
 void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
   ScopedDevice on(device_);
-  DT_CHECK(0 <= i && i <= num_blocks(), "set_stream: block " + std::to_string(i) + " outside [0, " +
-                                             std::to_string(num_blocks()) + "]");
+  DT_CHECK(0 <= i && i <= cfg_.n_layer, "set_stream: block " + std::to_string(i) + " outside [0, n_layer = " +
+                                             std::to_string(cfg_.n_layer) + "]");
   DT_CHECK(x.dtype() == cfg_.dtype && x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dim(1) <= cfg_.context,
            std::string("set_stream: x must be ") + dtype_name(cfg_.dtype) + " (the model's dtype) [B, T <= context, " +
                "d_model = " + std::to_string(cfg_.d_model) + "], got " + dtype_name(x.dtype()) + " " +
                shape_str(x.shape()));
   a.B = x.dim(0);
   a.T = x.dim(1);
-  a.resid.resize(blocks_.size() + 1);
-  a.blocks.resize(blocks_.size());
+  a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
+  a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
   a.resid[i] = x;
 }
 
 void GPT::forward_blocks(int begin, int end, GPTActs& a) {
   ScopedDevice on(device_);
-  DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
+  DT_CHECK(0 <= begin && begin <= end && end <= cfg_.n_layer,
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
-               std::to_string(num_blocks()) + "]");
+               std::to_string(cfg_.n_layer) + "]");
   for (int i = begin; i < end; ++i) {
     Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape(), a.resid[i].dtype());
-    blocks_[i]->forward(a.resid[i], {a.B, a.T}, cfg_.checkpoint ? scratch_ : a.blocks[i], y);
+    block(i).forward(a.resid[i], {a.B, a.T}, cfg_.checkpoint ? scratch_ : a.blocks[i], y);
   }
 }
 
 const Tensor& GPT::head(GPTActs& a) {
   ScopedDevice on(device_);
+  DT_CHECK(has_head_, "head: this pipeline stage holds no head (it ends before the last block)");
   const Tensor& h = lnf_->forward(a.resid.back(), a.lnf);
   // SP: every rank's rows, kept in the micro-batch's acts (one [B T, C] per model).
   a.hw = gather_tokens(tp_, h, {a.B, a.T, cfg_.d_model}, &a.hw);
@@ -125,6 +164,7 @@ const Tensor& GPT::head(GPTActs& a) {
 
 const Tensor& GPT::forward(const Tensor& ids, GPTActs& a) {
   ScopedDevice on(device_);
+  need_whole("forward");
   embed(ids, a);
   forward_blocks(0, num_blocks(), a);
   return head(a);
@@ -163,6 +203,7 @@ void GPT::backward(GPTActs& a, float grad_scale) {
 
 void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
   ScopedDevice on(device_);
+  need_whole("backward");
   backward_head(dlogits, a);
   backward_blocks(0, num_blocks(), a);
   backward_embed(a);
@@ -170,6 +211,7 @@ void GPT::backward_logits(const Tensor& dlogits, GPTActs& a) {
 
 void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
   ScopedDevice on(device_);
+  DT_CHECK(has_head_, "backward_head: this pipeline stage holds no head");
   // Each rank's dh is its vocabulary columns' share (tp): summed over tp, under SP into
   // this rank's token rows.
   Tensor& part = partial_buffer(tp_, a.hw.shape(), a.hw.dtype(), a.dh);
@@ -183,17 +225,17 @@ void GPT::backward_head(const Tensor& dlogits, GPTActs& a) {
 
 void GPT::backward_blocks(int begin, int end, GPTActs& a) {
   ScopedDevice on(device_);
-  DT_CHECK(0 <= begin && begin <= end && end <= num_blocks(),
+  DT_CHECK(0 <= begin && begin <= end && end <= cfg_.n_layer,
            "block range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside [0, " +
-               std::to_string(num_blocks()) + "]");
+               std::to_string(cfg_.n_layer) + "]");
   for (int i = end - 1; i >= begin; --i) {
     ensure(a.dtmp, a.dresid.shape(), a.dresid.dtype());
     if (cfg_.checkpoint) {
       Tensor& y = ensure(scratch_y_, a.resid[i].shape(), a.resid[i].dtype());
-      blocks_[i]->forward(a.resid[i], {a.B, a.T}, scratch_, y);  // recompute
-      blocks_[i]->backward(a.dresid, scratch_, a.dtmp);
+      block(i).forward(a.resid[i], {a.B, a.T}, scratch_, y);  // recompute
+      block(i).backward(a.dresid, scratch_, a.dtmp);
     } else {
-      blocks_[i]->backward(a.dresid, a.blocks[i], a.dtmp);
+      block(i).backward(a.dresid, a.blocks[i], a.dtmp);
     }
     std::swap(a.dresid, a.dtmp);
   }
@@ -201,6 +243,7 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
 
 void GPT::backward_embed(GPTActs& a) {
   ScopedDevice on(device_);
+  DT_CHECK(has_embed_, "backward_embed: this pipeline stage holds no embedding");
   // SP: the tables' gradients from every rank's rows (an all-gather of the stream's
   // gradient), so they are whole on every rank like the head's.
   const Tensor d = gather_tokens(tp_, a.dresid, {a.B, a.T, cfg_.d_model});

@@ -8,6 +8,13 @@
 // range. The stream between them lives in GPTActs (resid[i] = input of block i; dresid =
 // gradient of the stream at the current point of backward).
 //
+// Pipeline stages: a GPT built with `chunks` holds only those block ranges (numbered as in
+// the whole model, so parameter names and checkpoints are the whole model's), the
+// embeddings only if a chunk starts at block 0, and the final norm and head only if one
+// ends at the last block. A last stage with tied embeddings holds a copy of the token table
+// for its head (tied_copy()), not among its parameters: the pipeline sends its gradient to
+// the first stage, which owns and updates the table, and refreshes its value from there. forward_blocks and backward_blocks take whole-model indices within the chunks.
+//
 // Activation checkpointing (cfg.checkpoint or set_checkpointing): forward keeps only each
 // block's input resid[i]; backward recomputes the block's forward into one scratch Acts shared
 // by all blocks, then runs its backward. The ops are the same, so gradients are bitwise equal.
@@ -22,6 +29,12 @@
 
 namespace dt::nn {
 
+// A range of blocks [begin, end) in the whole model's numbering.
+struct BlockRange {
+  int begin = 0, end = 0;
+  bool operator==(const BlockRange& o) const { return begin == o.begin && end == o.end; }
+};
+
 struct KvCache;  // nn/kv_cache.h
 
 // Everything one micro-batch keeps between forward and backward.
@@ -31,7 +44,7 @@ struct GPTActs {
   Tensor ids_slice;                            // tp > 1: the ids of this rank's vocabulary rows, -1 elsewhere
   int32_t ignore_index = -1;
   std::vector<Tensor> resid;                   // n_layer + 1 tensors [B, T, C]
-  std::vector<TransformerBlock::Acts> blocks;  // unused for checkpointed blocks
+  std::vector<TransformerBlock::Acts> blocks;  // n_layer; unused for checkpointed or absent blocks
   Norm::Acts lnf;
   Tensor pos, logits;                          // [B, T, C], [B, T, V]
   Tensor hw;                                   // the head's input, whole (lnf.y unless SP)
@@ -49,7 +62,9 @@ class GPT : public Module {
   // the single-rank one. With tp.sequence_parallel the stream between the blocks (resid,
   // the norms) holds this rank's token rows only, [B T / tp, C]: the embedding's sum is
   // reduce-scattered into those rows, and the head all-gathers the final norm's output.
-  explicit GPT(const GPTConfig& cfg, TpGroup tp = {});
+  // chunks: the block ranges this model holds (a pipeline stage: see above), in stream
+  // order, disjoint, non-empty, within [0, n_layer); empty: all blocks.
+  explicit GPT(const GPTConfig& cfg, TpGroup tp = {}, std::vector<BlockRange> chunks = {});
   const TpGroup& tp() const { return tp_; }
   const VocabSlice& vocab_slice() const { return vocab_; }  // all of it for tp = 1
   int64_t local_kv_heads() const;  // the KV heads this rank's attention holds (and caches)
@@ -58,12 +73,25 @@ class GPT : public Module {
   // The device of its parameters and activations: the thread's current device when it was
   // constructed. Every method below runs there (inputs on the host are copied over).
   Device device() const { return device_; }
+  // The blocks this model holds, in order (all n_layer unless a pipeline stage).
   std::vector<std::unique_ptr<TransformerBlock>>& blocks() { return blocks_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  const std::vector<BlockRange>& chunks() const { return chunks_; }
+  bool whole() const { return num_blocks() == cfg_.n_layer && has_embed() && has_head(); }
+  bool has_embed() const { return has_embed_; }  // the embeddings (a chunk starts at block 0)
+  bool has_head() const { return has_head_; }    // the final norm, head and loss (a chunk ends at n_layer)
+  // The token table: the parameter itself where the embedding is (null elsewhere), and the
+  // copy a last stage's tied head reads (null unless this is one; see above).
+  Parameter* token_table() { return has_embed_ ? &wte_->weight : nullptr; }
+  Parameter* tied_copy() { return !has_embed_ && wte_ ? &wte_->weight : nullptr; }
+  // The stream between blocks for a micro-batch of B x T tokens: [B, T, d_model], or under
+  // sequence parallelism this rank's token rows [B T / tp, d_model].
+  Shape stream_shape(int64_t B, int64_t T) const;
   void set_checkpointing(bool on) { cfg_.checkpoint = on; }
 
   // ids: i32 [B, T], T <= context, each in [0, vocab_size). Returns logits [B, T, V] (tp:
   // this rank's vocabulary columns).
+  // (forward, forward_loss, backward and forward_cached need the whole model.)
   const Tensor& forward(const Tensor& ids, GPTActs& a);
   // The mean cross-entropy of a.logits (after forward or head) over targets (i32 [B, T])
   // != ignore_index, kept in a for loss_backward; vocab parallel under tp (collective).
@@ -103,7 +131,12 @@ class GPT : public Module {
   VocabSlice vocab_;
   Device device_;  // where it was built (core/device_scope.h); every call runs there
   std::unique_ptr<Embedding> wte_, wpe_;
-  std::vector<std::unique_ptr<TransformerBlock>> blocks_;
+  std::vector<std::unique_ptr<TransformerBlock>> blocks_;  // the ones held, in order
+  std::vector<int> local_of_;  // per whole-model block: its index in blocks_, or -1
+  std::vector<BlockRange> chunks_;
+  bool has_embed_ = true, has_head_ = true;
+  TransformerBlock& block(int i);  // whole-model index; INVALID_ARGUMENT when not held
+  void need_whole(const char* what) const;
   std::unique_ptr<Norm> lnf_;
   std::unique_ptr<Linear> lm_head_;  // null when tied
   TransformerBlock::Acts scratch_;   // checkpointing: the one block whose internals exist

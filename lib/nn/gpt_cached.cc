@@ -102,6 +102,7 @@ struct PauseSequenceParallel {
 void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
   ScopedDevice on(device_);
   PauseSequenceParallel no_sp(tp_);
+  need_whole("forward_cached");
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;

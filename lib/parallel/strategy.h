@@ -16,6 +16,12 @@
 // gathers values (ZeRO-3) starts the next unit's gather in a hook of the current one.
 // Several strategies may attach to one engine (DP x TP); hooks run in attach order.
 //
+// Pipelines: a strategy that places the model in stages (parallel/pipeline_strategy.h) gives
+// the engine the step's actions (parallel/pipeline_schedule.h); the engine runs the compute
+// ones (forward or backward of micro-batch m on one of the model's chunks, the hooks above
+// around each unit as always, in the order the schedule puts them) and hands it the
+// communication ones. Without one, the step is the plain list F0 B0 F1 B1 ... on one chunk.
+//
 // Every hook runs on the replica's rank thread; a strategy is driven by one engine and is
 // not thread-safe.
 #pragma once
@@ -23,8 +29,10 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "nn/gpt.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace dt::parallel {
 
@@ -37,6 +45,18 @@ enum class Part { Embed, Block, Head };
 struct SquaredNorm {
   double split = 0.0, replicated = 0.0;
   double total() const { return split + replicated; }
+};
+
+// What a pipeline step measured: filled by the engine on each rank, then completed over
+// the pipeline by its strategy (sum_pipe_stats).
+struct PipeStats {
+  double busy_s = 0.0, wall_s = 0.0;  // this rank: compute actions' time, the step's time
+  int activation_peak = 0;            // this rank: most (micro, chunk) activations alive
+  // Over the pp axis, per stage (empty without a pipeline), and the step's bubble:
+  // 1 - sum(busy) / (P x the slowest stage's wall time).
+  std::vector<double> stage_busy_s;
+  std::vector<int> stage_activation_peak;
+  double bubble_fraction = 0.0;
 };
 
 // What a strategy is attached to: the model's units, in the order above.
@@ -83,6 +103,19 @@ class Strategy {
   virtual void after_backward(int unit, Part part, bool last) {}
   virtual void finish_grads() {}  // after the last micro-batch's backward
   virtual void after_update() {}  // after the optimizer stepped (not when a step is skipped)
+
+  // --- pipelines (above)
+  // This rank's actions for a step of `micro_batches` (forward_only: an evaluation's),
+  // or null: the plain order. At most one attached strategy returns a list.
+  virtual const std::vector<PipeAction>* pipe_actions(int64_t micro_batches, bool forward_only) const {
+    return nullptr;
+  }
+  // Runs a communication action on the micro-batch's activations (B, T already set).
+  virtual void communicate(const PipeAction& action, nn::GPTActs& acts) {}
+  // A micro-batch's loss exists only where the head is: sums the step's loss over the
+  // pipeline so that every rank reports it.
+  virtual void sum_loss(double& loss) {}
+  virtual void sum_pipe_stats(PipeStats& stats) {}
 
   // --- whole values (generation, evaluation, save)
   virtual void gather_model() {}  // every unit's values whole until the next begin_step

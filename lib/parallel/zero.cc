@@ -201,7 +201,10 @@ void ZeroSharding::begin_grads(int k) {
     complete_reduction(u);
     reducing_.erase(std::remove(reducing_.begin(), reducing_.end(), k), reducing_.end());
   }
-  DT_ASSERT(!u.full_grad.defined());
+  // Begun already and not reduced: keep accumulating into it (an interleaved pipeline runs
+  // the head's backward of the next micro-batch before the embedding's of this one; the
+  // reduction then takes both, each gradient reduced exactly once).
+  if (u.full_grad.defined()) return;
   u.full_grad = Tensor::zeros({u.padded}, u.dtype, u.device, MemTag::Grad);
   bind_grads(u);
 }

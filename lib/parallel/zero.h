@@ -62,7 +62,7 @@ class ZeroSharding {
   void need_values(int unit);       // the unit's values are whole and usable once it returns
   void prefetch_values(int unit);   // stage 3: starts the unit's gather (ignored out of range)
   void release_values(int unit);    // stage 3: frees the unit's whole values
-  void begin_grads(int unit);       // stage 2/3: a zeroed whole grad buffer for its backward
+  void begin_grads(int unit);       // stage 2/3: a zeroed whole grad buffer for its backward (or the one begun)
   void reduce_grads(int unit);      // its grads are final for this micro-batch: reduce-scatter
   void finish_grads();              // waits for every reduction; the shard grads hold sums
   void after_step();                // stage 1/2: the updated shards all-gathered into the values

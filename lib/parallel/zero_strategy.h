@@ -30,7 +30,9 @@ class ZeroStrategy final : public Strategy {
   void begin_step() override { zero_->begin_step(); }
   void before_forward(int unit, Part part) override;
   void after_forward(int unit, Part part) override;
-  void end_forward_only() override { zero_->release_values(0); }
+  void end_forward_only() override {
+    if (sharded(0) >= 0) zero_->release_values(sharded(0));
+  }
   void before_backward(int unit, Part part) override;
   void after_backward(int unit, Part part, bool last) override;
   void finish_grads() override { zero_->finish_grads(); }  // this rank's shard of the sums
@@ -48,7 +50,11 @@ class ZeroStrategy final : public Strategy {
   const ZeroSharding& sharding() const { return *zero_; }
 
  private:
+  // The sharding's index of an engine unit, or -1: a pipeline's middle stage has no
+  // parameters in unit 0 (no embedding, no head), which the sharding then does not hold.
+  int sharded(int unit) const { return unit - skip_; }
   comm::Communicator& dp_;
+  int skip_ = 0;   // 1 when unit 0 is empty
   Device device_;  // the model's
   int num_blocks_;
   std::unique_ptr<ZeroSharding> zero_;

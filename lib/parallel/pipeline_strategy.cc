@@ -1,0 +1,169 @@
+#include "parallel/pipeline_strategy.h"
+
+#include <algorithm>
+
+#include "core/device_scope.h"
+#include "core/error.h"
+#include "core/tensor_copy.h"
+#include "kernels/ops.h"
+
+namespace dt::parallel {
+namespace {
+// Tags of the tied table's messages (the stream's are message_tag's, from 16 up).
+constexpr int kTiedGradTag = 2, kTiedValueTag = 3;
+}  // namespace
+
+PipelineStrategy::PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const std::string& schedule,
+                                   int virtual_stages, int64_t micro_batches, Device device,
+                                   bool fresh_grads_each_micro_batch)
+    : model_(stage), pp_(pp), device_(device), fresh_grads_(fresh_grads_each_micro_batch) {
+  DT_CHECK(micro_batches >= 1 && micro_batches <= (1 << 20),
+           "micro_batches = " + std::to_string(micro_batches) + "; accepted: 1 to 2^20");
+  train_ = make_pipe_schedule(schedule, pp.size(), static_cast<int>(micro_batches), virtual_stages);
+  DT_CHECK(!train_.split_backward(),
+           "pp schedule \"" + schedule + "\" splits the backward into input and weight gradients, which the executor "
+           "does not run yet (dtrain plan simulates it); accepted for training: gpipe, 1f1b, interleaved");
+  DT_CHECK(static_cast<int>(model_.chunks().size()) == train_.virtual_stages,
+           "pipeline stage holds " + std::to_string(model_.chunks().size()) + " chunks of blocks; schedule \"" +
+               schedule + "\" runs " + std::to_string(train_.virtual_stages) + " per rank");
+}
+
+PipelineStrategy::~PipelineStrategy() {
+  for (auto& s : sends_) comm::wait_ignoring_errors(s.first);
+}
+
+const std::vector<PipeAction>* PipelineStrategy::pipe_actions(int64_t M, bool forward_only) const {
+  refresh_table_ = true;  // a step or an evaluation begins: the last stage's tied copy is refreshed
+  if (!forward_only) {
+    DT_CHECK(M == train_.micro_batches, "pipeline: a step of " + std::to_string(M) + " micro-batches; the schedule "
+                                            "was made for " + std::to_string(train_.micro_batches));
+    return &train_.actions[static_cast<size_t>(pp_.rank())];
+  }
+  // An evaluation: each micro-batch through this rank's chunks in order. Every dependency
+  // points to an earlier (micro-batch, virtual stage), the order every rank runs them in,
+  // so blocking receives cannot deadlock.
+  forward_only_.clear();
+  const int P = pp_.size(), r = pp_.rank(), V = train_.num_virtual_stages();
+  for (int m = 0; m < static_cast<int>(M); ++m)
+    for (int c = 0; c < train_.virtual_stages; ++c) {
+      const int vs = train_.virtual_stage(r, c);
+      if (vs > 0) forward_only_.push_back({PipeOp::RecvActivation, m, c});
+      forward_only_.push_back({PipeOp::Forward, m, c});
+      if (vs < V - 1) forward_only_.push_back({PipeOp::SendActivation, m, c});
+    }
+  (void)P;
+  return &forward_only_;
+}
+
+void PipelineStrategy::send(const Tensor& t, int peer, int tag) {
+  while (!sends_.empty() && sends_.front().first->test()) sends_.pop_front();  // reap those done
+  ScopedDevice on(device_);
+  Tensor copy = Tensor::uninit(t.shape(), t.dtype(), device_, MemTag::Activation);
+  copy_tensor(t, copy);
+  comm::WorkPtr w = pp_.send_async(copy.raw(), copy.numel(), copy.dtype(), peer, tag);
+  sends_.emplace_back(std::move(w), std::move(copy));
+}
+
+void PipelineStrategy::wait_sends() {
+  while (!sends_.empty()) {
+    sends_.front().first->wait();
+    sends_.pop_front();
+  }
+}
+
+void PipelineStrategy::communicate(const PipeAction& a, nn::GPTActs& acts) {
+  ScopedDevice on(device_);
+  const nn::BlockRange r = model_.chunks()[static_cast<size_t>(a.chunk)];
+  const int vs = train_.virtual_stage(pp_.rank(), a.chunk);
+  const Shape shape = model_.stream_shape(acts.B, acts.T);
+  const DType dtype = model_.config().dtype;
+  switch (a.op) {
+    case PipeOp::SendActivation:
+      send(acts.resid[static_cast<size_t>(r.end)], rank_of(vs + 1), message_tag(false, vs + 1));
+      break;
+    case PipeOp::RecvActivation: {
+      Tensor& x = nn::ensure(acts.resid[static_cast<size_t>(r.begin)], shape, dtype);
+      pp_.recv(x.raw(), x.numel(), dtype, rank_of(vs - 1), message_tag(false, vs));
+      break;
+    }
+    case PipeOp::SendGrad:
+      send(acts.dresid, rank_of(vs - 1), message_tag(true, vs - 1));
+      break;
+    case PipeOp::RecvGrad: {
+      Tensor& g = nn::ensure(acts.dresid, shape, dtype);
+      pp_.recv(g.raw(), g.numel(), dtype, rank_of(vs + 1), message_tag(true, vs));
+      break;
+    }
+    default:
+      DT_ASSERT(false);
+  }
+}
+
+void PipelineStrategy::after_forward(int unit, Part part) {
+  // The first stage's token table, current (under ZeRO gathered by now), to the last
+  // stage's tied head.
+  nn::Parameter* table = model_.token_table();
+  if (!(unit == 0 && part == Part::Embed && refresh_table_ && table && model_.config().tied_embeddings &&
+        pp_.size() > 1))
+    return;
+  refresh_table_ = false;
+  send(table->value, pp_.size() - 1, kTiedValueTag);
+}
+
+void PipelineStrategy::before_forward(int unit, Part part) {
+  nn::Parameter* copy = model_.tied_copy();
+  if (!(unit == 0 && part == Part::Head && refresh_table_ && copy)) return;
+  refresh_table_ = false;
+  pp_.recv(copy->value.raw(), copy->value.numel(), copy->value.dtype(), 0, kTiedValueTag);
+}
+
+void PipelineStrategy::after_backward(int unit, Part part, bool last) {
+  // Unit 0's gradients are final (for the micro-batch) after its Embed part on every stage.
+  if (!(unit == 0 && part == Part::Embed && (last || fresh_grads_))) return;
+  ScopedDevice on(device_);
+  if (nn::Parameter* copy = model_.tied_copy()) {  // the last stage: its share, sent
+    send(copy->grad, 0, kTiedGradTag);
+    kernels::fill(copy->grad, 0.0f);
+  } else if (nn::Parameter* table = model_.token_table();
+             table && model_.config().tied_embeddings && pp_.size() > 1) {  // the first stage: added
+    nn::ensure(tied_in_, table->grad.shape(), table->grad.dtype());
+    pp_.recv(tied_in_.raw(), tied_in_.numel(), tied_in_.dtype(), pp_.size() - 1, kTiedGradTag);
+    kernels::add(table->grad, tied_in_, table->grad);
+  }
+}
+
+void PipelineStrategy::finish_grads() { wait_sends(); }
+
+void PipelineStrategy::sum_loss(double& loss) { loss = exact_sum(pp_, loss, device_); }
+
+void PipelineStrategy::sum_squared_norm(SquaredNorm& sq) {
+  // Stages hold disjoint parameters: both parts add up over pp.
+  sq.split = exact_sum(pp_, sq.split, device_);
+  sq.replicated = exact_sum(pp_, sq.replicated, device_);
+}
+
+void PipelineStrategy::sum_pipe_stats(PipeStats& st) {
+  wait_sends();
+  ScopedDevice on(device_);
+  const int P = pp_.size();
+  Tensor mine = Tensor::zeros({3}, DType::F32);
+  mine.data<float>()[0] = static_cast<float>(st.busy_s);
+  mine.data<float>()[1] = static_cast<float>(st.wall_s);
+  mine.data<float>()[2] = static_cast<float>(st.activation_peak);
+  Tensor dev = to_device(mine, device_), all = Tensor::uninit({3 * P}, DType::F32, device_);
+  pp_.all_gather(dev.raw(), all.raw(), 3, DType::F32);
+  const Tensor host = to_device(all, Device::cpu());
+  const float* p = host.data<float>();
+  st.stage_busy_s.assign(static_cast<size_t>(P), 0.0);
+  st.stage_activation_peak.assign(static_cast<size_t>(P), 0);
+  double busy = 0.0, wall = 0.0;
+  for (int r = 0; r < P; ++r) {
+    st.stage_busy_s[static_cast<size_t>(r)] = p[3 * r];
+    st.stage_activation_peak[static_cast<size_t>(r)] = static_cast<int>(p[3 * r + 2]);
+    busy += p[3 * r];
+    wall = std::max(wall, static_cast<double>(p[3 * r + 1]));
+  }
+  st.bubble_fraction = wall > 0 ? 1.0 - busy / (static_cast<double>(P) * wall) : 0.0;
+}
+
+}  // namespace dt::parallel
