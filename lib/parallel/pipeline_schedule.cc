@@ -28,8 +28,7 @@ const char* pipe_op_name(PipeOp op) {
 }
 
 bool is_compute(PipeOp op) {
-  return op == PipeOp::Forward || op == PipeOp::Backward || op == PipeOp::BackwardInput ||
-         op == PipeOp::BackwardWeight;
+  return op == PipeOp::Forward || op == PipeOp::Backward || op == PipeOp::BackwardInput || op == PipeOp::BackwardWeight;
 }
 
 std::string PipeAction::str() const {
@@ -63,11 +62,15 @@ void pipe_check_args(const std::string& name, int P, int M, int v) {
   }
   DT_CHECK(P >= 1, "stages = " + std::to_string(P) + "; accepted: >= 1");
   DT_CHECK(M >= 1, "micro_batches = " + std::to_string(M) + "; accepted: >= 1");
+  DT_CHECK(v >= 1, "virtual_stages = " + std::to_string(v) + "; accepted: >= 1");
+  // Bounds the lists (and keeps every index product in int) whatever a caller passes.
+  DT_CHECK(static_cast<long long>(P) * M * v <= (1LL << 26),
+           "stages x micro_batches x virtual_stages = " + std::to_string(static_cast<long long>(P) * M * v) +
+               "; accepted: at most 2^26 (micro-batch, chunk) passes over all ranks");
   if (name == "interleaved") {
     DT_CHECK(v >= 2, "virtual_stages = " + std::to_string(v) + " for \"interleaved\"; accepted: >= 2");
-    DT_CHECK(M % P == 0, "micro_batches = " + std::to_string(M) + " is not divisible by stages = " +
-                             std::to_string(P) + "; accepted for \"interleaved\": a multiple of " +
-                             std::to_string(P));
+    DT_CHECK(M % P == 0, "micro_batches = " + std::to_string(M) + " is not divisible by stages = " + std::to_string(P) +
+                             "; accepted for \"interleaved\": a multiple of " + std::to_string(P));
   } else {
     DT_CHECK(v == 1, "virtual_stages = " + std::to_string(v) + " for \"" + name +
                          "\"; accepted: 1 (only \"interleaved\" runs several chunks per rank)");
@@ -242,13 +245,16 @@ std::vector<int> balance_stages(int n_blocks, int parts, double block_cost, doub
   // leaves j - c (at least one each) to the parts after it.
   const double inf = std::numeric_limits<double>::infinity();
   const size_t cols = static_cast<size_t>(n_blocks) + 1;
-  auto at = [&](std::vector<double>& t, int k, int j) -> double& { return t[static_cast<size_t>(k) * cols + static_cast<size_t>(j)]; };
+  auto at = [&](std::vector<double>& t, int k, int j) -> double& {
+    return t[static_cast<size_t>(k) * cols + static_cast<size_t>(j)];
+  };
   auto solve = [&](std::vector<double>& t, auto&& combine) {
     t.assign(static_cast<size_t>(parts + 1) * cols, inf);
     at(t, parts, 0) = 0.0;
     for (int k = parts - 1; k >= 0; --k)
       for (int j = parts - k; j <= n_blocks; ++j)
-        for (int c = 1; c <= j - (parts - k - 1); ++c) at(t, k, j) = std::min(at(t, k, j), combine(k, c, at(t, k + 1, j - c)));
+        for (int c = 1; c <= j - (parts - k - 1); ++c)
+          at(t, k, j) = std::min(at(t, k, j), combine(k, c, at(t, k + 1, j - c)));
   };
   // First the least possible costliest part (the step's pace is the slowest stage's) ...
   std::vector<double> worst, spread;
@@ -256,7 +262,8 @@ std::vector<int> balance_stages(int n_blocks, int parts, double block_cost, doub
   const double target = at(worst, 0, n_blocks), tol = 1e-9 * std::max(1.0, target);
   // ... then, among the splits that reach it, the most even one (least sum of squared part
   // costs), so no stage is left nearly empty when another part sets the pace.
-  solve(spread, [&](int k, int c, double rest) { return cost(k, c) <= target + tol ? cost(k, c) * cost(k, c) + rest : inf; });
+  solve(spread,
+        [&](int k, int c, double rest) { return cost(k, c) <= target + tol ? cost(k, c) * cost(k, c) + rest : inf; });
   // Ties left: each part in turn takes the fewest blocks, so extra blocks go to later
   // stages, which hold fewer micro-batches' activations under 1F1B (rank r keeps P - r).
   std::vector<int> bounds = {0};

@@ -72,7 +72,8 @@ struct PipeSchedule {
 const std::vector<std::string>& pipe_schedule_names();
 // One schedule. INVALID_ARGUMENT, naming the argument and what is accepted, for: an unknown
 // name; stages or micro_batches < 1; virtual_stages != 1 except for "interleaved", which
-// needs virtual_stages >= 2 and micro_batches divisible by stages.
+// needs virtual_stages >= 2 and micro_batches divisible by stages; stages x micro_batches
+// x virtual_stages above 2^26.
 PipeSchedule make_pipe_schedule(const std::string& name, int stages, int micro_batches, int virtual_stages = 1);
 
 // The tag of a message (see above): kind 0 activations, 1 gradients; receiver's virtual stage.

@@ -4,6 +4,7 @@
 // order), so a schedule that passes here cannot deadlock or mix up micro-batches there.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -50,11 +51,11 @@ std::string pipe_where(int r, size_t k, const PipeAction& a) {
 // backwards: F and B; split backwards: F, Bi and W).
 void pipe_check_static(const PipeSchedule& s) {
   const int P = s.stages, M = s.micro_batches, v = s.virtual_stages, last = s.num_virtual_stages() - 1;
-  DT_CHECK(P >= 1 && M >= 1 && v >= 1, "pipeline schedule \"" + s.name + "\": stages, micro_batches and "
-                                       "virtual_stages must be >= 1");
+  DT_CHECK(P >= 1 && M >= 1 && v >= 1,
+           "pipeline schedule \"" + s.name + "\": stages, micro_batches and virtual_stages must be >= 1");
   DT_CHECK(static_cast<int>(s.actions.size()) == P, "pipeline schedule \"" + s.name + "\" lists " +
-                                                        std::to_string(s.actions.size()) + " ranks; accepted: stages = " +
-                                                        std::to_string(P));
+                                                        std::to_string(s.actions.size()) +
+                                                        " ranks; accepted: stages = " + std::to_string(P));
   bool whole = false, split = false;
   // count[op][r][m * v + c] for the four compute ops
   std::vector<std::vector<std::vector<int>>> count(
@@ -62,8 +63,8 @@ void pipe_check_static(const PipeSchedule& s) {
   for (int r = 0; r < P; ++r)
     for (size_t k = 0; k < s.actions[static_cast<size_t>(r)].size(); ++k) {
       const PipeAction& a = s.actions[static_cast<size_t>(r)][k];
-      DT_CHECK(a.micro >= 0 && a.micro < M, pipe_where(r, k, a) + ": micro-batch out of range; accepted: 0 to " +
-                                                std::to_string(M - 1));
+      DT_CHECK(a.micro >= 0 && a.micro < M,
+               pipe_where(r, k, a) + ": micro-batch out of range; accepted: 0 to " + std::to_string(M - 1));
       DT_CHECK(a.chunk >= 0 && a.chunk < v,
                pipe_where(r, k, a) + ": chunk out of range; accepted: 0 to " + std::to_string(v - 1));
       const int vs = s.virtual_stage(r, a.chunk);
@@ -71,12 +72,13 @@ void pipe_check_static(const PipeSchedule& s) {
       const bool to_next = a.op == PipeOp::SendActivation || a.op == PipeOp::RecvGrad;
       DT_CHECK(!(to_prev && vs == 0), pipe_where(r, k, a) + ": virtual stage 0 has no previous stage");
       DT_CHECK(!(to_next && vs == last), pipe_where(r, k, a) + ": the last virtual stage has no next stage");
-      if (is_compute(a.op)) ++count[static_cast<size_t>(a.op)][static_cast<size_t>(r)][static_cast<size_t>(a.micro * v + a.chunk)];
+      if (is_compute(a.op))
+        ++count[static_cast<size_t>(a.op)][static_cast<size_t>(r)][static_cast<size_t>(a.micro * v + a.chunk)];
       whole |= a.op == PipeOp::Backward;
       split |= a.op == PipeOp::BackwardInput || a.op == PipeOp::BackwardWeight;
     }
-  DT_CHECK(!(whole && split), "pipeline schedule \"" + s.name + "\" mixes whole backwards (B) with split ones "
-                              "(Bi, W); accepted: one kind");
+  DT_CHECK(!(whole && split), "pipeline schedule \"" + s.name +
+                                  "\" mixes whole backwards (B) with split ones (Bi, W); accepted: one kind");
   const PipeOp ops[4] = {PipeOp::Forward, PipeOp::Backward, PipeOp::BackwardInput, PipeOp::BackwardWeight};
   for (int r = 0; r < P; ++r)
     for (int m = 0; m < M; ++m)
@@ -144,15 +146,16 @@ PipeSimulation simulate(const PipeSchedule& s, const PipeCosts& costs) {
     const PipeAction& a = s.actions[static_cast<size_t>(r)][rk.pc];
     const size_t i = static_cast<size_t>(a.micro * v + a.chunk);
     const int vs = s.virtual_stage(r, a.chunk);
-    const std::string where = pipe_where(r, rk.pc, a);
+    auto where = [&] { return pipe_where(r, rk.pc, a); };  // built only for a fault
     if (is_compute(a.op)) {
       if (a.op == PipeOp::Forward)
-        DT_CHECK(vs == 0 || rk.got_act[i], where + ": runs before its input arrived (no earlier recvA)");
+        DT_CHECK(vs == 0 || rk.got_act[i], where() + ": runs before its input arrived (no earlier recvA)");
       else if (a.op == PipeOp::BackwardWeight)
-        DT_CHECK(rk.bwd[i], where + ": runs before the input-gradient backward (Bi) of its micro-batch");
+        DT_CHECK(rk.bwd[i], where() + ": runs before the input-gradient backward (Bi) of its micro-batch");
       else {
-        DT_CHECK(rk.fwd[i], where + ": runs before the forward of its micro-batch");
-        DT_CHECK(vs == last || rk.got_grad[i], where + ": runs before its output's gradient arrived (no earlier recvG)");
+        DT_CHECK(rk.fwd[i], where() + ": runs before the forward of its micro-batch");
+        DT_CHECK(vs == last || rk.got_grad[i],
+                 where() + ": runs before its output's gradient arrived (no earlier recvG)");
       }
       const double d = cost_of(a.op);
       sim.spans.push_back({r, a, rk.clock, rk.clock + d});
@@ -174,7 +177,7 @@ PipeSimulation simulate(const PipeSchedule& s, const PipeCosts& costs) {
     } else if (a.op == PipeOp::SendActivation || a.op == PipeOp::SendGrad) {
       const bool act = a.op == PipeOp::SendActivation;
       DT_CHECK(act ? rk.fwd[i] : rk.bwd[i],
-               where + ": sends before the " + (act ? "forward" : "backward") + " that makes it ran");
+               where() + ": sends before the " + (act ? "forward" : "backward") + " that makes it ran");
       const PipeEnd to = pipe_other_end(s, r, a);
       wire[{r, to.rank, to.tag}].push_back({a.micro, rk.clock + costs.send, r, rk.pc});
     } else {
@@ -182,7 +185,7 @@ PipeSimulation simulate(const PipeSchedule& s, const PipeCosts& costs) {
       auto& q = wire[{from.rank, r, from.tag}];
       if (q.empty()) return false;
       DT_CHECK(q.front().micro == a.micro,
-               where + ": the next message from rank " + std::to_string(from.rank) + " with tag " +
+               where() + ": the next message from rank " + std::to_string(from.rank) + " with tag " +
                    std::to_string(from.tag) + " is micro-batch " + std::to_string(q.front().micro) +
                    "'s; accepted: sends and receives of one tag in the same micro-batch order");
       if (q.front().arrive > rk.clock) {
@@ -218,10 +221,11 @@ PipeSimulation simulate(const PipeSchedule& s, const PipeCosts& costs) {
     state += pipe_where(r, rk.pc, a) + " waits for rank " + std::to_string(from.rank);
     const PipeAction send = pipe_matching_send(s, r, a);
     const auto& src = s.actions[static_cast<size_t>(from.rank)];
-    if (no_send.empty() && std::find(src.begin() + static_cast<long>(ranks[static_cast<size_t>(from.rank)].pc),
-                                     src.end(), send) == src.end())
-      no_send = pipe_where(r, rk.pc, a) + " has no matching send: rank " + std::to_string(from.rank) +
-                " has no " + send.str() + " left to run";
+    if (no_send.empty() &&
+        std::find(src.begin() + static_cast<std::ptrdiff_t>(ranks[static_cast<size_t>(from.rank)].pc), src.end(),
+                  send) == src.end())
+      no_send = pipe_where(r, rk.pc, a) + " has no matching send: rank " + std::to_string(from.rank) + " has no " +
+                send.str() + " left to run";
   }
   for (int r = 0; r < P; ++r)
     if (ranks[static_cast<size_t>(r)].pc < s.actions[static_cast<size_t>(r)].size())
@@ -230,8 +234,8 @@ PipeSimulation simulate(const PipeSchedule& s, const PipeCosts& costs) {
   for (const auto& [key, q] : wire)
     if (!q.empty()) {
       const Msg& m = q.front();
-      invalid("pipeline schedule \"" + s.name + "\": " +
-              pipe_where(m.sender, m.action, s.actions[static_cast<size_t>(m.sender)][m.action]) +
+      invalid("pipeline schedule \"" + s.name +
+              "\": " + pipe_where(m.sender, m.action, s.actions[static_cast<size_t>(m.sender)][m.action]) +
               " is never received by rank " + std::to_string(std::get<1>(key)));
     }
   double total = 0.0;
@@ -274,10 +278,10 @@ std::string timeline_ascii(const PipeSchedule& s, const PipeSimulation& sim, int
     if (!is_compute(sp.action.op) || sp.rank < 0 || sp.rank >= P) continue;
     const int a = std::min(cols - 1, static_cast<int>(std::lround(sp.start * scale)));
     const int b = std::min(cols, std::max(a + 1, static_cast<int>(std::lround(sp.end * scale))));
-    const char k = sp.action.op == PipeOp::Forward          ? 'F'
-                   : sp.action.op == PipeOp::Backward       ? 'B'
+    const char k = sp.action.op == PipeOp::Forward         ? 'F'
+                   : sp.action.op == PipeOp::Backward      ? 'B'
                    : sp.action.op == PipeOp::BackwardInput ? 'b'
-                                                            : 'w';
+                                                           : 'w';
     for (int c = a; c < b; ++c) {
       const size_t r = static_cast<size_t>(sp.rank), col = static_cast<size_t>(c);
       micro[r][col] = digits[sp.action.micro % 36];
@@ -308,7 +312,10 @@ std::string timeline_ascii(const PipeSchedule& s, const PipeSimulation& sim, int
 nlohmann::json timeline_chrome_trace(const PipeSchedule& s, const PipeSimulation& sim) {
   nlohmann::json events = nlohmann::json::array();
   for (int r = 0; r < s.stages; ++r)
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", r},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
                       {"args", {{"name", "pp rank " + std::to_string(r)}}}});
   for (const PipeSpan& sp : sim.spans) {
     const bool compute = is_compute(sp.action.op);

@@ -1,0 +1,95 @@
+// Pipeline parallelism under mpirun: one rank per process, the stream between stages over
+// Open MPI point-to-point. np 2: pp 2 (1F1B, and interleaved with 2 chunks per rank); np 4:
+// pp 4 (GPipe) and dp 2 x pp 2 with ZeRO-1; np 8: the seeds' 3-D layout dp 2 x pp 2 x tp 2
+// (tp innermost, pp next, dp outermost). Each process also trains the same model alone and
+// compares: losses and the gathered final weights match single-rank training to the
+// in-process tolerance (tests/multirank/pp_train_test.cc: 2e-5 relative, f32), every
+// process assembles the same whole weights, and the checkpoint rank 0 wrote loads on one
+// device with those weights.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "mpi/mpi_test_util.h"
+#include "multirank/dp_test_util.h"
+
+namespace dt::comm::mpitest {
+namespace {
+
+nn::GPTConfig config() {
+  nn::GPTConfig c = dt::test::tp_tiny_gpt(false, DType::F32);
+  c.n_layer = 8;
+  return c;
+}
+
+std::vector<double> train(std::shared_ptr<Mesh> mesh, std::vector<double>* weights, const engine::ParallelOptions& par,
+                          const std::string& save_to = "") {
+  nn::GPT model(config());
+  optim::AdamW opt(model.parameters(), dt::test::dp_adamw());
+  engine::Trainer t(mesh, model, opt, dt::test::dp_options(4), par);
+  std::vector<double> losses;
+  for (int s = 0; s < 10; ++s) {
+    dt::test::TokenBatch b = dt::test::random_token_batch(8, 16, 32, 80 + s % 3);
+    losses.push_back(t.train_step(b.in, b.tg).loss);
+  }
+  t.gather_model();  // collective: every process's host model whole again
+  if (!save_to.empty()) t.save(save_to);
+  for (nn::Parameter* q : model.parameters()) {
+    const std::vector<double> v = dt::test::to_f64(q->value);
+    weights->insert(weights->end(), v.begin(), v.end());
+  }
+  return losses;
+}
+
+TEST_F(MpiTest, PipelineMatchesSingleRankTraining) {
+  const int n = world_size();
+  struct Case {
+    Coords axes;
+    const char* schedule;
+    int v, zero;
+  };
+  std::vector<Case> cases;
+  if (n == 2) cases = {{{1, 2, 1, 1, 1}, "1f1b", 1, 0}, {{1, 2, 1, 1, 1}, "interleaved", 2, 0}};
+  if (n == 4) cases = {{{1, 4, 1, 1, 1}, "gpipe", 1, 0}, {{2, 2, 1, 1, 1}, "1f1b", 1, 1}};
+  if (n == 8) cases = {{{2, 2, 1, 1, 2}, "1f1b", 1, 0}};
+  if (cases.empty()) GTEST_SKIP() << "needs 2, 4 or 8 processes";
+  std::vector<double> ref_w;
+  const std::vector<double> ref = train(nullptr, &ref_w, {});
+  for (const Case& k : cases) {
+    const Coords& axes = k.axes;
+    const std::string what = "dp " + std::to_string(axes[kDp]) + " x pp " + std::to_string(axes[kPp]) + " x tp " +
+                             std::to_string(axes[kTp]) + " " + k.schedule + " zero " + std::to_string(k.zero) +
+                             " rank " + std::to_string(world_rank());
+    const std::string dir = "/tmp/dtrain_mpi_pp_np" + std::to_string(n) + "_" + k.schedule;
+    engine::ParallelOptions par;
+    par.pp_schedule = k.schedule;
+    par.virtual_stages = k.v;
+    par.zero = k.zero;
+    std::vector<double> got_w;
+    const std::vector<double> got = train(mpi_mesh(axes), &got_w, par, dir);
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t s = 0; s < ref.size(); ++s) EXPECT_NEAR(got[s], ref[s], 2e-5 * std::abs(ref[s])) << what << " step " << s;
+    double d = 0, norm = 0;
+    for (size_t i = 0; i < ref_w.size(); ++i) d += (got_w[i] - ref_w[i]) * (got_w[i] - ref_w[i]), norm += ref_w[i] * ref_w[i];
+    EXPECT_LE(std::sqrt(d / norm), 2e-5) << what;
+    std::vector<double> root = got_w;  // every process assembled the same whole, bit for bit
+    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(root.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
+    nn::GPT alone(config());  // rank 0's checkpoint, on one device
+    optim::AdamW opt(alone.parameters(), dt::test::dp_adamw());
+    engine::TrainEngine e(nullptr, alone, opt, dt::test::dp_options(4));
+    e.load(dir);
+    EXPECT_EQ(e.step(), 10) << what;
+    std::vector<double> loaded;
+    for (nn::Parameter* q : alone.parameters()) {
+      const std::vector<double> v = dt::test::to_f64(q->value);
+      loaded.insert(loaded.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(std::memcmp(loaded.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) std::filesystem::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace dt::comm::mpitest
