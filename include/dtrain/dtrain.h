@@ -474,8 +474,17 @@ DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* ou
  *  sequence parallelism). plan: NULL or keys "dp" (1 to 1048576, default 1), "tp" (1 to
  *  1024, default 1), "sequence_parallel" (bool, needs tp > 1), "micro_batch" (sequences
  *  per rank, default 1), "seq_len" (tokens per sequence, default 0: the context),
- *  "accumulation" (micro-batches per step, default 1). DT_ERR_INVALID_ARGUMENT names what
- *  does not split over tp. Thread-safe. */
+ *  "accumulation" (micro-batches per step, default 1: a pipeline's M). Pipeline: "pp"
+ *  (1 to 1024, default 1), and with pp > 1 only (else DT_ERR_INVALID_ARGUMENT) the keys
+ *  of dt_engine_create "pp_schedule", "virtual_stages", "pp_blocks", and
+ *  "timeline_trace" (bool). With pp > 1 the JSON has "pipeline": the schedule, P, M, v,
+ *  the stage boundaries (placed as dt_engine_create places them), per pp rank its blocks,
+ *  parameters, model states per ZeRO stage, tied-table copy and activations at the
+ *  simulated peak; "bubble_formula" and the simulated "bubble_fraction",
+ *  "activation_peak" per rank (simulated) and "activation_peak_formula" (rank 0), the pp
+ *  wire bytes per step, the text "timeline", and with "timeline_trace" the simulated
+ *  Chrome trace ("chrome_trace"). DT_ERR_INVALID_ARGUMENT names what does not split over
+ *  tp, an unknown schedule, or more stages than blocks. Thread-safe. */
 DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* buf, size_t capacity,
                               size_t* needed);
 
@@ -539,8 +548,8 @@ DT_API void dt_optimizer_destroy(dt_optimizer* optimizer);
 typedef struct dt_engine dt_engine;
 
 /** Creates an engine.
- *  mesh:      NULL (this process alone), or a mesh whose axes above 1 are "dp" and "tp"
- *             (others: DT_ERR_INVALID_ARGUMENT naming the axis). dp: data parallel
+ *  mesh:      NULL (this process alone), or a mesh whose axes above 1 are "dp", "pp" and
+ *             "tp" (others: DT_ERR_INVALID_ARGUMENT naming the axis). dp: data parallel
  *             training (DDP). Every process passes the same GLOBAL batch to
  *             dt_engine_train_step; dp rank r trains on rows [r B/dp, (r+1) B/dp), and the
  *             gradients are all-reduced in buckets while backward runs. A process driving
@@ -553,6 +562,10 @@ typedef struct dt_engine dt_engine;
  *             ZeRO ("zero" > 0) shards over dp inside each tp group. The vocabulary is
  *             split over tp too (padded when it does not divide), and with fewer KV heads
  *             than tp ranks each KV head is held by the ranks that read it.
+ *             pp: pipeline parallel, the blocks split into pp stages in a row (each pp
+ *             rank holds its stage's blocks; the embedding on the first, the final norm
+ *             and head on the last), the micro-batches run by the "pp_schedule";
+ *             dt_plan_json with "pp" shows the placement, the bubble and the timeline.
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,
@@ -571,6 +584,13 @@ typedef struct dt_engine dt_engine;
  *             > 1): Megatron sequence parallelism, the norms and the residual stream split
  *             over the tokens of each micro-batch (B x T must divide by tp), all-gathers
  *             and reduce-scatters in place of the blocks' all-reduces.
+ *             Pipeline parallel (a pp axis > 1; "micro_batches" is the pipeline's M):
+ *             "pp_schedule" ("1f1b", the default, "gpipe", "interleaved" or "zb-h1"),
+ *             "virtual_stages" (1 to 64, default 1: model chunks per pp rank;
+ *             "interleaved" needs >= 2 and micro_batches divisible by pp), "pp_blocks"
+ *             (string "3,1": the blocks of each of the pp x virtual_stages stages in
+ *             stream order; default: balanced by cost, the head counted as
+ *             vocab / (12 d_model) blocks). "zero" = 3 with pp > 1 is refused.
  *             With zero > 0 the optimizer's own state is released to the shards; train
  *             steps, evaluation, generation and save are collective over dp (every
  *             process of an mpirun calls them). Checkpoints keep the single-rank layout.

@@ -7,6 +7,7 @@
 #include "lib/api/firewall.h"
 #include "nn/config.h"
 #include "engine/plan.h"
+#include "engine/trainer.h"
 #include "nn/gpt.h"
 #include "nn/mlp_model.h"
 #include "optim/optimizer.h"
@@ -112,6 +113,24 @@ dt::nn::MLPConfig mlp_config(const dt_options* options) {
 
 dt::nn::Module& module_of(const dt_module* m) { return *need(m, "module")->module; }
 
+// dt_plan_json's pipeline keys, checked as dt_engine_create checks its own (the schedule's
+// name and virtual stages by ParallelOptions::check, inside plan_json; the block counts by
+// parse_block_counts); each needs "pp" > 1, where anything else would be silently ignored.
+void pipeline_plan_options(const dt::OptionReader& r, dt::engine::PlanOptions& o) {
+  o.pp = r.get_int("pp", 1);
+  DT_CHECK(o.pp >= 1 && o.pp <= 1024, "option \"pp\" = " + std::to_string(o.pp) + "; accepted: 1 to 1024");
+  for (const char* key : {"pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace"})
+    DT_CHECK(o.pp > 1 || !r.has(key), std::string("option \"") + key + "\" needs \"pp\" > 1 (now " +
+                                          std::to_string(o.pp) + ")");
+  o.pp_schedule = r.get_string("pp_schedule", o.pp_schedule);
+  const int64_t v = r.get_int("virtual_stages", o.virtual_stages);
+  DT_CHECK(v >= 1 && v <= 64,
+           "option \"virtual_stages\" = " + std::to_string(v) + "; accepted: 1 to 64 (>= 2 for interleaved)");
+  o.virtual_stages = static_cast<int>(v);
+  o.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
+  o.timeline_trace = r.get_bool("timeline_trace", false);
+}
+
 float real_option(const dt::OptionReader& r, const char* key, double fallback, double lo, double hi,
                   const char* range) {
   double v = r.get_double(key, fallback);
@@ -152,7 +171,8 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     const dt::nn::GPTConfig cfg = gpt_config(config, "dt_plan_json");
     gpt_device(config, "dt_plan_json");
     dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
-                       {"dp", "tp", "sequence_parallel", "micro_batch", "seq_len", "accumulation"});
+                       {"dp", "tp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp", "pp_schedule",
+                        "virtual_stages", "pp_blocks", "timeline_trace"});
     dt::engine::PlanOptions o;
     o.dp = r.get_int("dp", 1);
     o.tp = r.get_int("tp", 1);
@@ -168,6 +188,7 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     DT_CHECK(o.seq_len >= 0, "option \"seq_len\" = " + std::to_string(o.seq_len) + "; accepted: 0 (the context) or more");
     DT_CHECK(o.accumulation >= 1 && o.accumulation <= (1 << 20),
              "option \"accumulation\" = " + std::to_string(o.accumulation) + "; accepted: 1 to 1048576");
+    pipeline_plan_options(r, o);
     dt::api::write_text(dt::engine::plan_json(cfg, o).dump(), buf, capacity, needed);
   });
 }

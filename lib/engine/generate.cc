@@ -18,7 +18,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-void check(const nn::GPTConfig& c, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
+}  // namespace
+
+void check_generate(const nn::GPTConfig& c, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
   DT_CHECK(!prompts.empty(), "prompts: empty; accepted: at least one prompt");
   DT_CHECK(o.max_new_tokens >= 0, "max_new_tokens = " + std::to_string(o.max_new_tokens) + "; accepted: >= 0");
   DT_CHECK(std::isfinite(o.temperature) && o.temperature >= 0,
@@ -40,7 +42,6 @@ void check(const nn::GPTConfig& c, const std::vector<std::vector<int32_t>>& prom
     DT_CHECK(t >= 0 && t < c.vocab_size, "stop_tokens: id " + std::to_string(t) + " is outside [0, vocab_size = " +
                                              std::to_string(c.vocab_size) + ")");
 }
-}  // namespace
 
 int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& o, float u) {
   if (o.temperature <= 0) return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
@@ -73,7 +74,7 @@ int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& o, f
 
 GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
   const nn::GPTConfig& c = model.config();
-  check(c, prompts, o);
+  check_generate(c, prompts, o);
   const int64_t B = static_cast<int64_t>(prompts.size());
   GenerateResult res;
   res.tokens.resize(B);

@@ -17,6 +17,7 @@
 #include <functional>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "nn/gpt.h"
 
 namespace dt::engine {
@@ -47,6 +48,23 @@ struct GenerateResult {
 // prompts: B >= 1 non-empty prompts of ids in [0, vocab); each prompt's length plus
 // max_new_tokens must fit in the context.
 GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
+
+// Generation over a pipeline (engine/generate_pipeline.cc): each pp rank runs its stage
+// (its blocks, and a KV cache of its layers only; the seeds' layer placement across devices)
+// on the same prompts, collective over `pp`. The stream moves stage to stage by send/recv;
+// the last stage samples, and sends the chosen tokens to every other stage, so each returns
+// the same tokens (those of generate() on the whole model, up to the matmul's rounding over
+// batch sizes). Several prompts are in flight at once: prefill sends the prompts one after
+// another through the stages, and decode splits the unfinished prompts into min(B, P)
+// groups that follow each other through the pipeline, so the stages work on different
+// groups at once instead of waiting for one batch to go round. The stage must hold one
+// chunk of blocks (no interleaving). on_token fires on every rank as it learns each token.
+GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
+                                  const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
+
+// INVALID_ARGUMENT naming what is wrong with the prompts or options.
+void check_generate(const nn::GPTConfig& cfg, const std::vector<std::vector<int32_t>>& prompts,
+                    const GenerateOptions& opt);
 
 // One token from a row of V logits (exposed for tests). `u` is a uniform number in [0, 1).
 int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& opt, float u);

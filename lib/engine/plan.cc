@@ -81,7 +81,7 @@ double block_activation_bytes(const nn::GPTConfig& c, int64_t R, int64_t N, bool
 // table, outside its parameters (GPT::tied_copy): weights and a gradient, never optimizer
 // state or a ZeRO shard, so it is counted apart.
 nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bounds, int r, int P, int v,
-                              const PartParams& pp, const Bytes& b, double dp) {
+                              const PartParams& parts, const Bytes& b, double dp) {
   nlohmann::json chunks = nlohmann::json::array();
   int blocks = 0;
   for (int k = 0; k < v; ++k) {
@@ -90,9 +90,9 @@ nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bo
     blocks += bounds[vs + 1] - bounds[vs];
   }
   const bool first = r == 0, last = r == P - 1;
-  const double params = blocks * pp.block + (first ? pp.table + pp.positions : 0.0) +
-                        (last ? pp.final_norm + (c.tied_embeddings ? 0.0 : pp.table) : 0.0);
-  const double copy = last && c.tied_embeddings ? pp.table : 0.0;
+  const double params = blocks * parts.block + (first ? parts.table + parts.positions : 0.0) +
+                        (last ? parts.final_norm + (c.tied_embeddings ? 0.0 : parts.table) : 0.0);
+  const double copy = last && c.tied_embeddings ? parts.table : 0.0;
   return {{"rank", r},
           {"chunks", chunks},
           {"blocks", blocks},
@@ -196,8 +196,12 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
     p.pp_schedule = o.pp_schedule;
     p.virtual_stages = o.virtual_stages;
     p.check();
-    DT_CHECK(o.accumulation <= 65536, "accumulation = " + std::to_string(o.accumulation) +
-                                          " micro-batches for a pipeline to simulate; accepted: 1 to 65536");
+    // The simulator runs every (micro-batch, chunk, stage) action: bound them.
+    const int64_t actions = o.pp * o.accumulation * o.virtual_stages;
+    DT_CHECK(actions <= (1 << 20), "pp (" + std::to_string(o.pp) + ") x accumulation (" +
+                                       std::to_string(o.accumulation) + ") x virtual_stages (" +
+                                       std::to_string(o.virtual_stages) + ") = " + std::to_string(actions) +
+                                       " forwards to simulate; accepted: at most 1048576");
   }
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, N = o.tp, L = c.n_layer;
   DT_CHECK(T <= c.context, "seq_len = " + std::to_string(T) + " exceeds context = " + std::to_string(c.context));
@@ -238,6 +242,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   const double norm_grads = sp ? 2.0 * (n - 1) / n * (2.0 * static_cast<double>(L) + 1.0) * norm_params * b.g : 0.0;
   const double block = (sp ? 5.0 : 4.0) * ring + kv;  // SP: backward gathers each region's input again
   const double per_micro = N > 1 ? static_cast<double>(L) * block + 2.0 * ring + loss : 0.0;
+  const double norm_pair = N > 1 ? 2.0 * (n - 1) / n * 8.0 : 0.0;
   j["tp_comm"] = {
       {"block_collectives", sp ? "forward: 2 all-gathers + 2 reduce-scatters of S; backward: 4 all-gathers "
                                  "(2 of them the regions' inputs again) + 2 reduce-scatters"
@@ -249,15 +254,27 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
       {"wire_bytes_per_micro_batch", per_micro},
       // Once per step: SP's norm gradients, and the gradient norm's split part summed over
       // tp (an f32 pair, parallel::exact_sum).
-      {"wire_bytes_per_step", per_micro * static_cast<double>(o.accumulation) + norm_grads +
-                                  (N > 1 ? 2.0 * (n - 1) / n * 8.0 : 0.0)}};
+      {"wire_bytes_per_step", per_micro * static_cast<double>(o.accumulation) + norm_grads + norm_pair}};
   // The norm regions per block and rank: the stream in, the residual midpoint, the two norms'
   // outputs (4 S), and the norms' f32 statistics; SP keeps this rank's tokens only.
   const double region = 4.0 * S + 4.0 * static_cast<double>(R) * 4.0;
   j["activations"] = {{"norm_region_bytes_per_block", sp ? region / n : region},
                       {"norm_region_bytes_per_block_without_sp", region},
                       {"block_bytes_per_micro_batch", block_activation_bytes(c, R, N, sp, b.w)}};
-  if (o.pp > 1) j["pipeline"] = pipeline_plan(c, o, b, R, sp);
+  if (o.pp > 1) {
+    nlohmann::json p = pipeline_plan(c, o, b, R, sp);
+    // tp within a pipeline stage: its blocks' collectives, the embedding's on the first
+    // stage, the head's and the loss's on the last; once per step SP's gradients of its
+    // norms (two per block, and the final norm on the last) and the gradient norm's pair.
+    for (nlohmann::json& st : p["stages"]) {
+      const bool first = st["embedding"].get<bool>(), last = st["head"].get<bool>();
+      const double blocks = st["blocks"].get<double>();
+      const double micro = N > 1 ? blocks * block + (first ? ring : 0.0) + (last ? ring + loss : 0.0) : 0.0;
+      const double norms = sp ? 2.0 * (n - 1) / n * (2.0 * blocks + (last ? 1.0 : 0.0)) * norm_params * b.g : 0.0;
+      st["tp_wire_bytes_per_step"] = micro * static_cast<double>(o.accumulation) + norms + norm_pair;
+    }
+    j["pipeline"] = p;
+  }
   j["pp"] = o.pp;
   return j;
 }

@@ -22,7 +22,8 @@
 // every process calls it). Checkpoints are the host's, in the single-rank layout: save
 // gathers first (the world's rank 0 writes), load cuts the loaded state into parts, so a
 // checkpoint moves between any layouts. DDP or ZeRO over dp combines with both (ZeRO-3 not
-// with pp > 1: named error). Generation with pp > 1 runs on the gathered host model.
+// with pp > 1: named error). Generation runs on the replicas (engine::generate_pipelined
+// over pp), except with interleaved stages: then on the gathered host model.
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
 // over dp instead of replicating it. Each replica's optimizer is the host's cloned over its
@@ -75,9 +76,10 @@ class Trainer {
   // ZeRO-3: every replica's values whole until the next step (for generation); else a no-op.
   void gather_model();
   int zero() const { return zero_; }
-  // Generation (engine/generate.h) with the trained weights. tp > 1: on the replicas
-  // themselves, each its part of the model, the KV cache sharded by heads, the same tokens
-  // on every rank; on_token fires on this process's first replica only. Otherwise on the
+  // Generation (engine/generate.h) with the trained weights. tp > 1 or pp > 1: on the
+  // replicas themselves, each its part of the model (pp: its stage, with several prompts
+  // in flight), the KV cache sharded by heads and placed by layers, the same tokens on
+  // every rank; on_token fires on this process's first replica only. Otherwise on the
   // model after gather_model() (ZeRO-3: its values whole until the next step). Collective
   // over the mesh: every process of an mpirun calls it.
   GenerateResult generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
@@ -102,7 +104,7 @@ class Trainer {
 
  private:
   std::shared_ptr<comm::Mesh> mesh_;
-  int dp_ = 1, zero_ = 0, tp_ = 1, pp_ = 1;
+  int dp_ = 1, zero_ = 0, tp_ = 1, pp_ = 1, virtual_stages_ = 1;
   std::vector<int> boundaries_;  // pp > 1: the virtual stages' first blocks, then n_layer
   // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
   static std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/rank_scope.h"
 #include "core/tensor_copy.h"
+#include "engine/plan.h"
 #include "engine/trainer.h"
 #include "parallel/pipeline_strategy.h"
 #include "parallel/tp_strategy.h"
@@ -45,6 +46,7 @@ void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const T
                                    const ParallelOptions& p, const std::vector<Device>& devices) {
   tp_ = mesh_->axis_size(comm::kTp);
   pp_ = mesh_->axis_size(comm::kPp);
+  virtual_stages_ = pp_ > 1 ? p.virtual_stages : 1;
   const size_t local = mesh_->local_ranks().size();
   const int L = static_cast<int>(host.config().n_layer);
   std::vector<nn::BlockRange> whole_model = {{0, L}};
@@ -53,16 +55,7 @@ void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const T
              "zero = 3 with pipeline parallelism (pp = " + std::to_string(pp_) + "): ZeRO-3 gathers each unit's "
              "values around every forward and backward, which a pipeline interleaves across micro-batches; "
              "accepted with pp > 1: zero 0 (DDP), 1 or 2");
-    const int parts = pp_ * p.virtual_stages;
-    const nn::GPTConfig c = host.config().resolved();
-    // The head's GEMM (d_model x vocab per token) and loss, against a block's ~12 d_model^2.
-    const double head = static_cast<double>(c.vocab_size) / (12.0 * static_cast<double>(c.d_model));
-    DT_CHECK(parts <= L, "pipeline: pp (" + std::to_string(pp_) + ") x virtual_stages (" +
-                             std::to_string(p.virtual_stages) + ") = " + std::to_string(parts) +
-                             " stages, more than the model's " + std::to_string(L) + " blocks; accepted: at most " +
-                             std::to_string(L) + " stages");
-    boundaries_ = p.pp_blocks.empty() ? parallel::balance_stages(L, parts, 1.0, 0.0, head)
-                                      : parallel::stages_from_counts(p.pp_blocks, L, parts);
+    boundaries_ = pipeline_boundaries(host.config(), pp_, p.virtual_stages, p.pp_blocks);  // engine/plan.h
   }
   host_ = &host;
   host_opt_ = &opt;
@@ -131,17 +124,26 @@ void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const T
 }
 
 GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt) {
-  if (tp_ == 1 || pp_ > 1) {
+  // One replica of the whole model: the plain path. Interleaved stages: on the host model,
+  // gathered (a prompt would go round the ranks v times, each waiting for it).
+  if (tp_ == 1 && pp_ == 1) {
     gather_model();
-    return engine::generate(pp_ > 1 ? *host_ : *models_[0], prompts, opt);
+    return engine::generate(*models_[0], prompts, opt);
   }
+  if (virtual_stages_ > 1) {
+    gather_model();
+    return engine::generate(*host_, prompts, opt);
+  }
+  // On the replicas themselves: each its tp part of its stage, the KV cache sharded by
+  // heads and placed by layers; every replica ends with the same tokens.
   std::vector<GenerateResult> out(replicas_.size());
   on_all([&](int li, int) {
     const size_t i = static_cast<size_t>(li);
     replicas_[i]->gather_model();  // ZeRO-3 over dp: the values whole until the next step
     GenerateOptions mine = opt;
-    if (li != 0) mine.on_token = nullptr;  // every replica samples the same tokens
-    out[i] = engine::generate(*models_[i], prompts, mine);
+    if (li != 0) mine.on_token = nullptr;
+    out[i] = pp_ > 1 ? engine::generate_pipelined(*models_[i], *pp_comms_[i], prompts, mine)
+                     : engine::generate(*models_[i], prompts, mine);
   });
   return out[0];
 }

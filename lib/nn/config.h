@@ -9,6 +9,13 @@
 
 namespace dt::nn {
 
+// A range of blocks [begin, end) in the whole model's numbering.
+struct BlockRange {
+  int begin = 0, end = 0;
+  bool operator==(const BlockRange& o) const { return begin == o.begin && end == o.end; }
+};
+
+
 enum class PosKind { Learned, RoPE };
 const char* pos_name(PosKind p);
 

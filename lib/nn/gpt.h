@@ -29,12 +29,6 @@
 
 namespace dt::nn {
 
-// A range of blocks [begin, end) in the whole model's numbering.
-struct BlockRange {
-  int begin = 0, end = 0;
-  bool operator==(const BlockRange& o) const { return begin == o.begin && end == o.end; }
-};
-
 struct KvCache;  // nn/kv_cache.h
 
 // Everything one micro-batch keeps between forward and backward.
@@ -124,6 +118,14 @@ class GPT : public Module {
   // every rank (the vocabulary slices all-gathered), so every rank samples the same token.
   // Sequence parallelism is paused: a decode step's few tokens need not split over tp.
   void forward_cached(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& logits);
+  // forward_cached in a pipeline stage's pieces (engine/generate_pipeline.cc): the first
+  // stage embeds ids at each row's next positions into x [B, Tq, d_model]; every stage runs
+  // its blocks [begin, end) on x in place over its layers' cache; the last stage's head
+  // writes the logits (whole, as above); then every stage advances its cache's rows by Tq.
+  void cached_embed(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& x);
+  void cached_blocks(int begin, int end, Tensor& x, KvCache& cache, const std::vector<int64_t>& rows);
+  void cached_head(const Tensor& x, KvCache& cache, Tensor& logits);
+  void advance_cached(KvCache& cache, const std::vector<int64_t>& rows, int64_t Tq) const;
 
  private:
   GPTConfig cfg_;
@@ -136,6 +138,8 @@ class GPT : public Module {
   std::vector<BlockRange> chunks_;
   bool has_embed_ = true, has_head_ = true;
   TransformerBlock& block(int i);  // whole-model index; INVALID_ARGUMENT when not held
+  // INVALID_ARGUMENT unless the cache holds this model's layers and B rows x Tq fit.
+  void check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64_t B, int64_t Tq) const;
   void need_whole(const char* what) const;
   std::unique_ptr<Norm> lnf_;
   std::unique_ptr<Linear> lm_head_;  // null when tied

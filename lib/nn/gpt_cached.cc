@@ -14,7 +14,8 @@
 
 namespace dt::nn {
 
-KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, int64_t kv_heads) {
+KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, int64_t kv_heads,
+                        const std::vector<BlockRange>& layers) {
   validate(raw);
   GPTConfig c = raw.resolved();
   DT_CHECK(batch >= 1, "kv cache: batch = " + std::to_string(batch) + "; accepted: >= 1");
@@ -24,11 +25,16 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, in
   kv.batch = batch;
   kv.max_len = max_len;
   kv.len.assign(batch, 0);
+  kv.k.resize(static_cast<size_t>(c.n_layer));
+  kv.v.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
+    bool held = layers.empty();
+    for (const BlockRange& r : layers) held = held || (r.begin <= l && l < r.end);
+    if (!held) continue;  // another pipeline stage's layer
     Shape s = {batch, max_len, kv_heads > 0 ? kv_heads : c.n_kv_head, c.head_dim()};
     // The model's dtype, on the current device (the model's, under the engine).
-    kv.k.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
-    kv.v.push_back(Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache));
+    kv.k[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
+    kv.v[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
   }
   return kv;
 }
@@ -99,17 +105,22 @@ struct PauseSequenceParallel {
 };
 }  // namespace
 
-void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
-  ScopedDevice on(device_);
-  PauseSequenceParallel no_sp(tp_);
-  need_whole("forward_cached");
-  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
-           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
-  const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
+void GPT::check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64_t B, int64_t Tq) const {
   DT_CHECK(static_cast<int64_t>(c.k.size()) == cfg_.n_layer, "kv cache: built for another model (layers differ)");
-  DT_CHECK(c.k.empty() || c.k[0].dtype() == cfg_.dtype,
-           std::string("kv cache: holds ") + dtype_name(c.k[0].dtype()) + ", the model computes in " +
-               dtype_name(cfg_.dtype) + "; accepted: a cache made from this model's config");
+  for (const BlockRange& r : chunks_)
+    for (int l = r.begin; l < r.end; ++l) {
+      const Tensor& k = c.k[static_cast<size_t>(l)];
+      DT_CHECK(k.defined(), "kv cache: holds no layer " + std::to_string(l) + ", which this model runs; accepted: "
+                            "KvCache::create with this stage's chunks");
+      DT_CHECK(k.dtype() == cfg_.dtype, std::string("kv cache: holds ") + dtype_name(k.dtype()) +
+                                            ", the model computes in " + dtype_name(cfg_.dtype) +
+                                            "; accepted: a cache made from this model's config");
+      DT_CHECK(k.dim(2) == local_kv_heads(),
+               "kv cache: " + std::to_string(k.dim(2)) + " KV heads per layer, this rank's attention holds " +
+                   std::to_string(local_kv_heads()) + "; accepted: KvCache::create(..., local_kv_heads())");
+      DT_CHECK(k.device() == device_, "kv cache: on " + k.device().str() + ", the model on " + device_.str() +
+                                          "; accepted: a cache made on the model's device");
+    }
   DT_CHECK(static_cast<int64_t>(rows.size()) == B, "rows: " + std::to_string(rows.size()) +
                                                        " entries for B = " + std::to_string(B) + " rows of ids");
   std::set<int64_t> seen;
@@ -120,18 +131,33 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
                                              std::to_string(c.len[r] + Tq) + " positions; the cache's max_len is " +
                                              std::to_string(c.max_len));
   }
-  DT_CHECK(c.k.empty() || c.k[0].dim(2) == local_kv_heads(),
-           "kv cache: " + std::to_string(c.k.empty() ? 0 : c.k[0].dim(2)) + " KV heads per layer, this rank's attention "
-           "holds " + std::to_string(local_kv_heads()) + "; accepted: KvCache::create(..., local_kv_heads())");
-  DT_CHECK(c.k.empty() || c.k[0].device() == device_, "kv cache: on " + c.k[0].device().str() + ", the model on " +
-                                                          device_.str() + "; accepted: a cache made on the model's device");
+}
+
+void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
+  need_whole("forward_cached");
+  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
+           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
+  cached_embed(ids, c, rows, c.s.x);
+  cached_blocks(0, cfg_.n_layer, c.s.x, c, rows);
+  cached_head(c.s.x, c, logits);
+  advance_cached(c, rows, ids.dim(1));
+}
+
+void GPT::cached_embed(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& x) {
+  ScopedDevice on(device_);
+  PauseSequenceParallel no_sp(tp_);
+  DT_CHECK(has_embed_, "cached_embed: this pipeline stage holds no embedding");
+  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
+           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
+  const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
+  check_cached(c, rows, B, Tq);
   const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host
   const int32_t* p = host_ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) +
                                                       " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
   KvCache::Scratch& s = c.s;
-  Tensor& x = ensure(s.x, {B, Tq, C}, cfg_.dtype);
+  ensure(x, {B, Tq, C}, cfg_.dtype);
   if (tp_.size() == 1) {
     wte_->forward(to_device(ids, device_), x);
   } else {  // vocab parallel: each rank's rows of the table, summed
@@ -147,8 +173,17 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
     wpe_->forward(s.pos_ids, s.pos);
     kernels::add(x, s.pos, x);
   }
-  for (int l = 0; l < num_blocks(); ++l) {  // TransformerBlock::forward with cached attention
-    TransformerBlock& blk = *blocks_[l];
+}
+
+void GPT::cached_blocks(int begin, int end, Tensor& x, KvCache& c, const std::vector<int64_t>& rows) {
+  ScopedDevice on(device_);
+  PauseSequenceParallel no_sp(tp_);
+  DT_CHECK(x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dtype() == cfg_.dtype,
+           "cached_blocks: x must be [B, Tq, d_model] in the model's dtype, got " + shape_str(x.shape()));
+  check_cached(c, rows, x.dim(0), x.dim(1));
+  KvCache::Scratch& s = c.s;
+  for (int l = begin; l < end; ++l) {  // TransformerBlock::forward with cached attention
+    TransformerBlock& blk = block(l);
     const Tensor& h1 = blk.ln1.forward(x, s.ln);
     const Tensor& att = attention_cached(blk.attn, h1, c, l, rows);
     kernels::add(x, att.reshape(x.shape()), x);
@@ -156,6 +191,14 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
     const Tensor& m = blk.mlp.forward(h2, s.mlp);
     kernels::add(x, m.reshape(x.shape()), x);
   }
+}
+
+void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits) {
+  ScopedDevice on(device_);
+  PauseSequenceParallel no_sp(tp_);
+  DT_CHECK(has_head_, "cached_head: this pipeline stage holds no head");
+  const int64_t B = x.dim(0), Tq = x.dim(1);
+  KvCache::Scratch& s = c.s;
   const Tensor& h = lnf_->forward(x, s.ln);
   ensure(logits, {B, Tq, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(logits);
@@ -172,7 +215,10 @@ void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_
       place_shard(parts.slice0(r * n, (r + 1) * n).reshape({B * Tq, vocab_.rows}), ShardSpec{1, "tp", {}, true}, r,
                   static_cast<int>(N), l2);
   }
-  for (int64_t i = 0; i < B; ++i) c.len[rows[i]] += Tq;
+}
+
+void GPT::advance_cached(KvCache& c, const std::vector<int64_t>& rows, int64_t Tq) const {
+  for (int64_t r : rows) c.len[static_cast<size_t>(r)] += Tq;
 }
 
 }  // namespace dt::nn

@@ -29,7 +29,10 @@ struct KvCache {
 
   // cfg as given to the GPT (resolved here). max_len in [1, context]. kv_heads: the KV heads
   // this rank holds (a tensor-parallel model's: GPT::local_kv_heads); 0: the config's.
-  static KvCache create(const GPTConfig& cfg, int64_t batch, int64_t max_len, int64_t kv_heads = 0);
+  // layers: the block ranges whose layers to hold (a pipeline stage's chunks: the other
+  // layers' k and v stay undefined); empty: all.
+  static KvCache create(const GPTConfig& cfg, int64_t batch, int64_t max_len, int64_t kv_heads = 0,
+                        const std::vector<BlockRange>& layers = {});
   void reset() { len.assign(len.size(), 0); }
 };
 

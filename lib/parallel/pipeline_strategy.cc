@@ -134,6 +134,16 @@ void PipelineStrategy::after_backward(int unit, Part part, bool last) {
 
 void PipelineStrategy::finish_grads() { wait_sends(); }
 
+void PipelineStrategy::gather_model() {
+  nn::Parameter* table = model_.token_table();
+  if (table && model_.config().tied_embeddings && pp_.size() > 1) {
+    send(table->value, pp_.size() - 1, kTiedValueTag);
+    wait_sends();
+  } else if (nn::Parameter* copy = model_.tied_copy()) {
+    pp_.recv(copy->value.raw(), copy->value.numel(), copy->value.dtype(), 0, kTiedValueTag);
+  }
+}
+
 void PipelineStrategy::sum_loss(double& loss) { loss = exact_sum(pp_, loss, device_); }
 
 void PipelineStrategy::sum_squared_norm(SquaredNorm& sq) {

@@ -46,6 +46,8 @@ class PipelineStrategy final : public Strategy {
   void after_forward(int unit, Part part) override;
   void after_backward(int unit, Part part, bool last) override;
   void finish_grads() override;
+  // The last stage's tied copy made current (generation reads it outside any step).
+  void gather_model() override;
   void sum_loss(double& loss) override;
   void sum_squared_norm(SquaredNorm& sq) override;
   void sum_pipe_stats(PipeStats& stats) override;

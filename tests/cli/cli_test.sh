@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, mpi, demo. Prints
+# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, tp, pp, mpi, demo. Prints
 # "cli CASE passed" on success.
 set -uo pipefail
 # (No `producer | grep -q`: grep -q exits at its first match, the producer may then die of
@@ -306,11 +306,13 @@ PY
   expect_error "n_head = 4 does not split over tp = 3" $D train "${TPM[@]}" --steps 1 --tp 3 --out t3
   # --report: tp traffic per step measured against the library's plan, to the byte; and
   # dtrain plan --tp --sp gives the same formula and each tp rank's parameters (2-digit
-  # addition: sequences of 9 tokens, micro-batches of 16 / dp 2 / 2 = 4).
+  # addition: sequences of 9 tokens, micro-batches of 16 / dp 2 / 2 = 4; the model has one
+  # position more, context 10, so that the last answer token can be generated).
   $D train "${TPM[@]}" --steps 3 --eval-problems 0 --out trep --tp 2 --dp 2 --sp --micro-batches 2 --report \
     --json trep.json >trep.txt 2>&1 || { cat trep.txt; fail "tp --report"; }
   $D plan "${TPM[@]:4:6}" --context 9 --tp 2 --sp --dp 2 --micro-batch 4 --accumulation 2 --precision f32 \
     --json plan.json >plan.txt 2>&1 || { cat plan.txt; fail "plan --tp --sp"; }
+  $D plan "${TPM[@]:4:6}" --context 10 --tp 2 --precision f32 --json plan10.json >/dev/null 2>&1 || fail "plan --context 10"
   # --trace: each tp collective is a span on its rank's comm track.
   $D train "${TPM[@]}" --steps 2 --eval-problems 0 --out ttr --tp 2 --sp --trace ttr.json >/dev/null 2>&1 || fail "tp --trace"
   for k in "tp all_gather" "tp reduce_scatter" "tp all_reduce"; do
@@ -324,10 +326,81 @@ print("tp wire bytes per step measured %d, formula %d, plan %d; params per tp ra
       % (r["tp_wire_bytes_per_step"], r["tp_wire_bytes_formula"], p["tp_comm"]["wire_bytes_per_step"],
          p["params_per_tp_rank"]))
 assert r["tp_wire_bytes_per_step"] == r["tp_wire_bytes_formula"] == p["tp_comm"]["wire_bytes_per_step"]
-assert p["params_per_tp_rank"] == r["tp_plan"]["params_per_tp_rank"] < p["params"]
+p10 = json.load(open("plan10.json"))["tensor_parallel"]
+assert p10["params_per_tp_rank"] == r["tp_plan"]["params_per_tp_rank"] < p10["params"]
+for row in r["per_rank"]:  # each rank's weights: its tp part, to the byte
+    assert row["param"]["current"] == row["param"]["formula"], row
 PY
   expect_error "--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2" \
     $D train "${TPM[@]}" --steps 1 --sp --dp 2 --out tsp
+  ;;
+pp)
+  # Pipeline parallelism. The plan: gpt-small (6 blocks) over 4 stages, 8 micro-batches:
+  # 1F1B's bubble 3/11 simulated and by formula, its peaks 4 3 2 1 against GPipe's 8 on
+  # stage 0, interleaving's smaller bubble, the simulated Chrome trace; bad input refused
+  # naming the flag. Then training over dp 2 x pp 2 x tp 2: one rank's losses to rounding,
+  # and --report's measured peaks and traffic equal to the plan's.
+  PLAN=(--model gpt-small --pp 4 --micro-batches 8)
+  $D plan "${PLAN[@]}" --pp-schedule 1f1b --json 1f1b.json --timeline-trace tl.json >plan.txt 2>&1 || { cat plan.txt; fail "plan --pp 4"; }
+  cat plan.txt
+  grep -q "bubble: simulated 27.3%, formula (P-1)/(M+P-1) = 3/11 = 27.3%" plan.txt || fail "plan: the 1f1b bubble"
+  grep -q "simulated: 4 3 2 1; formula on rank 0: 4" plan.txt || fail "plan: the 1f1b activation peaks"
+  grep -q "^rank 3 |" plan.txt || fail "plan: no timeline"
+  $D plan "${PLAN[@]}" --pp-schedule gpipe --json gpipe.json >/dev/null 2>&1 || fail "plan gpipe"
+  $D plan "${PLAN[@]}" --layers 8 --pp-schedule interleaved --virtual-stages 2 --json inter.json >inter.txt 2>&1 \
+    || { cat inter.txt; fail "plan interleaved"; }
+  python3 - <<'PY' || fail "plan: pipeline figures"
+import json
+a, g, i = (json.load(open(f))["pipeline"] for f in ("1f1b.json", "gpipe.json", "inter.json"))
+print("bubble 1f1b %.4f, gpipe %.4f, interleaved v=2 %.4f; stage 0 peak 1f1b %d, gpipe %d"
+      % (a["bubble_fraction"], g["bubble_fraction"], i["bubble_fraction"], a["activation_peak"][0], g["activation_peak"][0]))
+assert abs(a["bubble_fraction"] - 3 / 11) < 1e-9 and abs(a["bubble_formula"] - 3 / 11) < 1e-9
+assert a["activation_peak"] == [4, 3, 2, 1] and g["activation_peak"] == [8, 8, 8, 8]
+assert i["bubble_fraction"] < a["bubble_fraction"] and abs(i["bubble_fraction"] - i["bubble_formula"]) < 1e-9
+assert a["boundaries"][0] == 0 and a["boundaries"][-1] == 6 and len(a["boundaries"]) == 5
+assert abs(sum(s["params"] for s in a["stages"]) - json.load(open("1f1b.json"))["params"]) < 0.5
+t = json.load(open("tl.json"))["traceEvents"]
+assert sum(1 for e in t if e["ph"] == "X" and e["cat"] == "compute") == 4 * 8 * 2  # a forward, a backward each
+PY
+  expect_error "--pp-schedule pp_schedule foo gpipe 1f1b" $D plan "${PLAN[@]}" --pp-schedule foo
+  expect_error "--micro-batches divisible" $D plan "${PLAN[@]}" --layers 8 --micro-batches 6 --pp-schedule interleaved --virtual-stages 2
+  expect_error "--pp more than the model's 6 blocks" $D plan --model gpt-small --pp 8
+  expect_usage "--pp-schedule applies to pipeline parallelism; accepted with --pp >= 2" $D plan --model gpt-small --pp-schedule gpipe
+  expect_usage "--virtual-stages 0: accepted 1 to 64" $D plan "${PLAN[@]}" --virtual-stages 0
+  # Training: 2 blocks over pp 2, each rank of dp 2 x pp 2 x tp 2 a thread of this process.
+  PPM=(--data addition --digits 2 --layers 2 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1 --micro-batches 4)
+  $D train "${PPM[@]}" --steps 10 --eval-problems 0 --out p1 --json p1.json >/dev/null 2>&1 || fail "pp: one rank"
+  $D train "${PPM[@]}" --steps 10 --eval-problems 0 --out p8 --json p8.json --pp 2 --tp 2 --dp 2 --report >p8.txt 2>&1 \
+    || { cat p8.txt; fail "dp 2 x pp 2 x tp 2"; }
+  cat p8.txt
+  grep -q "over dp = 2 x pp = 2 x tp = 2 ranks, DDP, tensor parallel, pipeline 1f1b over 4 micro-batches" p8.txt \
+    || fail "pp: the layout line"
+  grep -Eq "bubble: measured [0-9.]+% \(mean over 10 steps\), simulated 20.0%, formula 20.0%" p8.txt || fail "pp: the bubble line"
+  $D train "${PPM[@]}" --steps 10 --eval-problems 0 --out pg --json pg.json --pp 2 --pp-schedule gpipe --report \
+    >pg.txt 2>&1 || { cat pg.txt; fail "pp 2 gpipe"; }
+  python3 - <<'PY' || fail "pp: losses or report differ"
+import json
+a, b, c = (json.load(open(f)) for f in ("p1.json", "p8.json", "pg.json"))
+print("final loss one rank %.9f, dp 2 x pp 2 x tp 2 %.9f, pp 2 gpipe %.9f" % (a["final_loss"], b["final_loss"], c["final_loss"]))
+assert all(abs(x["final_loss"] - a["final_loss"]) <= 1e-5 * abs(a["final_loss"]) for x in (b, c))
+for s, peaks in ((b, [2, 1]), (c, [4, 4])):
+    r = s["report"]
+    p = r["pipeline"]
+    assert [st["activation_peak"] for st in p["stages"]] == [st["activation_peak_simulated"] for st in p["stages"]] == peaks, p
+    assert abs(p["bubble_formula"] - 0.2) < 1e-9 and 0 <= p["bubble_measured"] < 1 and p["steps"] == 10, p
+    assert p["pp_send_bytes_per_step"] == p["pp_send_bytes_per_step_plan"], p
+    for row in r["per_rank"]:  # each rank's stage, to the byte (the optimizer's step counters apart)
+        assert row["param"]["current"] == row["param"]["formula"] and row["grad"]["current"] == row["grad"]["formula"], row
+assert b["report"]["tp_wire_bytes_per_step"] == b["report"]["tp_wire_bytes_formula"]
+PY
+  $D generate --checkpoint p8/ckpt --prompt "12+34=" --max-new-tokens 4 >g1.txt 2>/dev/null || fail "generate from a pp run"
+  # Generation over 2 stages x tp 2 (each stage its blocks and their KV cache): one rank's text.
+  $D generate --checkpoint p8/ckpt --prompt "12+34=" --max-new-tokens 4 --pp 2 --tp 2 >g4.txt 2>/dev/null \
+    || fail "generate --pp 2 --tp 2"
+  cmp -s g1.txt g4.txt || { cat g1.txt g4.txt; fail "generate --pp 2 --tp 2: not one rank's text"; }
+  expect_usage "--pp-blocks applies to pipeline parallelism; accepted with --pp >= 2" \
+    $D train "${PPM[@]}" --steps 1 --pp-blocks 1,1 --out pb
+  expect_error "--pp pp (4) more than the model's 2 blocks" $D train "${PPM[@]}" --steps 1 --pp 4 --out p4
   ;;
 mpi)
   # dtrain train under mpirun (MPIEXEC from ctest): one rank per process, DDP and ZeRO-3,

@@ -4,12 +4,13 @@
 // (tp innermost, pp next, dp outermost). Each process also trains the same model alone and
 // compares: losses and the gathered final weights match single-rank training to the
 // in-process tolerance (tests/multirank/pp_train_test.cc: 2e-5 relative, f32), every
-// process assembles the same whole weights, and the checkpoint rank 0 wrote loads on one
-// device with those weights.
+// process assembles the same whole weights, the checkpoint rank 0 wrote loads on one
+// device with those weights, and generation over the stages gives the single-rank tokens.
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
+#include "engine/generate.h"
 #include "mpi/mpi_test_util.h"
 #include "multirank/dp_test_util.h"
 
@@ -31,6 +32,16 @@ std::vector<double> train(std::shared_ptr<Mesh> mesh, std::vector<double>* weigh
   for (int s = 0; s < 10; ++s) {
     dt::test::TokenBatch b = dt::test::random_token_batch(8, 16, 32, 80 + s % 3);
     losses.push_back(t.train_step(b.in, b.tg).loss);
+  }
+  if (mesh && par.virtual_stages == 1) {
+    // Generation over the stages (each its layers' KV cache, the prompts in flight
+    // together) gives the tokens of the single-rank model with the same weights.
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {4, 5, 6, 7, 8}, {9}};
+    engine::GenerateOptions g;
+    g.max_new_tokens = 4;
+    const engine::GenerateResult got = t.generate(prompts, g);
+    t.gather_model();
+    EXPECT_EQ(got.tokens, engine::generate(model, prompts, g).tokens) << "generate, rank " << world_rank();
   }
   t.gather_model();  // collective: every process's host model whole again
   if (!save_to.empty()) t.save(save_to);

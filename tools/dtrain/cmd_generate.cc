@@ -15,14 +15,16 @@ namespace {
 struct Loaded {
   Module model;
   Optimizer opt;
-  Mesh mesh;  // --tp: the ranks of this process (released after the engine)
+  Mesh mesh;  // --tp, --pp: the ranks of this process (released after the engine)
   Engine engine;
   nlohmann::json info;
 };
 
 // tp > 1: the engine runs on a local mesh of tp ranks, each with its part of the model and
-// of the KV cache (sharded by heads); the tokens are the single-rank model's.
-Loaded load_checkpoint(const std::string& stem, int64_t tp = 1) {
+// of the KV cache (sharded by heads); pp > 1: of pp x tp ranks, each pp rank its stage's
+// blocks and their layers' cache (the prompt's tokens passing stage to stage). The tokens
+// are the single-rank model's.
+Loaded load_checkpoint(const std::string& stem, int64_t tp = 1, int64_t pp = 1) {
   Loaded l;
   dt_module* m = nullptr;
   check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
@@ -32,11 +34,12 @@ Loaded load_checkpoint(const std::string& stem, int64_t tp = 1) {
   dt_optimizer* o = nullptr;
   check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
   l.opt.reset(o);
-  if (tp > 1) {
+  if (tp * pp > 1) {
     Options mo = make_options();
     set(mo.get(), "tp", tp);
+    set(mo.get(), "pp", pp);
     dt_mesh* mesh = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(tp), mo.get(), &mesh), "creating the mesh (--tp)");
+    check(dt_mesh_create("local", static_cast<int32_t>(tp * pp), mo.get(), &mesh), "creating the mesh (--tp, --pp)");
     l.mesh.reset(mesh);
   }
   dt_engine* e = nullptr;
@@ -65,7 +68,7 @@ std::string unescape(const std::string& s) {
 
 struct GenerateArgs {
   std::string checkpoint = "runs/latest/ckpt", prompt, stop, json;
-  int64_t max_new_tokens = 64, top_k = 0, seed = 0, tp = 1;
+  int64_t max_new_tokens = 64, top_k = 0, seed = 0, tp = 1, pp = 1;
   double temperature = 0.0, top_p = 1.0;
 };
 
@@ -84,7 +87,7 @@ void print_token(void* user, int32_t, int32_t token) {
 }
 
 int run_generate(const GenerateArgs& a) {
-  Loaded l = load_checkpoint(a.checkpoint, a.tp);
+  Loaded l = load_checkpoint(a.checkpoint, a.tp, a.pp);
   const std::string prompt = unescape(a.prompt);
   if (prompt.empty()) throw CliError("--prompt is empty; accepted: at least one byte of text");
   std::vector<int32_t> ids(prompt.begin(), prompt.end());
@@ -176,6 +179,8 @@ void add_generate_command(CLI::App& app) {
   c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\")");
   add_int(c, "--tp", a->tp, {1, 1024},
           "Tensor-parallel ranks in this process (heads, features, vocabulary and the KV cache split)");
+  add_int(c, "--pp", a->pp, {1, 1024},
+          "Pipeline stages in this process (each holds its blocks and their layers' KV cache; x --tp ranks)");
   c->add_option("--json", a->json, "Also write the text and statistics as JSON to this file");
   c->callback([a] { throw Exit{run_generate(*a)}; });
 }

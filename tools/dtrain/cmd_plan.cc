@@ -4,7 +4,10 @@
 // It counts the --model's parameters through the C API without building it (of any size);
 // --params takes a raw count instead (e.g. 7.5e9). With --tp (and --sp) the library's plan
 // (dt_plan_json) gives the parameters one tp rank holds, the tp traffic per block and the
-// norm-region activations.
+// norm-region activations. With --pp the plan places the blocks into pipeline stages as the
+// Trainer does and runs the --pp-schedule on the library's simulator: each stage's model
+// states and activations, the bubble simulated and by formula, the activation peaks, the pp
+// traffic and the timeline (--timeline-trace: the simulated Chrome trace).
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -12,6 +15,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "model_args.h"
+#include "report.h"
 
 namespace dtcli {
 namespace {
@@ -20,15 +24,112 @@ struct PlanArgs {
   ModelArgs model;
   double params = 0;
   int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1;
+  int64_t micro_batches = -1;  // --micro-batches, the pipeline's name for --accumulation; -1: not given
   bool sp = false;
-  std::string json;
+  PipelineArgs pipe;
+  std::string json, timeline_trace;
+  // Micro-batches per step: --micro-batches or --accumulation (the same thing; both given
+  // must agree).
+  int64_t steps_micro_batches() const {
+    if (micro_batches < 0) return accumulation;
+    if (accumulation != 1 && accumulation != micro_batches)
+      throw UsageError("--micro-batches " + std::to_string(micro_batches) + " and --accumulation " +
+                       std::to_string(accumulation) + " name the same count; accepted: one of them, or both equal");
+    return micro_batches;
+  }
 };
+
+// The pipeline flags' combinations that the plan refuses before asking the library.
+void check_pipeline(const PlanArgs& a) {
+  a.pipe.check();
+  if (!a.timeline_trace.empty() && a.pipe.pp < 2)
+    throw UsageError("--timeline-trace writes a pipeline's simulated timeline; accepted with --pp >= 2 (now --pp " +
+                     std::to_string(a.pipe.pp) + ")");
+  if (a.pipe.pp > 1 && a.zero == 3)
+    throw UsageError("--zero 3 with --pp " + std::to_string(a.pipe.pp) + ": ZeRO-3 gathers each unit around every "
+                     "forward and backward, which a pipeline interleaves across micro-batches; accepted with --pp >= 2: "
+                     "--zero 0, 1 or 2");
+}
 
 std::string gb(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, bytes >= 1e9 ? "%.1f GB" : bytes >= 1e6 ? "%.1f MB" : "%.0f B",
                 bytes >= 1e9 ? bytes / 1e9 : bytes >= 1e6 ? bytes / 1e6 : bytes);
   return buf;
+}
+
+// The schedule's bubble formula with its numbers, "(P-1)/(M+P-1) = 3/11" (as
+// parallel::bubble_formula gives it: pipeline_schedule.h).
+std::string bubble_text(const std::string& name, int64_t P, int64_t M, int64_t v) {
+  std::string f;
+  int64_t num = P - 1, den = M + P - 1;
+  if (name == "interleaved") {
+    f = "(P-1)/(vM+P-1)";
+    den = v * M + P - 1;
+  } else if (name == "zb-h1" && M >= P) {
+    f = "(P-1)/(3M+P-1)";
+    den = 3 * M + P - 1;
+  } else if (name == "zb-h1") {
+    f = "(2P-M-1)/(2M+2P-1)";
+    num = 2 * P - M - 1;
+    den = 2 * M + 2 * P - 1;
+  } else {
+    f = "(P-1)/(M+P-1)";
+  }
+  return f + " = " + std::to_string(num) + "/" + std::to_string(den);
+}
+
+std::string percent(double x) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
+  return buf;
+}
+
+// The pipeline section of the plan: per stage what it holds at ZeRO stage `zero` and its
+// activations at the simulated peak; the bubble and the peaks simulated next to their
+// formulas; the pp traffic; the timeline.
+void print_pipeline(const nlohmann::json& p, int zero, int64_t micro_batch) {
+  const std::string name = p["schedule"].get<std::string>();
+  const int64_t P = p["P"].get<int64_t>(), M = p["M"].get<int64_t>(), v = p["v"].get<int64_t>();
+  const std::string chunks = v > 1 ? ", v = " + std::to_string(v) + " chunks per rank" : "";
+  std::printf("\n  pipeline parallel over pp = %lld: %s, M = %lld micro-batches of %lld sequences per step%s\n",
+              static_cast<long long>(P), name.c_str(), static_cast<long long>(M), static_cast<long long>(micro_batch),
+              chunks.c_str());
+  char head[96];
+  std::snprintf(head, sizeof head, "balanced, the head and loss counted as %.2f blocks",
+                p["head_cost_blocks"].get<double>());
+  std::printf("    blocks placed %s; boundaries", p["placement"] == "balanced" ? head : "by --pp-blocks");
+  for (const auto& b : p["boundaries"]) std::printf(" %d", b.get<int>());
+  const char* zname[3] = {"DDP", "ZeRO-1", "ZeRO-2"};
+  std::printf("\n    per rank (%s; activations: the simulated peak x one micro-batch's for a chunk)\n", zname[zero]);
+  std::printf("    %-5s %-10s %10s %10s %10s %10s %10s %24s %10s\n", "rank", "blocks", "params", "weights", "grads",
+              "optimizer", "tied copy", "activations", "total");
+  for (const auto& st : p["stages"]) {
+    const nlohmann::json& z = st["stages"][static_cast<size_t>(zero)];
+    const double act = st["activation_bytes"].get<double>(), copy = st["tied_copy_bytes"].get<double>();
+    const std::string acts = std::to_string(st["activation_peak"].get<int>()) + " x " +
+                             gb(st["activation_bytes_per_micro_batch_chunk"].get<double>()) + " = " + gb(act);
+    std::printf("    %-5d %-10s %10.0f %10s %10s %10s %10s %24s %10s\n", st["rank"].get<int>(),
+                blocks_text(st["chunks"]).c_str(), st["params"].get<double>(),
+                gb(z["weights_bytes"].get<double>()).c_str(), gb(z["grads_bytes"].get<double>()).c_str(),
+                gb(z["optimizer_bytes"].get<double>()).c_str(), copy > 0 ? gb(copy).c_str() : "-", acts.c_str(),
+                gb(z["total_bytes"].get<double>() + copy + act).c_str());
+  }
+  std::printf("    (tied copy: the token table the last rank's head reads, weights and gradient, never optimizer\n"
+              "     state or a ZeRO shard; activations of one block and micro-batch: %s)\n",
+              gb(p["block_activation_bytes_per_micro_batch"].get<double>()).c_str());
+  std::printf("\n    bubble: simulated %s, formula %s = %s\n", percent(p["bubble_fraction"].get<double>()).c_str(),
+              bubble_text(name, P, M, v).c_str(), percent(p["bubble_formula"].get<double>()).c_str());
+  std::printf("    activation peak per rank (micro-batches%s alive at once), simulated:", v > 1 ? " x chunks" : "");
+  for (const auto& k : p["activation_peak"]) std::printf(" %d", k.get<int>());
+  std::printf("; formula on rank 0: %d\n", p["activation_peak_formula"].get<int>());
+  std::printf("    pp wire bytes per step: 2 x M x %s (a micro-batch's stream) x %d stage boundaries = %s",
+              gb(p["pp_message_bytes"].get<double>()).c_str(), p["pp_boundaries"].get<int>(),
+              gb(p["pp_wire_bytes_per_step"].get<double>()).c_str());
+  const double tied = p["tied_table_wire_bytes_per_step"].get<double>();
+  if (tied > 0) std::printf(",\n    + the tied token table's values and gradient %s", gb(tied).c_str());
+  std::printf("\n\n  timeline (simulated; a forward costs 1 unit, a backward 2):\n%s",
+              p["timeline"].get<std::string>().c_str());
 }
 
 int run_plan(const PlanArgs& a) {
@@ -44,16 +145,27 @@ int run_plan(const PlanArgs& a) {
     what = "--model " + a.model.preset + " (" + std::to_string(n) + " parameters)";
   }
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
+  check_pipeline(a);
+  const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
+  if (a.tp > 1 || a.pipe.pp > 1) {  // the library's plan of the model's shape
+    if (a.params > 0)
+      throw CliError(std::string(a.tp > 1 ? "--tp" : "--pp") + " needs the model's shape, not a raw count; accepted "
+                     "with --tp or --pp: --model and its flags (without --params)");
+    ModelArgs model = a.model;
+    model.precision = precision;  // the library's bytes in the precision this page counts
+    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty());
+  }
   if (a.tp > 1) {
-    if (a.params > 0) throw CliError("--tp needs the model's shape, not a raw count; accepted with --tp: --model and "
-                                     "its flags (without --params)");
-    tp_plan = a.model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, a.accumulation);
     psi = tp_plan["params_per_tp_rank"].get<double>();
     std::printf("tensor parallel over tp = %lld: one tp rank holds %.0f parameters, %.0f of them whole on every tp "
                 "rank\n(norms, positions, row-parallel biases); the ZeRO stages below shard that part over dp.\n\n",
                 static_cast<long long>(a.tp), psi, tp_plan["replicated_over_tp"].get<double>());
   }
+  if (a.pipe.pp > 1)
+    std::printf("pipeline parallel over pp = %lld: the table below is the whole model's%s; each stage holds its part\n"
+                "(per stage further down).\n\n",
+                static_cast<long long>(a.pipe.pp), a.tp > 1 ? " per tp rank" : "");
   const double n = static_cast<double>(a.dp);
   std::printf("%s, dp = %lld, %s: %g + %g + K=%g bytes per parameter (weights, grads, optimizer)\n\n", what.c_str(),
               static_cast<long long>(a.dp), precision.c_str(), b.w, b.g, b.k);
@@ -97,15 +209,28 @@ int run_plan(const PlanArgs& a) {
                 gb(act["norm_region_bytes_per_block"].get<double>()).c_str(),
                 gb(act["norm_region_bytes_per_block_without_sp"].get<double>()).c_str());
   }
-  const int64_t eff = a.micro_batch * a.dp * a.accumulation;
+  nlohmann::json pipeline;
+  if (a.pipe.pp > 1) {
+    pipeline = tp_plan["pipeline"];
+    tp_plan.erase("pipeline");
+    print_pipeline(pipeline, a.zero > 0 ? static_cast<int>(a.zero) : 0, a.micro_batch);
+    if (!a.timeline_trace.empty()) {
+      write_file(a.timeline_trace, pipeline["chrome_trace"].dump() + "\n");
+      pipeline.erase("chrome_trace");  // in its own file
+      std::printf("  wrote %s (the simulated timeline as a Chrome trace: open it in https://ui.perfetto.dev)\n",
+                  a.timeline_trace.c_str());
+    }
+  }
+  const int64_t eff = a.micro_batch * a.dp * M;
   std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
-              static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp),
-              static_cast<long long>(a.accumulation), static_cast<long long>(eff));
+              static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(M),
+              static_cast<long long>(eff));
   if (!a.json.empty()) {
     nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},
                         {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
                         {"stages", stages},        {"effective_batch", eff}};
     if (a.tp > 1) j["tensor_parallel"] = tp_plan;
+    if (a.pipe.pp > 1) j["pipeline"] = pipeline;
     write_file(a.json, j.dump(2) + "\n");
   }
   return 0;
@@ -115,12 +240,15 @@ int run_plan(const PlanArgs& a) {
 
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
-  CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP, ZeRO-1/2/3 and TP/SP, by formula");
+  CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP, ZeRO-1/2/3, TP/SP and pipelines, "
+                                            "by formula");
   c->footer("Examples:\n"
             "  dtrain plan --params 7.5e9 --dp 64          (the ZeRO paper's Table 1: 120, 31.4, 16.6, 1.9 GB)\n"
             "  dtrain plan --model gpt-small --dp 4 --zero 3 --precision f32\n"
             "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)\n"
-            "  dtrain plan --model gpt-small --dp 2 --tp 2 --sp --zero 1   (per-rank parts, tp traffic per block)");
+            "  dtrain plan --model gpt-small --dp 2 --tp 2 --sp --zero 1   (per-rank parts, tp traffic per block)\n"
+            "  dtrain plan --model gpt-small --pp 4 --micro-batches 8 --pp-schedule 1f1b   (stages, bubble, timeline)\n"
+            "  dtrain plan --model gpt-small --layers 8 --pp 4 --micro-batches 8 --pp-schedule interleaved --virtual-stages 2");
   a->model.add_to(*c);  // --precision among them: here bf16 (the default) or f16 count 2 + 2 + 12 bytes/param, f32 4 + 4 + 8
   add_real(c, "--params", a->params, {1, 1e15, "count the --model's parameters"},
            "A raw parameter count instead of --model (e.g. 7.5e9)");
@@ -131,6 +259,12 @@ void add_plan_command(CLI::App& app) {
   add_int(c, "--zero", a->zero, {0, 3}, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
   add_int(c, "--micro-batch", a->micro_batch, {1, 1048576}, "Sequences per rank per micro-batch");
   add_int(c, "--accumulation", a->accumulation, {1, 1048576}, "Micro-batches per step (gradient accumulation)");
+  add_int(c, "--micro-batches", a->micro_batches, {1, 1048576},
+          "Micro-batches per step: the pipeline's M (the same count as --accumulation, as train names it)");
+  a->pipe.add_to(*c);
+  c->add_option("--timeline-trace", a->timeline_trace,
+                "With --pp: write the simulated schedule as a Chrome trace (chrome://tracing, Perfetto) to this file")
+      ->group("Pipeline");
   c->add_option("--json", a->json, "Also write the figures as JSON to this file");
   c->callback([a] { throw Exit{run_plan(*a)}; });
 }

@@ -21,6 +21,7 @@ struct TrainArgs {
   int64_t digits = 3, train_size = 1000000, context = 256;
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, tp = 1, zero = 0;
   bool sp = false;
+  PipelineArgs pipe;
   int64_t timeout = 300;  // seconds
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
@@ -29,13 +30,21 @@ struct TrainArgs {
   bool resume = false, no_progress = false, report = false;
 };
 
-// " over dp = 2 x tp = 2 ranks, DDP", or "" for one rank: the layout, for the first line.
+// " over dp = 2 x tp = 2 ranks, DDP", " over dp = 2 x pp = 2 x tp = 2 ranks, DDP, tensor
+// parallel, pipeline 1f1b", or "" for one rank: the layout, for the first line.
 std::string layout(const TrainArgs& a) {
-  if (a.dp * a.tp == 1) return "";
-  std::string ranks = a.tp > 1 ? "dp = " + std::to_string(a.dp) + " x tp = " + std::to_string(a.tp)
-                               : "dp = " + std::to_string(a.dp);
+  const int64_t pp = a.pipe.pp;
+  if (a.dp * a.tp * pp == 1) return "";
+  std::string ranks = "dp = " + std::to_string(a.dp) + (pp > 1 ? " x pp = " + std::to_string(pp) : "") +
+                      (a.tp > 1 ? " x tp = " + std::to_string(a.tp) : "");
   const std::string dp = a.dp == 1 ? "" : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : ", DDP";
-  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? (a.sp ? ", tensor + sequence parallel" : ", tensor parallel") : "");
+  std::string pipeline;
+  if (pp > 1) {
+    pipeline = ", pipeline " + a.pipe.schedule_name() + " over " + std::to_string(a.micro_batches) + " micro-batches";
+    if (a.pipe.virtual_stages > 1) pipeline += ", " + std::to_string(a.pipe.virtual_stages) + " virtual stages per rank";
+  }
+  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? (a.sp ? ", tensor + sequence parallel" : ", tensor parallel") : "") +
+         pipeline;
 }
 
 // The (step, loss) pairs already in a run's metrics file, up to `last_step`; the file is
@@ -63,7 +72,7 @@ void refuse_too_big_run(const TrainArgs& a, bool addition) {
   // Under mpirun the world size, and so a ZeRO shard, is known only once the mesh is made:
   // then only the weights are checked (ModelArgs::create).
   if (a.backend == "mpi") return;
-  const double ranks_here = static_cast<double>(a.dp * a.tp);  // tp splits the blocks: an upper bound
+  const double ranks_here = static_cast<double>(a.dp * a.tp * a.pipe.pp);  // tp and pp split the model: an upper bound
   refuse_if_too_big("the model (" + std::to_string(static_cast<long long>(params)) + " parameters)",
                     ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp),
                                              state_bytes(a.model.precision)),
@@ -72,6 +81,7 @@ void refuse_too_big_run(const TrainArgs& a, bool addition) {
 }
 
 int run_train(TrainArgs a) {
+  a.pipe.check();  // a pipeline flag without --pp >= 2 would be ignored
   if (a.threads > 0) {
     Options c = make_options();
     set(c.get(), "threads", a.threads);
@@ -101,6 +111,7 @@ int run_train(TrainArgs a) {
   set(eo.get(), "max_grad_norm", a.clip);
   set(eo.get(), "schedule", a.schedule);
   if (a.zero > 0) set(eo.get(), "zero", a.zero);
+  a.pipe.set_options(eo.get());  // pp_schedule, virtual_stages, pp_blocks (with --pp >= 2)
   if (a.sp) {
     if (a.tp < 2)
       throw CliError("--sp splits the tokens over the tensor-parallel ranks; accepted with --tp >= 2 (now --tp " +
@@ -121,13 +132,14 @@ int run_train(TrainArgs a) {
     dt_mesh* m = nullptr;
     Options mo = make_options();
     set(mo.get(), "timeout_ms", a.timeout * 1000);
-    set(mo.get(), "tp", a.tp);  // dp: the world over tp
+    set(mo.get(), "tp", a.tp);  // dp: the world over tp x pp
+    set(mo.get(), "pp", a.pipe.pp);
     check(dt_mesh_create("mpi", 0, mo.get(), &m), "creating the mesh (--backend mpi: run under mpirun)");
     mesh.reset(m);
     int32_t world = 1, me = 0;
     check(dt_mesh_world_size(m, &world), "dt_mesh_world_size");
     check(dt_mesh_local_rank(m, 0, &me), "dt_mesh_local_rank");
-    a.dp = world / a.tp;
+    a.dp = world / (a.tp * a.pipe.pp);
     lead = me == 0;
     if (!lead && !std::freopen("/dev/null", "w", stdout)) throw CliError("cannot silence stdout of rank " + std::to_string(me));
     if (!lead && !a.trace.empty()) a.trace += ".rank" + std::to_string(me) + ".json";  // each process its own
@@ -137,18 +149,21 @@ int run_train(TrainArgs a) {
   if (a.zero > 0 && a.dp < 2)
     throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
                    "(or --backend mpi under mpirun -np >= 2; one rank has nothing to shard)");
-  // --dp N --tp M: N x M ranks of this process (the local backend), tp innermost.
-  if (a.dp * a.tp > 1 && !mesh) {
+  // --dp N --pp P --tp M: N x P x M ranks of this process (the local backend), tp innermost.
+  if (a.dp * a.tp * a.pipe.pp > 1 && !mesh) {
     Options mo = make_options();
     set(mo.get(), "dp", a.dp);
+    set(mo.get(), "pp", a.pipe.pp);
     set(mo.get(), "tp", a.tp);
     set(mo.get(), "timeout_ms", a.timeout * 1000);
     dt_mesh* m = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(a.dp * a.tp), mo.get(), &m), "creating the mesh (--dp, --tp)");
+    check(dt_mesh_create("local", static_cast<int32_t>(a.dp * a.tp * a.pipe.pp), mo.get(), &m),
+          "creating the mesh (--dp, --pp, --tp)");
     mesh.reset(m);
   }
   dt_engine* eng_raw = nullptr;
-  check(dt_engine_create(mesh.get(), model.get(), opt.get(), eo.get(), &eng_raw), "creating the engine");
+  check(dt_engine_create(mesh.get(), model.get(), opt.get(), eo.get(), &eng_raw),
+        a.pipe.pp > 1 ? "creating the engine (" + a.pipe.flags_text() + ")" : std::string("creating the engine"));
   Engine engine(eng_raw);
   // --report's peaks are those of training, not of building the replicas.
   check(dt_memory_reset_peak("cpu"), "dt_memory_reset_peak");
@@ -188,6 +203,7 @@ int run_train(TrainArgs a) {
   std::ofstream metrics;  // rank 0's alone under mpirun
   if (lead) metrics.open(metrics_path, std::ios::app);
   TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
+  PipeMeter pipe_meter;                    // --report with --pp: each step's bubble and activation peaks
   Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
   Progress bar(a.steps, step, !a.no_progress && lead);
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
@@ -201,13 +217,16 @@ int run_train(TrainArgs a) {
     check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
     traffic.before(mesh.get());
     if (a.tp > 1) tp_traffic.before(mesh.get());
+    if (a.pipe.pp > 1) pipe_meter.before(mesh.get());
     check(dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss), "training step " + std::to_string(step + 1));
     traffic.after(mesh.get());
     if (a.tp > 1) tp_traffic.after(mesh.get());
+    if (a.pipe.pp > 1) pipe_meter.after(mesh.get());
     ++step;
     const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
                                        "dt_engine_last_stats_json");
     if (lead) metrics << line << "\n";
+    if (a.report && a.pipe.pp > 1) pipe_meter.add_step(line);
     curve.emplace_back(step, loss);
     smooth = std::isnan(smooth) ? loss : 0.95 * smooth + 0.05 * loss;
     tokens_per_s = static_cast<double>((step - first) * a.batch * T) / (now_seconds() - t0);
@@ -242,14 +261,24 @@ int run_train(TrainArgs a) {
   if (a.report) {
     // Under tp each rank's model is its part: the library's plan says how many parameters
     // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
-    nlohmann::json tp_plan;
+    // Under pp each rank holds its stage: the plan places the blocks as the Trainer does, and
+    // simulates the schedule for --report's bubble and peaks.
+    nlohmann::json tp_plan, pipeline;
     int64_t held = params;
-    if (a.tp > 1) {
-      tp_plan = a.model.plan(T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T, a.micro_batches);
+    if (a.tp > 1 || a.pipe.pp > 1) {
+      // The model's context (addition: one position more than an example), sequences of T.
+      tp_plan = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T,
+                             a.micro_batches, &a.pipe);
       held = tp_plan["params_per_tp_rank"].get<int64_t>();
+      if (a.pipe.pp > 1) {
+        pipeline = tp_plan["pipeline"];
+        tp_plan.erase("pipeline");
+      }
     }
     summary["report"] = print_report(mesh.get(), traffic, held, a.model.precision, a.dp, static_cast<int>(a.zero),
-                                     step - first, a.tp > 1 ? &tp_traffic : nullptr, tp_plan);
+                                     step - first, a.tp > 1 ? &tp_traffic : nullptr,
+                                     a.tp > 1 ? tp_plan : nlohmann::json(), pipeline);
+    if (a.pipe.pp > 1) summary["report"]["pipeline"] = print_pipeline_report(mesh.get(), pipe_meter, pipeline);
   }
   if (addition && a.eval_problems > 0 && step == a.steps) {
     Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");
@@ -274,7 +303,8 @@ void add_train_command(CLI::App& app) {
       "Examples:\n"
       "  dtrain train --data addition --digits 3 --layers 2 --d-model 128 --heads 4 --steps 2000 --batch 64 --lr 3e-3\n"
       "  dtrain train --data text:book.txt --context 128 --model gpt-small --steps 500 --out runs/book\n"
-      "  dtrain train ... --resume          (continue the run in --out from its checkpoint)");
+      "  dtrain train ... --resume          (continue the run in --out from its checkpoint)\n"
+      "  dtrain train --layers 4 --pp 2 --tp 2 --dp 2 --micro-batches 4 --pp-schedule 1f1b --report   (8 ranks)");
   a->model.add_to(*c);
   c->add_option("--data", a->data, "addition | text:PATH (bytes) | tokens:PATH[:2|:4] (u16/u32 ids)")
       ->capture_default_str()->group("Data");
@@ -295,7 +325,8 @@ void add_train_command(CLI::App& app) {
   add_int(c, "--zero", a->zero, {0, 3},
           "ZeRO stage over the --dp ranks: 0 DDP, 1 optimizer state sharded, 2 + grads, 3 + weights (FSDP)");
   add_int(c, "--micro-batches", a->micro_batches, {1, 65536},
-          "Gradient accumulation: micro-batches per step (divides --batch)");
+          "Gradient accumulation: micro-batches per step (divides --batch); with --pp the pipeline's M");
+  a->pipe.add_to(*c);
   add_real(c, "--lr", a->lr, {0, 10}, "Peak learning rate (AdamW)")->group("Optimizer");
   c->add_option("--schedule", a->schedule, "cosine (linear warmup, cosine decay) or constant")->capture_default_str()->group("Optimizer");
   add_int(c, "--warmup", a->warmup, {0, 1000000000}, "Warmup steps, below --steps (default: min(100, steps / 10))")

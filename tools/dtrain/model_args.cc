@@ -61,7 +61,7 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
 }
 
 nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
-                               int64_t accumulation) const {
+                               int64_t accumulation, const PipelineArgs* pipe, bool trace) const {
   Options po = make_options();
   set(po.get(), "dp", dp);
   set(po.get(), "tp", tp);
@@ -69,9 +69,58 @@ nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp,
   set(po.get(), "micro_batch", micro_batch);
   set(po.get(), "seq_len", seq_len);
   set(po.get(), "accumulation", accumulation);
+  std::string what = "planning the model";
+  if (pipe && pipe->pp > 1) {
+    set(po.get(), "pp", pipe->pp);
+    pipe->set_options(po.get());
+    if (trace) set_bool(po.get(), "timeline_trace", true);
+    // The library's message names its option; this names the flags that set it.
+    what += " (" + pipe->flags_text() + " --micro-batches " + std::to_string(accumulation) + ")";
+  }
   const Options mo = options(context, 1);
-  return nlohmann::json::parse(read_text(
-      [&](char* b, size_t c, size_t* n) { return dt_plan_json(mo.get(), po.get(), b, c, n); }, "planning the model"));
+  return nlohmann::json::parse(
+      read_text([&](char* b, size_t c, size_t* n) { return dt_plan_json(mo.get(), po.get(), b, c, n); }, what.c_str()));
+}
+
+void PipelineArgs::add_to(CLI::App& app) {
+  add_int(&app, "--pp", pp, {1, 1024},
+          "Pipeline stages per data-parallel rank: the blocks split into --pp stages in a row (needs --model)")
+      ->group("Pipeline");
+  app.add_option("--pp-schedule", schedule,
+                 "With --pp: gpipe, 1f1b (the default), interleaved (with --virtual-stages >= 2) or zb-h1")
+      ->group("Pipeline");
+  add_int(&app, "--virtual-stages", virtual_stages, {1, 64},
+          "With --pp: model chunks per pipeline rank (interleaved: >= 2, and the micro-batches divisible by --pp)")
+      ->group("Pipeline");
+  app.add_option("--pp-blocks", blocks,
+                 "With --pp: blocks per stage in stream order, --pp x --virtual-stages counts (e.g. 3,1); default: "
+                 "balanced, the head counted as vocab / (12 d_model) blocks")
+      ->group("Pipeline");
+}
+
+void PipelineArgs::check() const {
+  if (pp > 1) return;
+  const char* given = !schedule.empty() ? "--pp-schedule" : virtual_stages >= 0 ? "--virtual-stages"
+                                                        : !blocks.empty()      ? "--pp-blocks"
+                                                                               : nullptr;
+  if (given)
+    throw UsageError(std::string(given) + " applies to pipeline parallelism; accepted with --pp >= 2 (now --pp " +
+                     std::to_string(pp) + ")");
+}
+
+void PipelineArgs::set_options(dt_options* o) const {
+  if (pp < 2) return;
+  if (!schedule.empty()) set(o, "pp_schedule", schedule);
+  if (virtual_stages >= 0) set(o, "virtual_stages", virtual_stages);
+  if (!blocks.empty()) set(o, "pp_blocks", blocks);
+}
+
+std::string PipelineArgs::flags_text() const {
+  std::string s = "--pp " + std::to_string(pp);
+  if (!schedule.empty()) s += " --pp-schedule " + schedule;
+  if (virtual_stages >= 0) s += " --virtual-stages " + std::to_string(virtual_stages);
+  if (!blocks.empty()) s += " --pp-blocks " + blocks;
+  return s;
 }
 
 StateBytes state_bytes(const std::string& precision) {

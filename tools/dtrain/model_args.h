@@ -8,6 +8,26 @@
 
 namespace dtcli {
 
+// The pipeline flags that `dtrain train` and `dtrain plan` share: --pp, --pp-schedule,
+// --virtual-stages, --pp-blocks, as the options dt_engine_create and dt_plan_json take
+// ("pp_schedule", "virtual_stages", "pp_blocks"; the mesh's and the plan's "pp").
+struct PipelineArgs {
+  int64_t pp = 1;
+  std::string schedule;         // "": the library's default (1f1b)
+  int64_t virtual_stages = -1;  // -1: not given (1)
+  std::string blocks;           // "": balanced by the library
+
+  void add_to(CLI::App& app);
+  // A pipeline flag without --pp >= 2 would be ignored: a usage error naming it instead.
+  void check() const;
+  // The schedule's name as the library runs it.
+  std::string schedule_name() const { return schedule.empty() ? "1f1b" : schedule; }
+  // Sets the engine's (and the plan's) keys for what was given; nothing when pp is 1.
+  void set_options(dt_options* o) const;
+  // The flags given, as typed ("--pp 4 --pp-schedule 1f1b"), for messages.
+  std::string flags_text() const;
+};
+
 struct ModelArgs {
   std::string preset = "gpt-tiny";
   int64_t layers = -1, d_model = -1, heads = -1, kv_heads = -1, d_ff = -1, vocab = -1;  // -1: not given
@@ -25,9 +45,11 @@ struct ModelArgs {
   // refused first.
   Module create(int64_t context, int64_t seed) const;
   // The library's parallel plan of this model (dt_plan_json): the parameters one tp rank
-  // holds, the tp traffic per block, micro-batch and step, the norm-region activations.
+  // holds, the tp traffic per block, micro-batch and step, the norm-region activations;
+  // with pipe->pp > 1 the pipeline's stages, bubble, peaks and timeline (trace: also the
+  // simulated Chrome trace, as "pipeline"."chrome_trace").
   nlohmann::json plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
-                      int64_t accumulation) const;
+                      int64_t accumulation, const PipelineArgs* pipe = nullptr, bool trace = false) const;
 };
 
 // Bytes per parameter of the model states: weights, gradients and the optimizer state K

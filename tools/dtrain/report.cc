@@ -2,6 +2,7 @@
 // next to what the formulas say (docs/parallel.md). Memory is each rank's own ledger
 // (dt_memory_rank_stats); traffic is rank 0's on the dp axis, in wire bytes (what a
 // bandwidth-optimal algorithm moves, the volume the ZeRO paper counts).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -45,14 +46,36 @@ void TrafficMeter::after(dt_mesh* mesh) {
   }
 }
 
+// A rank's pipeline stage (its coordinate on pp); 0 without a mesh.
+int pp_stage_of(dt_mesh* mesh, int32_t rank) {
+  int32_t c = 0;
+  if (mesh) check(dt_mesh_coord(mesh, rank, "pp", &c), "dt_mesh_coord");
+  return c;
+}
+
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
                             int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic,
-                            const nlohmann::json& tp_plan) {
+                            const nlohmann::json& tp_plan, const nlohmann::json& pipeline) {
   const double w = precision == "f32" || precision.empty() ? 4 : 2, g = w, k = w == 4 ? 8 : 12;
-  const double psi = static_cast<double>(params), n = static_cast<double>(ranks);
-  // The paper's per-rank model states at each stage: what is sharded is divided by N.
-  const double f_param = zero >= 3 ? w * psi / n : w * psi, f_grad = zero >= 2 ? g * psi / n : g * psi,
-               f_opt = zero >= 1 ? k * psi / n : k * psi;
+  const double n = static_cast<double>(ranks);
+  // The paper's per-rank model states at each stage over the parameters the rank holds
+  // (with a pipeline its stage's): what is sharded is divided by N. The last stage's tied
+  // copy of the token table is weights and a gradient, whole at every ZeRO stage.
+  struct Formula {
+    double param, grad, opt;
+  };
+  auto formula = [&](int32_t rank) {
+    double psi = static_cast<double>(params), copy = 0.0;
+    if (pipeline.is_object()) {
+      const nlohmann::json& st = pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))];
+      psi = st["params"].get<double>();
+      copy = st["tied_copy_params"].get<double>();
+    }
+    return Formula{(zero >= 3 ? w * psi / n : w * psi) + w * copy, (zero >= 2 ? g * psi / n : g * psi) + g * copy,
+                   zero >= 1 ? k * psi / n : k * psi};
+  };
+  // The traffic formulas are the first rank's (with a pipeline its stage's parameters).
+  const double psi = pipeline.is_object() ? pipeline["stages"][0]["params"].get<double>() : static_cast<double>(params);
   nlohmann::json out = {{"ranks", ranks}, {"params", params}, {"zero", zero}, {"per_rank", nlohmann::json::array()}};
   std::printf("\nreport: memory per rank by tag (each rank's own ledger; peak: since training began), zero = %d,\n"
               "        and the formula\n", zero);
@@ -70,6 +93,9 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
   }
   for (int32_t r : mine) {
     nlohmann::json row = {{"rank", r}};
+    const Formula fr = formula(r);
+    const double f_param = fr.param, f_grad = fr.grad, f_opt = fr.opt;
+    if (pipeline.is_object()) row["pp_stage"] = pp_stage_of(mesh, r);
     for (const auto& [name, tag] : tags) {
       int64_t cur = 0, peak = 0;
       if (mesh)
@@ -85,10 +111,16 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
     }
     out["per_rank"].push_back(row);
   }
-  std::printf("  (formula: weights %g, grads %g and optimizer K = %g bytes per parameter x %lld parameters, the\n"
-              "   sharded ones / %lld ranks; each optimizer also holds an 8-byte step counter, and ZeRO pads each\n"
-              "   unit to a multiple of the ranks)\n",
-              w, g, k, static_cast<long long>(params), static_cast<long long>(ranks));
+  if (pipeline.is_object())
+    std::printf("  (formula: weights %g, grads %g and optimizer K = %g bytes per parameter x the parameters of the\n"
+                "   rank's pipeline stage, the sharded ones / %lld ranks, and the last stage's tied copy of the token\n"
+                "   table; each optimizer also holds an 8-byte step counter, and ZeRO pads each unit)\n",
+                w, g, k, static_cast<long long>(ranks));
+  else
+    std::printf("  (formula: weights %g, grads %g and optimizer K = %g bytes per parameter x %lld parameters, the\n"
+                "   sharded ones / %lld ranks; each optimizer also holds an 8-byte step counter, and ZeRO pads each\n"
+                "   unit to a multiple of the ranks)\n",
+                w, g, k, static_cast<long long>(params), static_cast<long long>(ranks));
   if (mesh) {
     nlohmann::json comm = nlohmann::json::parse(read_text(
         [&](char* b, size_t c, size_t* need) { return dt_mesh_comm_report_json(mesh, b, c, need); }, "comm report"));
@@ -123,13 +155,89 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                   mb(static_cast<double>(tp_traffic->wire(i)) / per).c_str(), tp_traffic->seconds(i) / per);
     }
     const nlohmann::json& t = tp_plan["tp_comm"];
-    const double want = t["wire_bytes_per_step"].get<double>();
-    std::printf("  %-15s %20s   formula (%s per block, the embedding, head and loss, x micro-batches): %s\n",
+    // With a pipeline the first rank's stage: its blocks, and the embedding or the head.
+    int32_t first = 0;
+    check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
+    const double want =
+        pipeline.is_object()
+            ? pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, first))]["tp_wire_bytes_per_step"].get<double>()
+            : t["wire_bytes_per_step"].get<double>();
+    std::printf("  %-15s %20s   formula (%s per block, the embedding, head and loss%s, x micro-batches): %s\n",
                 "total", mb(total / per).c_str(), mb(t["wire_bytes_per_block"].get<double>()).c_str(),
-                mb(want).c_str());
+                pipeline.is_object() ? " of its pipeline stage" : "", mb(want).c_str());
     out["tp_wire_bytes_per_step"] = total / per;
     out["tp_wire_bytes_formula"] = want;
     out["tp_plan"] = tp_plan;
+  }
+  return out;
+}
+
+std::string blocks_text(const nlohmann::json& chunks) {
+  std::string s;
+  for (const auto& c : chunks) {
+    const int b = c[0].get<int>(), e = c[1].get<int>();
+    s += (s.empty() ? "" : ",") + std::to_string(b) + (e - b > 1 ? "-" + std::to_string(e - 1) : "");
+  }
+  return s;
+}
+
+void PipeMeter::add_step(const std::string& stats_json) {
+  const nlohmann::json j = nlohmann::json::parse(stats_json, nullptr, false);
+  if (!j.is_object() || !j.contains("pipeline")) return;
+  const nlohmann::json& p = j["pipeline"];
+  ++steps_;
+  bubble_sum_ += p["bubble_fraction"].get<double>();
+  const auto peaks = p["stage_activation_peak"].get<std::vector<int>>();
+  const auto busy = p["stage_busy_s"].get<std::vector<double>>();
+  peaks_.resize(peaks.size(), 0);
+  busy_sum_.resize(busy.size(), 0.0);
+  for (size_t s = 0; s < peaks.size(); ++s) peaks_[s] = std::max(peaks_[s], peaks[s]);
+  for (size_t s = 0; s < busy.size(); ++s) busy_sum_[s] += busy[s];
+}
+
+int64_t PipeMeter::sent(dt_mesh* mesh) {
+  int32_t first = 0;
+  int64_t bytes = 0;
+  if (!mesh) return 0;
+  check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
+  check(dt_mesh_comm_stats(mesh, first, "pp", "send", nullptr, &bytes, nullptr), "comm stats (pp send)");
+  return bytes;
+}
+
+nlohmann::json print_pipeline_report(dt_mesh* mesh, const PipeMeter& meter, const nlohmann::json& p) {
+  const std::string name = p["schedule"].get<std::string>();
+  const double measured = meter.mean_bubble(), simulated = p["bubble_fraction"].get<double>(),
+               formula = p["bubble_formula"].get<double>();
+  std::printf("\nreport: pipeline %s over pp = %d, M = %d micro-batches%s per step\n", name.c_str(), p["P"].get<int>(),
+              p["M"].get<int>(), p["v"].get<int>() > 1 ? (", v = " + std::to_string(p["v"].get<int>())).c_str() : "");
+  std::printf("  bubble: measured %.1f%% (mean over %lld steps), simulated %.1f%%, formula %.1f%%\n", 100.0 * measured,
+              static_cast<long long>(meter.steps()), 100.0 * simulated, 100.0 * formula);
+  const auto sim_peaks = p["activation_peak"].get<std::vector<int>>();
+  std::printf("  %-6s %-10s %28s %28s\n", "stage", "blocks", "activation peak measured", "simulated");
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t s = 0; s < sim_peaks.size(); ++s) {
+    const int got = s < meter.peaks().size() ? meter.peaks()[s] : -1;
+    const double busy = s < meter.busy_s().size() && meter.steps() ? meter.busy_s()[s] / static_cast<double>(meter.steps()) : 0.0;
+    const std::string blocks = blocks_text(p["stages"][s]["chunks"]);
+    std::printf("  %-6zu %-10s %28d %28d\n", s, blocks.c_str(), got, sim_peaks[s]);
+    stages.push_back({{"stage", s}, {"activation_peak", got}, {"activation_peak_simulated", sim_peaks[s]},
+                      {"busy_s_per_step", busy}});
+  }
+  std::printf("  (activation peaks: the most micro-batches%s whose activations a stage held at once)\n",
+              p["v"].get<int>() > 1 ? " x chunks" : "");
+  nlohmann::json out = {{"schedule", name},          {"P", p["P"]},
+                        {"M", p["M"]},               {"v", p["v"]},
+                        {"steps", meter.steps()},    {"bubble_measured", measured},
+                        {"bubble_simulated", simulated}, {"bubble_formula", formula},
+                        {"stages", stages}};
+  if (mesh && meter.steps() > 0) {
+    int32_t first = 0;
+    check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
+    const double got = static_cast<double>(meter.sent_bytes()) / static_cast<double>(meter.steps());
+    const double want = p["pp_send_bytes_per_step"][static_cast<size_t>(pp_stage_of(mesh, first))].get<double>();
+    std::printf("  pp bytes sent per step by this process's first rank: %s, plan %s\n", mb(got).c_str(), mb(want).c_str());
+    out["pp_send_bytes_per_step"] = got;
+    out["pp_send_bytes_per_step_plan"] = want;
   }
   return out;
 }

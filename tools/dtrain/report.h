@@ -2,6 +2,7 @@
 #pragma once
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,11 +38,45 @@ class TrafficMeter {
 // Prints each rank's memory ledger next to the model-state formulas of ZeRO stage `zero`
 // (0 = DDP) over the `params` each rank's model part holds and, with a mesh, rank 0's
 // traffic per collective on dp next to the paper's volume; with tp > 1 (tp_plan: the
-// library's plan, dt_plan_json) also its traffic on tp next to the plan's per step.
+// library's plan, dt_plan_json) also its traffic on tp next to the plan's per step. With a
+// pipeline (pipeline: the plan's "pipeline" entry) each rank's part is its stage's, so the
+// formulas take the parameters of the rank's stage (and the last stage's tied copy).
 // Returns all of it as JSON.
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
                             int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic = nullptr,
-                            const nlohmann::json& tp_plan = nlohmann::json());
+                            const nlohmann::json& tp_plan = nlohmann::json(),
+                            const nlohmann::json& pipeline = nlohmann::json());
+
+// --report with a pipeline: what the steps measured, from each step's stats JSON
+// (dt_engine_last_stats_json's "pipeline": the step's bubble and each stage's live
+// activations), and the bytes the process's first rank sent on pp during train steps.
+class PipeMeter {
+ public:
+  void add_step(const std::string& stats_json);
+  void before(dt_mesh* mesh) { sent_start_ = sent(mesh); }
+  void after(dt_mesh* mesh) { sent_ += sent(mesh) - sent_start_; }
+  int64_t steps() const { return steps_; }
+  double mean_bubble() const { return steps_ ? bubble_sum_ / static_cast<double>(steps_) : 0.0; }
+  const std::vector<int>& peaks() const { return peaks_; }            // per stage, the most over the steps
+  const std::vector<double>& busy_s() const { return busy_sum_; }     // per stage, summed over the steps
+  int64_t sent_bytes() const { return sent_; }
+
+ private:
+  static int64_t sent(dt_mesh* mesh);
+  int64_t steps_ = 0, sent_ = 0, sent_start_ = 0;
+  double bubble_sum_ = 0.0;
+  std::vector<int> peaks_;
+  std::vector<double> busy_sum_;
+};
+
+// A pipeline rank's blocks from the plan's "chunks" ([[begin, end], ...]): "0-2" for
+// blocks 0 to 2, "3" for one, "0-1,4-5" for an interleaved rank's chunks.
+std::string blocks_text(const nlohmann::json& chunks);
+
+// Prints the measured bubble (mean over the steps) next to the schedule's formula and the
+// simulated one, each stage's measured activation peak next to the simulator's, and the
+// first rank's pp bytes sent per step next to the plan's. pipeline: the plan's entry.
+nlohmann::json print_pipeline_report(dt_mesh* mesh, const PipeMeter& meter, const nlohmann::json& pipeline);
 
 // Hang forensics for --report when a run fails: prints each local rank's last collectives
 // (dt_mesh_comm_history_json: seq, axis, kind, bytes, seconds, how each ended) to stderr,

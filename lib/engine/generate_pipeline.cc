@@ -1,0 +1,154 @@
+// Generation over a pipeline (engine/generate.h: generate_pipelined). Every rank runs the
+// same loop over "units" (a prompt's prefill, then each group's decode steps) and so knows,
+// from the same state, which rows each unit carries; only the last stage samples. Its token
+// messages reach the others in the order it sends them, and a rank reads them lazily: just
+// before it needs a group's tokens, it drains the messages up to that group's last, so the
+// first stage runs ahead on other groups meanwhile (the pipeline stays full).
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include "core/device_scope.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor_copy.h"
+#include "engine/generate.h"
+#include "kernels/ops.h"
+#include "nn/kv_cache.h"
+
+namespace dt::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kStreamTag = 5, kTokensTag = 6;  // clear of the training schedules' tags
+
+// Eager sends of copies, waited for at the end.
+struct Sends {
+  comm::Communicator& pp;
+  std::vector<std::pair<comm::WorkPtr, Tensor>> inflight;
+  void send(const Tensor& t, int peer, int tag) {
+    Tensor copy = Tensor::uninit(t.shape(), t.dtype(), t.device());
+    copy_tensor(t, copy);
+    inflight.emplace_back(pp.send_async(copy.raw(), copy.numel(), copy.dtype(), peer, tag), copy);
+  }
+  void wait() {
+    for (auto& w : inflight) w.first->wait();
+    inflight.clear();
+  }
+  ~Sends() {
+    for (auto& w : inflight) comm::wait_ignoring_errors(w.first);
+  }
+};
+
+}  // namespace
+
+GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
+                                  const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
+  const nn::GPTConfig& c = stage.config();
+  check_generate(c, prompts, o);
+  DT_CHECK(stage.chunks().size() == 1, "pipelined generation: the stage holds " + std::to_string(stage.chunks().size()) +
+                                           " chunks; accepted: one (no interleaving)");
+  const int P = pp.size(), me = pp.rank();
+  const bool first = me == 0, last = me == P - 1;
+  const int64_t B = static_cast<int64_t>(prompts.size()), V = c.vocab_size;
+  GenerateResult res;
+  res.tokens.resize(static_cast<size_t>(B));
+  if (o.max_new_tokens == 0) return res;
+  int64_t max_len = 0;
+  for (const auto& p : prompts) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(p.size()) + o.max_new_tokens);
+  ScopedDevice on(stage.device());
+  nn::KvCache cache = nn::KvCache::create(c, B, max_len, stage.local_kv_heads(), stage.chunks());
+  const nn::BlockRange blocks = stage.chunks()[0];
+  const CounterRng rng(o.seed, "sample");
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  auto record = [&](int64_t b, int32_t t) {
+    res.tokens[static_cast<size_t>(b)].push_back(t);
+    if (o.on_token) o.on_token(b, t);
+    done[static_cast<size_t>(b)] = static_cast<int64_t>(res.tokens[static_cast<size_t>(b)].size()) >= o.max_new_tokens ||
+                                   std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
+  };
+  // Groups of decode: contiguous prompt ranges, so the token messages of prefill (prompt
+  // order) and of decode (group order) reach each group in the order it needs them.
+  const int64_t G = std::min<int64_t>(B, P);
+  auto group_lo = [&](int64_t g) { return g * B / G; };
+  Sends sends{pp, {}};
+  std::deque<std::vector<int64_t>> expected;  // token messages not yet read: their rows
+  auto drain_for = [&](int64_t lo, int64_t hi) {
+    auto holds = [&](const std::vector<int64_t>& rows) { return rows.back() >= lo && rows.front() < hi; };
+    while (std::any_of(expected.begin(), expected.end(), holds)) {
+      const std::vector<int64_t> rows = expected.front();
+      expected.pop_front();
+      Tensor t = Tensor::uninit({static_cast<int64_t>(rows.size())}, DType::I32);
+      pp.recv(t.raw(), t.numel(), DType::I32, P - 1, kTokensTag);
+      for (size_t j = 0; j < rows.size(); ++j) record(rows[j], t.data<int32_t>()[j]);
+    }
+  };
+  Tensor x, logits, logits32, host32;
+  // One unit through this stage: rows of the cache, ids (first stage), Tq tokens each.
+  auto run_unit = [&](const std::vector<int64_t>& rows, const Tensor& ids, int64_t Tq, int64_t step) {
+    const int64_t A = static_cast<int64_t>(rows.size());
+    if (first) {
+      stage.cached_embed(ids, cache, rows, x);
+    } else {
+      nn::ensure(x, {A, Tq, c.d_model}, c.dtype);
+      pp.recv(x.raw(), x.numel(), x.dtype(), me - 1, kStreamTag);
+    }
+    stage.cached_blocks(blocks.begin, blocks.end, x, cache, rows);
+    stage.advance_cached(cache, rows, Tq);
+    if (!last) {
+      sends.send(x, me + 1, kStreamTag);
+      expected.push_back(rows);
+      return;
+    }
+    stage.cached_head(x, cache, logits);
+    const Tensor* l = &logits;  // sampling reads f32 on the host
+    if (logits.dtype() != DType::F32) {
+      kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
+      l = &logits32;
+    }
+    if (l->device().type != DeviceType::CPU) l = &(host32 = to_device(*l, Device::cpu()));
+    Tensor toks = Tensor::uninit({A}, DType::I32);
+    for (int64_t j = 0; j < A; ++j) {
+      const float* row = l->data<float>() + (j * Tq + Tq - 1) * V;
+      toks.data<int32_t>()[j] = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + rows[static_cast<size_t>(j)])));
+      record(rows[static_cast<size_t>(j)], toks.data<int32_t>()[j]);
+    }
+    for (int r = 0; r < P - 1; ++r) sends.send(toks, r, kTokensTag);
+  };
+  const auto t0 = Clock::now();
+  for (int64_t b = 0; b < B; ++b) {  // prefill: the prompts follow each other through the stages
+    const int64_t L = static_cast<int64_t>(prompts[static_cast<size_t>(b)].size());
+    Tensor ids = Tensor::zeros({1, L}, DType::I32);
+    std::copy(prompts[static_cast<size_t>(b)].begin(), prompts[static_cast<size_t>(b)].end(), ids.data<int32_t>());
+    run_unit({b}, ids, L, 0);
+  }
+  res.stats.time_to_first_token_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const auto t1 = Clock::now();
+  int64_t decode_steps = 0;
+  for (int64_t step = 1;; ++step) {  // decode: the groups follow each other
+    bool any = false;
+    for (int64_t g = 0; g < G; ++g) {
+      drain_for(group_lo(g), group_lo(g + 1));
+      std::vector<int64_t> rows;
+      for (int64_t b = group_lo(g); b < group_lo(g + 1); ++b)
+        if (!done[static_cast<size_t>(b)]) rows.push_back(b);
+      if (rows.empty()) continue;
+      any = true;
+      Tensor ids = Tensor::zeros({static_cast<int64_t>(rows.size()), 1}, DType::I32);
+      for (size_t j = 0; j < rows.size(); ++j) ids.data<int32_t>()[j] = res.tokens[static_cast<size_t>(rows[j])].back();
+      run_unit(rows, ids, 1, step);
+    }
+    if (!any) break;
+    ++decode_steps;
+  }
+  DT_ASSERT(expected.empty());
+  sends.wait();
+  const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& t : res.tokens) res.stats.new_tokens += static_cast<int64_t>(t.size());
+  res.stats.inter_token_latency_s = decode_steps > 0 ? decode_s / static_cast<double>(decode_steps) : 0.0;
+  res.stats.tokens_per_s = total_s > 0 ? static_cast<double>(res.stats.new_tokens) / total_s : 0.0;
+  return res;
+}
+
+}  // namespace dt::engine
