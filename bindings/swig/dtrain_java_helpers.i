@@ -311,6 +311,7 @@ DTJ_REPLACES(loader_position)
 DTJ_REPLACES(loss)
 /* A planning call for tools (dtrain plan): not in the Java API yet. */
 %ignore dt_plan_json;
+%ignore dt_pipeline_schedule_json;
 /* Replaced by the typed copies, which keep their dtj_tensor_copy_{from,to}_<type> names. */
 %ignore dt_tensor_copy_from_host;
 %ignore dt_tensor_copy_to_host;

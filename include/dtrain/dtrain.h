@@ -488,6 +488,25 @@ DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* ou
 DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* buf, size_t capacity,
                               size_t* needed);
 
+/** A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json
+ *  writes), for no model in particular: "actions" per pp rank, in order ("F3" forward of
+ *  micro-batch 3, "B3" its backward, "Bi3"/"W3" a split backward's input and weight
+ *  passes, "sendA3"/"recvA3" the activations, "sendG3"/"recvG3" their gradients; "c1" after
+ *  a name: chunk 1 of an interleaved rank), and the simulator's run of them (eager sends,
+ *  blocking receives, forward cost 1 and backward 2 per stage unless given): "makespan",
+ *  "bubble_fraction" (idle share of P x the makespan) next to "bubble_formula",
+ *  "activation_peak" per rank (micro-batches, times chunks, alive at once) next to
+ *  "activation_peak_formula" (rank 0), "utilization" (1 - bubble), and the text
+ *  "timeline". options: keys "pp" (stages, 1 to 1024, required), "micro_batches" (1 to
+ *  65536, default 1), "pp_schedule" ("gpipe", "1f1b" (default), "interleaved", "zb-h1",
+ *  "forward": forward only), "virtual_stages" (chunks per rank, default 1; >= 2 for
+ *  interleaved, which needs micro_batches divisible by pp), "forward_cost" and
+ *  "backward_cost" (> 0; a split backward's passes cost half of it each), "timeline_trace"
+ *  (bool: the simulated Chrome trace as "chrome_trace"). DT_ERR_INVALID_ARGUMENT names the
+ *  key and what is accepted; a schedule that would deadlock could not be built here (the
+ *  simulator proves each generator's). Thread-safe. */
+DT_API dt_status dt_pipeline_schedule_json(const dt_options* options, char* buf, size_t capacity, size_t* needed);
+
 /** Creates an MLP. config keys: "sizes" (required string of comma-separated ints >= 1,
  *  at least two: "in,hidden...,out", e.g. "4,32,1"), "act" ("gelu" | "silu", between
  *  layers), "seed" (int). Caller owns *out; release with dt_module_destroy. Thread-safe. */

@@ -274,6 +274,20 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
     dt_engine_destroy(pe);
   }
   dt_mesh_destroy(two);
+  {  // The schedule alone, as data: each rank's actions, the simulated bubble and peaks.
+    Opts so;
+    so.i("pp", 2).i("micro_batches", 4).s("pp_schedule", "gpipe");
+    std::vector<char> buf(1 << 16);
+    size_t n = 0;
+    OK(dt_pipeline_schedule_json(so.o, buf.data(), buf.size(), &n));
+    const std::string j(buf.data());
+    for (const char* want : {"\"actions\":[[\"F0\",\"sendA0\"", "\"activation_peak\":[4,4]", "\"bubble_formula\":0.2"})
+      EXPECT_NE(j.find(want), std::string::npos) << want << " in " << j;
+    Opts bad;
+    bad.i("pp", 2).i("micro_batches", 3).s("pp_schedule", "interleaved").i("virtual_stages", 2);
+    expect_error(dt_pipeline_schedule_json(bad.o, buf.data(), buf.size(), &n), DT_ERR_INVALID_ARGUMENT,
+                 {"micro_batches = 3", "interleaved"});
+  }
   dt_module* mlp = nullptr;
   Opts mc;
   mc.s("sizes", "4,8,2");

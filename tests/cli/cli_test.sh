@@ -362,6 +362,16 @@ assert abs(sum(s["params"] for s in a["stages"]) - json.load(open("1f1b.json"))[
 t = json.load(open("tl.json"))["traceEvents"]
 assert sum(1 for e in t if e["ph"] == "X" and e["cat"] == "compute") == 4 * 8 * 2  # a forward, a backward each
 PY
+  # Without a model: the schedule alone, as data (each rank's actions) and simulated. The
+  # seeds' forward-only pipeline: M + P - 1 ticks, 25% utilization at P = 4, M = 1 and
+  # 4/7 = 57.1% at M = 4; ZB-H1's bubble a third of 1F1B's idle time.
+  $D plan --pp 4 --micro-batches 8 --pp-schedule 1f1b >s.txt 2>&1 || { cat s.txt; fail "plan --pp without a model"; }
+  grep -q "rank 3: recvA0 F0 B0 sendG0 recvA1" s.txt || { cat s.txt; fail "plan: the schedule's actions"; }
+  grep -q "bubble: simulated 27.3%, formula (P-1)/(M+P-1) = 3/11 = 27.3%; utilization 72.7%" s.txt || fail "plan: schedule bubble"
+  $D plan --pp 4 --micro-batches 1 --pp-schedule forward | grep -q "utilization 25.0%" || fail "forward-only M 1: 25%"
+  $D plan --pp 4 --micro-batches 4 --pp-schedule forward | grep -q "makespan 7 time units" || fail "forward-only: M + P - 1"
+  $D plan --pp 4 --micro-batches 4 --pp-schedule forward | grep -q "utilization 57.1%" || fail "forward-only M 4: 4/7"
+  $D plan --pp 4 --micro-batches 8 --pp-schedule zb-h1 | grep -q "formula (P-1)/(3M+P-1) = 3/27" || fail "zb-h1 bubble"
   expect_error "--pp-schedule pp_schedule foo gpipe 1f1b" $D plan "${PLAN[@]}" --pp-schedule foo
   expect_error "--micro-batches divisible" $D plan "${PLAN[@]}" --layers 8 --micro-batches 6 --pp-schedule interleaved --virtual-stages 2
   expect_error "--pp more than the model's 6 blocks" $D plan --model gpt-small --pp 8

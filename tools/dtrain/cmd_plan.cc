@@ -132,7 +132,51 @@ void print_pipeline(const nlohmann::json& p, int zero, int64_t micro_batch) {
               p["timeline"].get<std::string>().c_str());
 }
 
+// --pp without a model: the schedule itself (dt_pipeline_schedule_json), its actions per
+// rank, the simulated bubble and peaks next to their formulas, and the timeline.
+int run_schedule_plan(const PlanArgs& a) {
+  const int64_t P = a.pipe.pp, M = a.steps_micro_batches();
+  const int64_t v = a.pipe.virtual_stages > 0 ? a.pipe.virtual_stages : 1;
+  Options o = make_options();
+  set(o.get(), "pp", P);
+  set(o.get(), "micro_batches", M);
+  set(o.get(), "pp_schedule", a.pipe.schedule_name());
+  set(o.get(), "virtual_stages", v);
+  if (!a.timeline_trace.empty()) set_bool(o.get(), "timeline_trace", true);
+  nlohmann::json s = nlohmann::json::parse(read_text(
+      [&](char* b, size_t c, size_t* n) { return dt_pipeline_schedule_json(o.get(), b, c, n); }, a.pipe.flags_text().c_str()));
+  const std::string name = s["schedule"].get<std::string>();
+  const std::string chunks = v > 1 ? ", v = " + std::to_string(v) + " chunks per rank" : "";
+  std::printf("pipeline schedule %s over pp = %lld, M = %lld micro-batches%s\n"
+              "(no --model: the schedule alone; give --model for each stage's memory)\n\n"
+              "  actions per rank (F forward, B backward, recvA/sendA activations, recvG/sendG gradients):\n",
+              name.c_str(), static_cast<long long>(P), static_cast<long long>(M), chunks.c_str());
+  for (size_t r = 0; r < s["actions"].size(); ++r) {
+    std::string line;
+    for (const auto& act : s["actions"][r]) line += " " + act.get<std::string>();
+    std::printf("    rank %zu:%s\n", r, line.c_str());
+  }
+  std::printf("\n  bubble: simulated %s, formula %s = %s; utilization %s\n",
+              percent(s["bubble_fraction"].get<double>()).c_str(), bubble_text(name, P, M, v).c_str(),
+              percent(s["bubble_formula"].get<double>()).c_str(), percent(s["utilization"].get<double>()).c_str());
+  std::printf("  makespan %.4g time units (a forward 1, a backward 2)\n", s["makespan"].get<double>());
+  std::printf("  activation peak per rank (micro-batches%s alive at once), simulated:", v > 1 ? " x chunks" : "");
+  for (const auto& k : s["activation_peak"]) std::printf(" %d", k.get<int>());
+  std::printf("; formula on rank 0: %d\n\n  timeline (simulated):\n%s", s["activation_peak_formula"].get<int>(),
+              s["timeline"].get<std::string>().c_str());
+  if (!a.timeline_trace.empty()) {
+    write_file(a.timeline_trace, s["chrome_trace"].dump() + "\n");
+    s.erase("chrome_trace");
+    std::printf("  wrote %s (the simulated timeline as a Chrome trace: open it in https://ui.perfetto.dev)\n",
+                a.timeline_trace.c_str());
+  }
+  if (!a.json.empty()) write_file(a.json, nlohmann::json{{"pipeline_schedule", s}}.dump(2) + "\n");
+  return 0;
+}
+
 int run_plan(const PlanArgs& a) {
+  check_pipeline(a);
+  if (a.pipe.pp > 1 && !a.model.given() && a.params <= 0 && a.tp == 1) return run_schedule_plan(a);
   const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;  // the paper's case
   const StateBytes b = state_bytes(precision);
   double psi = a.params;
@@ -145,7 +189,6 @@ int run_plan(const PlanArgs& a) {
     what = "--model " + a.model.preset + " (" + std::to_string(n) + " parameters)";
   }
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
-  check_pipeline(a);
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
   if (a.tp > 1 || a.pipe.pp > 1) {  // the library's plan of the model's shape

@@ -4,7 +4,16 @@
 
 namespace dtcli {
 
+bool ModelArgs::given() const {
+  if (!parsed) return false;
+  for (const char* f : {"--model", "--layers", "--d-model", "--heads", "--kv-heads", "--d-ff", "--vocab", "--norm", "--pos",
+                        "--act"})
+    if (parsed->count(f) > 0) return true;
+  return false;
+}
+
 void ModelArgs::add_to(CLI::App& app) {
+  parsed = &app;
   app.add_option("--model", preset, "Starting shape: gpt-tiny (2 layers, width 64), gpt-small (6 layers, width 384), "
                                     "llama-tiny (gpt-tiny with RMSNorm, RoPE, SwiGLU); the flags below override it")
       ->capture_default_str()

@@ -32,8 +32,11 @@ struct ModelArgs {
   std::string preset = "gpt-tiny";
   int64_t layers = -1, d_model = -1, heads = -1, kv_heads = -1, d_ff = -1, vocab = -1;  // -1: not given
   std::string norm, pos, act, precision, device;
+  const CLI::App* parsed = nullptr;  // where add_to put the flags, for given()
 
   void add_to(CLI::App& app);
+  // True when the command line gave --model or any shape flag (after parsing).
+  bool given() const;
   // The dt_module_create_gpt options these flags describe, with `context` as the longest
   // sequence and `seed` for the initial weights. Only what the user gave is set, so the
   // library's messages name the option they typed.

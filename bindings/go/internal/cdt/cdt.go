@@ -131,48 +131,48 @@ typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
 typedef _goslice_ swig_type_103;
 typedef _gostring_ swig_type_104;
-typedef _gostring_ swig_type_105;
+typedef _goslice_ swig_type_105;
 typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
-typedef long long swig_type_108;
+typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _gostring_ swig_type_110;
+typedef long long swig_type_110;
 typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
-typedef _goslice_ swig_type_116;
+typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
-typedef _gostring_ swig_type_118;
-typedef long long swig_type_119;
+typedef _goslice_ swig_type_118;
+typedef _gostring_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _gostring_ swig_type_121;
+typedef long long swig_type_121;
 typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef _goslice_ swig_type_126;
+typedef _gostring_ swig_type_126;
 typedef _gostring_ swig_type_127;
-typedef _gostring_ swig_type_128;
+typedef _goslice_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
-typedef _goslice_ swig_type_131;
+typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
-typedef _gostring_ swig_type_133;
+typedef _goslice_ swig_type_133;
 typedef _gostring_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
+typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef long long swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
-typedef long long swig_type_143;
-typedef long long swig_type_144;
-typedef _gostring_ swig_type_145;
-typedef _gostring_ swig_type_146;
+typedef _gostring_ swig_type_143;
+typedef _gostring_ swig_type_144;
+typedef long long swig_type_145;
+typedef long long swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
@@ -182,6 +182,8 @@ typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _gostring_ swig_type_155;
+typedef _gostring_ swig_type_156;
+typedef _gostring_ swig_type_157;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -278,46 +280,47 @@ extern swig_type_98 _wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(uintptr
 extern swig_type_100 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_101 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_102 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_103 arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_104 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
+extern swig_type_106 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_dt_module_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_105 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_106 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_107 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
-extern swig_type_109 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
-extern swig_type_111 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_112 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_107 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_108 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_109 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
+extern swig_type_111 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
+extern swig_type_113 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_optimizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_113 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_115 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_dt_engine_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_114 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_115 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_116 arg2, swig_voidp arg3);
-extern swig_type_117 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_118 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_119 arg7, swig_voidp arg8);
-extern swig_type_120 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_121 arg2);
-extern swig_type_122 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_123 arg2);
-extern swig_type_124 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_125 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
-extern swig_type_127 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_128 arg1, swig_voidp arg2);
-extern swig_type_129 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_130 arg1, swig_type_131 arg2, swig_voidp arg3);
-extern swig_type_132 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_133 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_116 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_117 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
+extern swig_type_119 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_120 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_121 arg7, swig_voidp arg8);
+extern swig_type_122 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_123 arg2);
+extern swig_type_124 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_125 arg2);
+extern swig_type_126 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_127 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
+extern swig_type_129 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_130 arg1, swig_voidp arg2);
+extern swig_type_131 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_132 arg1, swig_type_133 arg2, swig_voidp arg3);
+extern swig_type_134 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_135 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_134 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_136 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_138 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_136 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_137 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_138 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_140 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_139 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_140 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_141 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_142 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_143 arg2, swig_type_144 arg3);
-extern swig_type_145 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_146 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_147 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_148 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_149 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_150 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_151 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_152 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_153 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_154 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_155 arg1);
+extern swig_type_141 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_142 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_144 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
+extern swig_type_147 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_148 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_149 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_150 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_151 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_152 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_153 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_154 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_155 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_156 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_157 arg1);
 #undef intgo
 */
 import "C"
@@ -1572,6 +1575,22 @@ _swig_i_1 = uintptr(arg2)
 	return swig_r_1
 }
 
+func Dt_pipeline_schedule_json(arg1 Options, arg2 []byte, arg3 *int64) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_module_create_mlp(arg1 Options, arg2 *Module) (_swig_ret Status) {
 	var swig_r string
 	var _swig_i_0 uintptr
@@ -1625,7 +1644,7 @@ _swig_i_0 = uintptr(arg1)
 		_swig_i_2 = new(unsafe.Pointer)
 	}
 
-	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
 	if _swig_i_2 != nil && *_swig_i_2 != nil {
@@ -1643,7 +1662,7 @@ func Dt_module_param(arg1 Module, arg2 string, arg3 *Tensor) (_swig_ret Status) 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1661,7 +1680,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1723,7 +1742,7 @@ func Dt_engine_last_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1761,7 +1780,7 @@ _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_119(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_121(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1773,7 +1792,7 @@ func Dt_engine_save(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1788,7 +1807,7 @@ func Dt_engine_load(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1816,7 +1835,7 @@ func Dt_engine_last_generate_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1830,7 +1849,7 @@ func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Stat
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_128)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_130)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1845,7 +1864,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_130)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_132)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1864,7 +1883,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_133)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_135)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1911,7 +1930,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1984,7 +2003,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1), C.swig_type_144(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.swig_type_146(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2051,7 +2070,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_152)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2097,7 +2116,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_155)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

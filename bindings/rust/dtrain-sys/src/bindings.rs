@@ -638,6 +638,31 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
+    #[doc = " A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json"]
+    #[doc = "  writes), for no model in particular: \"actions\" per pp rank, in order (\"F3\" forward of"]
+    #[doc = "  micro-batch 3, \"B3\" its backward, \"Bi3\"/\"W3\" a split backward's input and weight"]
+    #[doc = "  passes, \"sendA3\"/\"recvA3\" the activations, \"sendG3\"/\"recvG3\" their gradients; \"c1\" after"]
+    #[doc = "  a name: chunk 1 of an interleaved rank), and the simulator's run of them (eager sends,"]
+    #[doc = "  blocking receives, forward cost 1 and backward 2 per stage unless given): \"makespan\","]
+    #[doc = "  \"bubble_fraction\" (idle share of P x the makespan) next to \"bubble_formula\","]
+    #[doc = "  \"activation_peak\" per rank (micro-batches, times chunks, alive at once) next to"]
+    #[doc = "  \"activation_peak_formula\" (rank 0), \"utilization\" (1 - bubble), and the text"]
+    #[doc = "  \"timeline\". options: keys \"pp\" (stages, 1 to 1024, required), \"micro_batches\" (1 to"]
+    #[doc = "  65536, default 1), \"pp_schedule\" (\"gpipe\", \"1f1b\" (default), \"interleaved\", \"zb-h1\","]
+    #[doc = "  \"forward\": forward only), \"virtual_stages\" (chunks per rank, default 1; >= 2 for"]
+    #[doc = "  interleaved, which needs micro_batches divisible by pp), \"forward_cost\" and"]
+    #[doc = "  \"backward_cost\" (> 0; a split backward's passes cost half of it each), \"timeline_trace\""]
+    #[doc = "  (bool: the simulated Chrome trace as \"chrome_trace\"). DT_ERR_INVALID_ARGUMENT names the"]
+    #[doc = "  key and what is accepted; a schedule that would deadlock could not be built here (the"]
+    #[doc = "  simulator proves each generator's). Thread-safe."]
+    pub fn dt_pipeline_schedule_json(
+        options: *const dt_options,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
     #[doc = " Creates an MLP. config keys: \"sizes\" (required string of comma-separated ints >= 1,"]
     #[doc = "  at least two: \"in,hidden...,out\", e.g. \"4,32,1\"), \"act\" (\"gelu\" | \"silu\", between"]
     #[doc = "  layers), \"seed\" (int). Caller owns *out; release with dt_module_destroy. Thread-safe."]
