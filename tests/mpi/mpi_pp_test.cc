@@ -6,13 +6,8 @@
 // in-process tolerance (tests/multirank/pp_train_test.cc: 2e-5 relative, f32), every
 // process assembles the same whole weights, the checkpoint rank 0 wrote loads on one
 // device with those weights, and generation over the stages gives the single-rank tokens.
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-
 #include "engine/generate.h"
-#include "mpi/mpi_test_util.h"
-#include "multirank/dp_test_util.h"
+#include "mpi/mpi_train_checks.h"
 
 namespace dt::comm::mpitest {
 namespace {
@@ -45,10 +40,7 @@ std::vector<double> train(std::shared_ptr<Mesh> mesh, std::vector<double>* weigh
   }
   t.gather_model();  // collective: every process's host model whole again
   if (!save_to.empty()) t.save(save_to);
-  for (nn::Parameter* q : model.parameters()) {
-    const std::vector<double> v = dt::test::to_f64(q->value);
-    weights->insert(weights->end(), v.begin(), v.end());
-  }
+  *weights = flat_weights(model);
   return losses;
 }
 
@@ -78,27 +70,9 @@ TEST_F(MpiTest, PipelineMatchesSingleRankTraining) {
     par.zero = k.zero;
     std::vector<double> got_w;
     const std::vector<double> got = train(mpi_mesh(axes), &got_w, par, dir);
-    ASSERT_EQ(ref.size(), got.size());
-    for (size_t s = 0; s < ref.size(); ++s) EXPECT_NEAR(got[s], ref[s], 2e-5 * std::abs(ref[s])) << what << " step " << s;
-    double d = 0, norm = 0;
-    for (size_t i = 0; i < ref_w.size(); ++i) d += (got_w[i] - ref_w[i]) * (got_w[i] - ref_w[i]), norm += ref_w[i] * ref_w[i];
-    EXPECT_LE(std::sqrt(d / norm), 2e-5) << what;
-    std::vector<double> root = got_w;  // every process assembled the same whole, bit for bit
-    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    EXPECT_EQ(std::memcmp(root.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
-    nn::GPT alone(config());  // rank 0's checkpoint, on one device
-    optim::AdamW opt(alone.parameters(), dt::test::dp_adamw());
-    engine::TrainEngine e(nullptr, alone, opt, dt::test::dp_options(4));
-    e.load(dir);
-    EXPECT_EQ(e.step(), 10) << what;
-    std::vector<double> loaded;
-    for (nn::Parameter* q : alone.parameters()) {
-      const std::vector<double> v = dt::test::to_f64(q->value);
-      loaded.insert(loaded.end(), v.begin(), v.end());
-    }
-    EXPECT_EQ(std::memcmp(loaded.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) std::filesystem::remove_all(dir);
+    const nn::GPTConfig c = config();
+    const engine::TrainOptions o = dt::test::dp_options(4);
+    expect_trained_like_one_rank(got, ref, got_w, ref_w, 2e-5, what, dir, &c, &o);
   }
 }
 

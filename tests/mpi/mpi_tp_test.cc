@@ -5,13 +5,8 @@
 // the same whole weights, a checkpoint saved under mpirun loads on one device, and
 // generation on the tp ranks gives the single-rank tokens. Each layout also runs with
 // sequence parallelism, and dp 2 x tp 2 with ZeRO-3 inside the tp groups.
-#include <cmath>
-#include <cstring>
-#include <filesystem>
-
 #include "engine/generate.h"
-#include "mpi/mpi_test_util.h"
-#include "multirank/dp_test_util.h"
+#include "mpi/mpi_train_checks.h"
 
 namespace dt::comm::mpitest {
 namespace {
@@ -42,10 +37,7 @@ std::vector<double> train(std::shared_ptr<Mesh> mesh, std::vector<double>* weigh
   }
   t.gather_model();  // collective: every process's host model whole again
   if (!save_to.empty()) t.save(save_to);
-  for (nn::Parameter* q : model.parameters()) {
-    const std::vector<double> v = dt::test::to_f64(q->value);
-    weights->insert(weights->end(), v.begin(), v.end());
-  }
+  *weights = flat_weights(model);
   return losses;
 }
 
@@ -70,29 +62,9 @@ TEST_F(MpiTest, TensorParallelMatchesSingleRankTraining) {
     const std::string dir = "/tmp/dtrain_mpi_tp_np" + std::to_string(n) + "_dp" + std::to_string(axes[kDp]);
     std::vector<double> got_w;
     const std::vector<double> got = train(mpi_mesh(axes), &got_w, dir, k.sp, k.zero);
-    ASSERT_EQ(ref.size(), got.size());
-    for (size_t s = 0; s < ref.size(); ++s) EXPECT_NEAR(got[s], ref[s], 2e-5 * std::abs(ref[s])) << what << " step " << s;
-    double d = 0, norm = 0;
-    for (size_t i = 0; i < ref_w.size(); ++i) d += (got_w[i] - ref_w[i]) * (got_w[i] - ref_w[i]), norm += ref_w[i] * ref_w[i];
-    EXPECT_LE(std::sqrt(d / norm), 2e-5) << what;
-    // Every process assembled the same whole weights, bit for bit.
-    std::vector<double> root = got_w;
-    MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    EXPECT_EQ(std::memcmp(root.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
-    // The checkpoint rank 0 wrote loads on one device and holds those weights, bit for bit.
-    nn::GPT alone(dt::test::tp_tiny_gpt(false, DType::F32));
-    optim::AdamW opt(alone.parameters(), dt::test::dp_adamw());
-    engine::TrainEngine e(nullptr, alone, opt, dt::test::dp_options(1));
-    e.load(dir);
-    EXPECT_EQ(e.step(), 8) << what;
-    std::vector<double> loaded;
-    for (nn::Parameter* q : alone.parameters()) {
-      const std::vector<double> v = dt::test::to_f64(q->value);
-      loaded.insert(loaded.end(), v.begin(), v.end());
-    }
-    EXPECT_EQ(std::memcmp(loaded.data(), got_w.data(), got_w.size() * sizeof(double)), 0) << what;
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0) std::filesystem::remove_all(dir);
+    const nn::GPTConfig c = dt::test::tp_tiny_gpt(false, DType::F32);
+    const engine::TrainOptions o = dt::test::dp_options(1);
+    expect_trained_like_one_rank(got, ref, got_w, ref_w, 2e-5, what, dir, &c, &o);
   }
 }
 

@@ -30,17 +30,7 @@ namespace {
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;  // sanitizer builds: a thinner matrix (every path, fewer repeats)
 
 nn::GPTConfig config(DType dtype, bool llama = false, int layers = 8) {
   nn::GPTConfig c = test::tp_tiny_gpt(llama, dtype);

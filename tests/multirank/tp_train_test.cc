@@ -27,20 +27,10 @@ namespace {
 
 constexpr int kSteps = 10;
 
-// Sanitizer builds (the ASan and TSan passes of tools/test.sh) run a thinner matrix: every
-// code path (each layout, SP, each ZeRO stage) with fewer repeats of the same paths in
-// other dtypes and micro-batch counts, which the Release pass runs in full.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+// Sanitizer builds run a thinner matrix (test::kSanitized): every code path (each layout,
+// SP, each ZeRO stage) with fewer repeats of the same paths in other dtypes and
+// micro-batch counts, which the Release pass runs in full.
+using test::kSanitized;
 const std::vector<DType> kDtypes =
     kSanitized ? std::vector<DType>{DType::F32} : std::vector<DType>{DType::F32, DType::BF16};
 const std::vector<int64_t> kMicros = kSanitized ? std::vector<int64_t>{2} : std::vector<int64_t>{1, 2};
