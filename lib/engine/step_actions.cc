@@ -139,7 +139,10 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
     nn::GPTActs& a = acts(act.micro);
     executed_.push_back(act);
     if (!parallel::is_compute(act.op)) {
-      TraceSpan span("pipeline", act.str());  // a receive's span is the time it waited
+      // A receive's span is the time this stage waited for its input: the bubble, on the
+      // trace's idle category (as ZeRO's waits for gathers are).
+      const bool recv = act.op == PipeOp::RecvActivation || act.op == PipeOp::RecvGrad;
+      TraceSpan span(recv ? "idle" : "pipeline", act.str());
       for (auto& s : strategies_) s->communicate(act, a);
       if (last_use[static_cast<size_t>(act.micro)] == k) release(act.micro);
       continue;
