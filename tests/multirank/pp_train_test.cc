@@ -97,7 +97,7 @@ TEST(PpTrain, EveryScheduleMatchesSingleRankTraining) {
   for (DType dtype : dtypes)
     for (int P : {2, 4})
       for (int64_t M : {int64_t{P}, int64_t{2 * P}}) {
-        if (kSanitized && M != P) continue;
+        if (kSanitized && (M != P || P == 4)) continue;  // pp 4 runs below, and in the Release pass
         const nn::GPTConfig c = config(dtype);
         const TrainRun ref = train(nullptr, c, M);
         for (auto [name, v] : {std::pair{"gpipe", 1}, std::pair{"1f1b", 1}, std::pair{"interleaved", 2}}) {
@@ -122,6 +122,7 @@ TEST(PpTrain, UntiedModelIsBitwiseSingleRankTraining) {
   // clipping: the norm itself, its squares summed stage by stage and then over pp, differs
   // by ~3e-8 relative, and so could the clipping coefficient by an ulp).
   for (DType dtype : {DType::F32, DType::BF16}) {
+    if (kSanitized && dtype != DType::F32) continue;
     const nn::GPTConfig c = config(dtype, true);
     const TrainRun ref = train(nullptr, c, 4, {}, 0.0);
     for (auto [P, name, v] : {std::tuple{2, "1f1b", 1}, std::tuple{4, "gpipe", 1}, std::tuple{2, "interleaved", 2}}) {
@@ -162,6 +163,7 @@ TEST(PpTrain, TensorParallelInsideStagesMatchesSingleRankTraining) {
                    std::string(llama ? "llama" : "gpt2") + " pp 2 x tp 2" + (seq ? " sp" : ""));
     }
     for (int zero : {0, 1}) {
+      if (kSanitized && zero == 0) continue;  // the 3-D layout once (DDP runs in the Release pass)
       engine::ParallelOptions p = pipe("1f1b", 1, zero);
       p.sequence_parallel = zero == 1;
       expect_close(train(mesh(2, 2, 2), c, 2, p), ref, 2e-5,
@@ -179,6 +181,7 @@ TEST(PpTrain, UnevenStagesMatchSingleRankTraining) {
   ASSERT_GT(ref.norms[0], 0.5);
   expect_close(train(mesh(1, 3), c, 4, pipe("1f1b"), 0.05), ref, 2e-5, "pp 3 balanced, clipped");
   for (std::vector<int> blocks : {std::vector<int>{1, 7}, std::vector<int>{5, 3}}) {
+    if (kSanitized && blocks[0] == 1) continue;
     engine::ParallelOptions p = pipe("gpipe");
     p.pp_blocks = blocks;
     expect_close(train(mesh(1, 2), c, 4, p, 0.05), ref, 2e-5,
@@ -243,6 +246,7 @@ TEST(PpTrain, CheckpointsMoveBetweenPipelineSizes) {
                         {nullptr, {}, mesh(1, 2), pipe("interleaved", 2), "one rank -> pp 2 interleaved"},
                         {mesh(2, 2, 2), pipe("1f1b", 1, 1), mesh(1, 2, 2), pipe("1f1b"), "dp2 x pp2 x tp2 zero 1 -> pp2 x tp2"}};
   for (const Case& k : cases) {
+    if (kSanitized && (&k == &cases[1] || &k == &cases[2])) continue;  // the first and the 3-D one
     const TrainRun got = resumed(k.a, k.pa, k.b, k.pb, dir);
     EXPECT_LT(test::worst_rel_loss(got.losses, ref.losses), 2e-5) << k.what;
     EXPECT_LT(test::rel_dist(got.params, ref.params), 2e-5) << k.what;

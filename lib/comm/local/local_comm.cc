@@ -9,6 +9,18 @@
 namespace dt::comm::local {
 namespace {
 
+// Rethrows a copy of the operation's error rather than the one object that every waiter
+// would share: a library error's copy owns its message, so a rank thread reading it never
+// races with the progress thread releasing the original (the exception's reference count
+// lives in the C++ runtime, which thread sanitizers do not see).
+[[noreturn]] void rethrow_copy(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    throw Error(e.code(), e.what());
+  }
+}
+
 class LocalWork : public Work {
  public:
   void finish(std::exception_ptr error) {
@@ -21,13 +33,13 @@ class LocalWork : public Work {
   }
   bool test() override {
     std::lock_guard<std::mutex> g(mu_);
-    if (done_ && error_) std::rethrow_exception(error_);
+    if (done_ && error_) rethrow_copy(error_);
     return done_;
   }
   void wait() override {
     std::unique_lock<std::mutex> lk(mu_);
     cv_.wait(lk, [&] { return done_; });  // the operation itself has a deadline
-    if (error_) std::rethrow_exception(error_);
+    if (error_) rethrow_copy(error_);
   }
 
  private:
