@@ -69,6 +69,20 @@ TEST(PpGenerate, StagesGiveTheSingleRankTokens) {
     }
 }
 
+TEST(PpGenerate, OnePromptPassesThroughTheStages) {
+  // M = 1: a single prompt goes stage to stage (prefill, then each decode step).
+  nn::GPT model(config(false));
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::Trainer t(comm::test::axes_mesh({1, 4, 1, 1, 1}), model, opt, test::dp_options(1));
+  engine::GenerateOptions g;
+  g.max_new_tokens = 7;
+  const std::vector<std::vector<int32_t>> one = {{5, 6, 7}};
+  const engine::GenerateResult got = t.generate(one, g);
+  t.gather_model();
+  EXPECT_EQ(got.tokens, engine::generate(model, one, g).tokens);
+  EXPECT_EQ(got.tokens[0].size(), 7u);
+}
+
 TEST(PpGenerate, AStageCachesItsLayersOnly) {
   const nn::GPTConfig c = config(false);
   nn::KvCache kv = nn::KvCache::create(c, 2, 8, 0, {{1, 3}});

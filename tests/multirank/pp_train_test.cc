@@ -254,6 +254,22 @@ TEST(PpTrain, CheckpointsMoveBetweenPipelineSizes) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PpTrain, AFailingStageEndsTheStepWithoutAHang) {
+  // The last stage fails in its last backward, while the first waits to receive the
+  // gradient it will never send: the mesh fails, the wait ends, and the step reports the
+  // stage's own error.
+  nn::GPT model(config(DType::F32));
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::Trainer t(mesh(1, 2), model, opt, test::dp_options(2), pipe("1f1b"));
+  t.replica(1).set_grad_ready_hook([](const nn::ParamList&) { fail(DT_ERR_INTERNAL, "stage 1 failed on purpose"); });
+  try {
+    t.train_step(batch(0).in, batch(0).tg);
+    ADD_FAILURE() << "the step did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stage 1 failed on purpose"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PpTrain, WhatCannotRunIsRefusedBeforeAnyWork) {
   nn::GPTConfig c = config(DType::F32);
   c.n_layer = 2;
