@@ -585,6 +585,7 @@ typedef struct dt_engine dt_engine;
  *             rank holds its stage's blocks; the embedding on the first, the final norm
  *             and head on the last), the micro-batches run by the "pp_schedule";
  *             dt_plan_json with "pp" shows the placement, the bubble and the timeline.
+ *             CPU ranks only for now (a GPU model: DT_ERR_UNSUPPORTED).
  *  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`.
  *  options:   NULL or keys: "micro_batches" (int >= 1, default 1: gradient accumulation
  *             steps per train step; must divide the batch), "max_grad_norm" (double; <= 0,

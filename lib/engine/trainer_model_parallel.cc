@@ -63,9 +63,16 @@ void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const T
   // loaded there first and then cut into parts (load), in the single-rank layout.
   host_engine_ = std::make_unique<TrainEngine>(nullptr, host, opt, o);
   const bool on_gpus = devices[0].type == DeviceType::CUDA;
+  // NCCL matches point-to-point messages between two ranks by their order alone (no tags),
+  // and a pipeline's activations, gradients and tied-table messages between one pair are
+  // issued in orders that only tags reconcile; until that runs on a GPU, refuse it here
+  // rather than risk a mismatched or hung transfer.
+  if (on_gpus && pp_ > 1)
+    fail(DT_ERR_UNSUPPORTED, "pipeline parallelism (pp = " + std::to_string(pp_) + ") on GPUs: NCCL matches "
+                             "point-to-point messages by order, not by tag, which the pipeline's streams need; "
+                             "accepted: pp = 1 on GPUs, or a pipeline of CPU ranks (local or mpi backend)");
   if (on_gpus) {
     if (tp_ > 1) mesh_->make_device_comms("tp", devices);
-    if (pp_ > 1) mesh_->make_device_comms("pp", devices);
     if (dp_ > 1) mesh_->make_device_comms("dp", devices);
   }
   models_.assign(local, nullptr);

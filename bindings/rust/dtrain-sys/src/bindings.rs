@@ -753,6 +753,7 @@ extern "C" {
     #[doc = "             rank holds its stage's blocks; the embedding on the first, the final norm"]
     #[doc = "             and head on the last), the micro-batches run by the \"pp_schedule\";"]
     #[doc = "             dt_plan_json with \"pp\" shows the placement, the bubble and the timeline."]
+    #[doc = "             CPU ranks only for now (a GPU model: DT_ERR_UNSUPPORTED)."]
     #[doc = "  module:    a GPT (dt_module_create_gpt). optimizer: created over `module`."]
     #[doc = "  options:   NULL or keys: \"micro_batches\" (int >= 1, default 1: gradient accumulation"]
     #[doc = "             steps per train step; must divide the batch), \"max_grad_norm\" (double; <= 0,"]
