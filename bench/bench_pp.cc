@@ -5,6 +5,7 @@
 //   1F1B M       pp 2, 1F1B, M = 2, 4, 8 micro-batches
 //   GPipe 8      pp 2, GPipe, M = 8
 //   interleaved  pp 2, interleaved 1F1B with 2 chunks per rank, M = 8
+//   ZB-H1 8      pp 2, zero bubble H1 (split backward), M = 8
 // Printed for each: the step time and t_A / t (2 would be a perfect split), the measured
 // bubble (1 - the stages' summed compute time / (P x the step), engine::StepStats::pipeline)
 // next to the schedule's formula and the simulator's figure with measured action costs, and
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Run> runs = {{"1F1B M 2", "1f1b", 1, 2, {}},        {"1F1B M 4", "1f1b", 1, 4, {}},
                              {"1F1B M 8", "1f1b", 1, 8, {}},        {"GPipe M 8", "gpipe", 1, 8, {}},
-                             {"interleaved M 8", "interleaved", 2, 8, {}}};
+                             {"interleaved M 8", "interleaved", 2, 8, {}}, {"ZB-H1 M 8", "zb-h1", 1, 8, {}}};
     const Timed a = time_steps(1, "1f1b", 1, 8, cfg, B, warmup, steps, "A: 1 rank, M 8");
     for (Run& r : runs) r.t = time_steps(2, r.schedule, r.v, r.M, cfg, B, warmup, steps, r.name);
     std::printf("\n  A  one rank, one thread, M 8: %8.1f ms/step; peak activations %.2f MB\n", a.step_s * 1e3,
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
       parallel::PipeCosts costs;
       costs.forward = r.t.busy0_s / (3.0 * M);
       costs.backward = 2.0 * costs.forward;
+      costs.backward_input = costs.backward_weight = costs.forward;
       const parallel::PipeSimulation sim = parallel::simulate(s, costs);
       const double formula = parallel::bubble_formula(r.schedule, 2, M, r.v);
       const int live = r.t.live.empty() ? 0 : r.t.live[0];
@@ -128,10 +130,15 @@ int main(int argc, char** argv) {
     const Timed& f8 = runs[2].t;
     const Timed& g8 = runs[3].t;
     const Timed& i8 = runs[4].t;
+    const Timed& z8 = runs[5].t;
     std::printf("\n  GPipe against 1F1B (M 8): step t_1F1B / t_GPipe = %.3f, rank 0's activations GPipe / 1F1B = %.3f\n",
                 f8.step_s / g8.step_s, static_cast<double>(g8.peak_activation) / static_cast<double>(f8.peak_activation));
     std::printf("  interleaved against 1F1B (M 8): step t_1F1B / t_interleaved = %.3f, bubble %.1f%% -> %.1f%%\n",
                 f8.step_s / i8.step_s, 100 * f8.bubble, 100 * i8.bubble);
+    std::printf("  ZB-H1 against 1F1B (M 8): step t_1F1B / t_ZB-H1 = %.3f, bubble %.1f%% -> %.1f%%, activations %.3f\n",
+                f8.step_s / z8.step_s, 100 * f8.bubble, 100 * z8.bubble,
+                static_cast<double>(z8.peak_activation) / static_cast<double>(f8.peak_activation));
+    report.add("ratio", "zbh1_vs_1f1b").num("step", f8.step_s / z8.step_s);
     report.add("anchor", "one_rank_one_thread").num("step_s", a.step_s)
         .num("peak_activation_bytes", static_cast<double>(a.peak_activation));
     report.add("ratio", "gpipe_vs_1f1b").num("step", f8.step_s / g8.step_s)

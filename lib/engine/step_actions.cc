@@ -1,7 +1,10 @@
 // The executor of a step's actions (engine/train_engine.h): one loop that runs any
 // schedule (parallel/pipeline_schedule.h), the plain one included, over the micro-batches.
 // Compute actions run here, unit by unit with the strategies' hooks around each;
-// communication actions go to the strategy that gave the schedule.
+// communication actions go to the strategy that gave the schedule. A split backward (Bi,
+// then W later) runs the chunk's backward with its linear layers' weight gradients queued
+// (nn::ScopedDeferWeightGrads) and its units' after-backward hooks postponed: W computes
+// the queue and then runs the hooks, so strategies see each unit's gradients final then.
 #include <chrono>
 #include <map>
 
@@ -44,8 +47,16 @@ void TrainEngine::backward_unit(int unit, Part part, bool last, const std::strin
     compute();
   }
   // The user's hook first: a test's hook may plant values that a strategy must then reduce.
-  if (hook_ && last && parallel::grads_final(part)) hook_(units_.params[static_cast<size_t>(unit)]);
-  for (auto& s : strategies_) s->after_backward(unit, part, last);
+  auto after = [this, unit, part, last] {
+    if (hook_ && last && parallel::grads_final(part)) hook_(units_.params[static_cast<size_t>(unit)]);
+    for (auto& s : strategies_) s->after_backward(unit, part, last);
+  };
+  // A split backward's input pass: the gradients are final only after its weight pass,
+  // which runs these then (run_actions).
+  if (postponed_)
+    postponed_->push_back(after);
+  else
+    after();
 }
 
 // Unit 0 (embeddings, final norm, head) has its hooks called on every rank in the whole
@@ -128,6 +139,12 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
     live.erase(it);
   };
   executed_.clear();
+  // Split backwards between their input pass and their weight pass (ZB-H1).
+  struct SplitBackward {
+    nn::WeightGradQueue weights;
+    std::vector<std::function<void()>> after_hooks;
+  };
+  std::map<std::pair<int, int>, SplitBackward> split;
   int alive = 0;
   stats.activation_peak = 0;
   stats.busy_s = 0.0;
@@ -159,9 +176,30 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
           backward_chunk(act.chunk, mb, a, act.micro == M - 1);
           --alive;
           break;
+        case PipeOp::BackwardInput: {  // the weight gradients and the after-hooks wait for W
+          SplitBackward& sb = split[{act.micro, act.chunk}];
+          nn::ScopedDeferWeightGrads defer(&sb.weights);
+          postponed_ = &sb.after_hooks;
+          try {
+            backward_chunk(act.chunk, mb, a, act.micro == M - 1);
+          } catch (...) {
+            postponed_ = nullptr;
+            throw;
+          }
+          postponed_ = nullptr;
+          break;
+        }
+        case PipeOp::BackwardWeight: {
+          auto it = split.find({act.micro, act.chunk});
+          DT_ASSERT(it != split.end());
+          it->second.weights.run();
+          for (auto& fn : it->second.after_hooks) fn();
+          split.erase(it);
+          --alive;
+          break;
+        }
         default:
-          fail(DT_ERR_UNSUPPORTED, std::string("pipeline action ") + act.str() + ": the executor runs whole backwards "
-                                   "only (a split backward, ZB-H1, is simulated but not executed yet)");
+          DT_ASSERT(false);
       }
     }
     stats.busy_s += std::chrono::duration<double>(clock::now() - c0).count();

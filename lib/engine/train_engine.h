@@ -175,6 +175,7 @@ class TrainEngine {
   GradReadyHook hook_;
   std::vector<std::unique_ptr<nn::GPTActs>> acts_pool_;  // activations of finished micro-batches, reused
   std::vector<parallel::PipeAction> plain_, executed_;
+  std::vector<std::function<void()>>* postponed_ = nullptr;  // a split backward's after-hooks
   std::vector<int> block_unit_;  // per whole-model block: its unit, or -1 (another stage's)
   parallel::ModelUnits units_;
   std::vector<std::unique_ptr<parallel::Strategy>> strategies_;

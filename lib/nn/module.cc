@@ -3,6 +3,7 @@
 #include "core/device_scope.h"
 
 #include "core/error.h"
+#include "core/tensor_copy.h"
 #include "core/random_fill.h"
 #include "kernels/ops.h"
 
@@ -58,11 +59,32 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   if (b.defined()) kernels::bias_add(y, b);
 }
 
+namespace {
+thread_local WeightGradQueue* t_deferred = nullptr;  // ScopedDeferWeightGrads
+}  // namespace
+
+void WeightGradQueue::run() {
+  for (auto& fn : fns_) fn();
+  fns_.clear();
+}
+
+ScopedDeferWeightGrads::ScopedDeferWeightGrads(WeightGradQueue* queue) : previous_(t_deferred) { t_deferred = queue; }
+ScopedDeferWeightGrads::~ScopedDeferWeightGrads() { t_deferred = previous_; }
+
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, bool accumulate_dx,
                      Tensor& dw, Tensor& db) {
   if (dx.defined()) kernels::matmul(dy, w, dx, false, false, 1.0f, accumulate_dx ? 1.0f : 0.0f);
-  kernels::matmul(dy, x, dw, /*trans_a=*/true, false, 1.0f, /*beta=*/1.0f);  // dw += dy^T x
-  if (db.defined()) kernels::bias_backward(dy, db);
+  auto weight_grads = [](const Tensor& g, const Tensor& in, Tensor& gw, Tensor& gb) {
+    kernels::matmul(g, in, gw, /*trans_a=*/true, false, 1.0f, /*beta=*/1.0f);  // dw += dy^T x
+    if (gb.defined()) kernels::bias_backward(g, gb);
+  };
+  if (!t_deferred) return weight_grads(dy, x, dw, db);
+  auto copy = [](const Tensor& t) {
+    Tensor c = Tensor::uninit(t.shape(), t.dtype(), t.device(), MemTag::Activation);
+    copy_tensor(t, c);
+    return c;
+  };
+  t_deferred->push([weight_grads, g = copy(dy), in = copy(x), gw = dw, gb = db]() mutable { weight_grads(g, in, gw, gb); });
 }
 
 }  // namespace dt::nn

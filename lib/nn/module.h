@@ -17,6 +17,7 @@
 //    gradient accumulation over micro-batches needs nothing extra; call zero_grad() between
 //    optimizer steps.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <string>
 
@@ -62,5 +63,32 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // dx may be undefined (not needed, e.g. the first layer of an MLP).
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, Tensor& dx, bool accumulate_dx,
                      Tensor& dw, Tensor& db);
+
+// A split backward (a zero-bubble pipeline, parallel/pipeline_schedule.h's ZB-H1): while a
+// ScopedDeferWeightGrads is alive on this thread, linear_backward computes dx only and
+// queues its weight and bias gradients here, with copies of the dy and x they read (the
+// layers' scratch is reused before the queue runs); run() then computes them, in order,
+// into the same gradients. The ops are the ones an undivided backward runs, so the
+// gradients are bitwise the same. Everything else (norm and embedding gradients) stays
+// in the input-gradient pass.
+class WeightGradQueue {
+ public:
+  void push(std::function<void()> fn) { fns_.push_back(std::move(fn)); }
+  void run();
+  bool empty() const { return fns_.empty(); }
+
+ private:
+  std::vector<std::function<void()>> fns_;
+};
+class ScopedDeferWeightGrads {
+ public:
+  explicit ScopedDeferWeightGrads(WeightGradQueue* queue);
+  ~ScopedDeferWeightGrads();
+  ScopedDeferWeightGrads(const ScopedDeferWeightGrads&) = delete;
+  ScopedDeferWeightGrads& operator=(const ScopedDeferWeightGrads&) = delete;
+
+ private:
+  WeightGradQueue* previous_;
+};
 
 }  // namespace dt::nn

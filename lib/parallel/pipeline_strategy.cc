@@ -20,9 +20,13 @@ PipelineStrategy::PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const
   DT_CHECK(micro_batches >= 1 && micro_batches <= (1 << 20),
            "micro_batches = " + std::to_string(micro_batches) + "; accepted: 1 to 2^20");
   train_ = make_pipe_schedule(schedule, pp.size(), static_cast<int>(micro_batches), virtual_stages);
-  DT_CHECK(!train_.split_backward(),
-           "pp schedule \"" + schedule + "\" splits the backward into input and weight gradients, which the executor "
-           "does not run yet (dtrain plan simulates it); accepted for training: gpipe, 1f1b, interleaved");
+  // A split backward (ZB-H1) finishes a micro-batch's gradients at its weight pass, after
+  // later micro-batches' input passes: a strategy reducing each micro-batch's fresh
+  // gradients (ZeRO-2) would see them begun twice and freed in between.
+  DT_CHECK(!(train_.split_backward() && fresh_grads_),
+           "pp schedule \"" + schedule + "\" splits the backward, and its weight passes come after later "
+           "micro-batches' input passes, which ZeRO-2's per-micro-batch reduction cannot follow; accepted with it: "
+           "zero 0 (DDP) or 1");
   DT_CHECK(static_cast<int>(model_.chunks().size()) == train_.virtual_stages,
            "pipeline stage holds " + std::to_string(model_.chunks().size()) + " chunks of blocks; schedule \"" +
                schedule + "\" runs " + std::to_string(train_.virtual_stages) + " per rank");

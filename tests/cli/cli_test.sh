@@ -403,6 +403,11 @@ for s, peaks in ((b, [2, 1]), (c, [4, 4])):
         assert row["param"]["current"] == row["param"]["formula"] and row["grad"]["current"] == row["grad"]["formula"], row
 assert b["report"]["tp_wire_bytes_per_step"] == b["report"]["tp_wire_bytes_formula"]
 PY
+  # ZB-H1: the backward split into input and weight passes; one rank's loss again.
+  $D train "${PPM[@]}" --steps 10 --eval-problems 0 --out pz --json pz.json --pp 2 --pp-schedule zb-h1 >pz.txt 2>&1 \
+    || { cat pz.txt; fail "pp 2 zb-h1"; }
+  python3 -c "import json; a, z = (json.load(open(f))['final_loss'] for f in ('p1.json', 'pz.json')); print('zb-h1 final loss', z); assert abs(z - a) <= 1e-5 * abs(a)" \
+    || fail "pp: zb-h1 loss differs from one rank"
   $D generate --checkpoint p8/ckpt --prompt "12+34=" --max-new-tokens 4 >g1.txt 2>/dev/null || fail "generate from a pp run"
   # Generation over 2 stages x tp 2 (each stage its blocks and their KV cache): one rank's text.
   $D generate --checkpoint p8/ckpt --prompt "12+34=" --max-new-tokens 4 --pp 2 --tp 2 >g4.txt 2>/dev/null \

@@ -1,6 +1,6 @@
 // Pipeline-parallel training (engine::Trainer on a mesh with pp > 1, local backend) against
-// single-rank training on the same global batches (DESIGN §4): pp {2, 4} x every executed
-// schedule (GPipe, 1F1B, interleaved 1F1B with 2 chunks per rank) x micro-batches {P, 2P}
+// single-rank training on the same global batches (DESIGN §4): pp {2, 4} x every schedule
+// (GPipe, 1F1B, interleaved 1F1B with 2 chunks per rank, ZB-H1's split backward) x micro-batches {P, 2P}
 // x {f32, bf16}; PP x DP with DDP and ZeRO-1/2; PP x TP; the 3-D layout dp 2 x tp 2 x pp 2;
 // uneven and explicit stage placements; tied and untied heads; 10 AdamW steps with clipping
 // and a warmup-cosine schedule. A pipeline computes each micro-batch's ops exactly as one
@@ -100,7 +100,8 @@ TEST(PpTrain, EveryScheduleMatchesSingleRankTraining) {
         if (kSanitized && (M != P || P == 4)) continue;  // pp 4 runs below, and in the Release pass
         const nn::GPTConfig c = config(dtype);
         const TrainRun ref = train(nullptr, c, M);
-        for (auto [name, v] : {std::pair{"gpipe", 1}, std::pair{"1f1b", 1}, std::pair{"interleaved", 2}}) {
+        for (auto [name, v] : {std::pair{"gpipe", 1}, std::pair{"1f1b", 1}, std::pair{"interleaved", 2},
+                               std::pair{"zb-h1", 1}}) {
           const std::string what = std::string(dtype_name(dtype)) + " pp " + std::to_string(P) + " M " +
                                    std::to_string(M) + " " + name;
           const TrainRun got = train(mesh(1, P), c, M, pipe(name, v));
@@ -116,6 +117,16 @@ TEST(PpTrain, EveryScheduleMatchesSingleRankTraining) {
       }
 }
 
+TEST(PpTrain, SplitBackwardWithDataAndTensorParallelism) {
+  // ZB-H1's weight passes run after later micro-batches' input passes; DDP and ZeRO-1 over
+  // dp, and TP inside the stages, see each unit's gradients final at its weight pass.
+  const nn::GPTConfig c = config(DType::F32);
+  const TrainRun ref = train(nullptr, c, 4);
+  for (int zero : {0, 1})
+    expect_close(train(mesh(2, 2), c, 2, pipe("zb-h1", 1, zero)), ref, 2e-5, "zb-h1 dp 2 x pp 2 zero " + std::to_string(zero));
+  expect_close(train(mesh(1, 2, 2), c, 4, pipe("zb-h1")), ref, 2e-5, "zb-h1 pp 2 x tp 2");
+}
+
 TEST(PpTrain, UntiedModelIsBitwiseSingleRankTraining) {
   // Llama style (untied head): no gradient is summed across ranks, and each stage runs the
   // single-rank ops on the same micro-batches: losses and parameters match bitwise (without
@@ -125,7 +136,8 @@ TEST(PpTrain, UntiedModelIsBitwiseSingleRankTraining) {
     if (kSanitized && dtype != DType::F32) continue;
     const nn::GPTConfig c = config(dtype, true);
     const TrainRun ref = train(nullptr, c, 4, {}, 0.0);
-    for (auto [P, name, v] : {std::tuple{2, "1f1b", 1}, std::tuple{4, "gpipe", 1}, std::tuple{2, "interleaved", 2}}) {
+    for (auto [P, name, v] : {std::tuple{2, "1f1b", 1}, std::tuple{4, "gpipe", 1}, std::tuple{2, "interleaved", 2},
+                              std::tuple{4, "zb-h1", 1}}) {
       const TrainRun got = train(mesh(1, P), c, 4, pipe(name, v), 0.0);
       EXPECT_EQ(got.losses, ref.losses) << dtype_name(dtype) << " pp " << P << " " << name;
       EXPECT_LT(test::worst_rel_loss(got.norms, ref.norms), 1e-6) << dtype_name(dtype) << " pp " << P << " " << name;
@@ -284,8 +296,8 @@ TEST(PpTrain, WhatCannotRunIsRefusedBeforeAnyWork) {
                        "interleaved");
   test::expect_invalid([&] { engine::Trainer t(mesh(1, 2), model, opt, test::dp_options(2), pipe("pipedream")); },
                        "option \"pp_schedule\" = \"pipedream\"; accepted: gpipe, 1f1b, interleaved, zb-h1");
-  test::expect_invalid([&] { engine::Trainer t(mesh(1, 2), model, opt, test::dp_options(2), pipe("zb-h1")); },
-                       "does not run yet");
+  test::expect_invalid([&] { engine::Trainer t(mesh(2, 2), model, opt, test::dp_options(2), pipe("zb-h1", 1, 2)); },
+                       "which ZeRO-2's per-micro-batch reduction cannot follow");
   test::expect_invalid([&] { engine::Trainer t(mesh(2, 2), model, opt, test::dp_options(2), pipe("1f1b", 1, 3)); },
                        "zero = 3 with pipeline parallelism");
   engine::ParallelOptions blocks = pipe("1f1b");
