@@ -154,6 +154,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
                       {"block_activation_bytes_per_micro_batch", block_act},
                       {"stages", ranks},
                       {"bubble_formula", parallel::bubble_formula(o.pp_schedule, P, M, v)},
+                      {"bubble_formula_text", parallel::bubble_formula_text(o.pp_schedule, P, M, v)},
                       {"bubble_fraction", sim.bubble_fraction},
                       {"makespan_units", sim.makespan},
                       {"activation_peak", sim.activation_peak},

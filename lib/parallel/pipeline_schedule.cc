@@ -198,15 +198,33 @@ PipeSchedule make_pipe_schedule(const std::string& name, int stages, int micro_b
   return s;
 }
 
-double bubble_formula(const std::string& name, int stages, int micro_batches, int virtual_stages) {
-  pipe_check_args(name, stages, micro_batches, virtual_stages);
-  const double P = stages, M = micro_batches, v = virtual_stages;
-  if (name == "interleaved") return (P - 1) / (v * M + P - 1);
+namespace {
+// Each schedule's bubble by formula: its text and the idle and step time units it counts.
+struct Bubble {
+  const char* text;
+  long long idle, step;
+};
+Bubble bubble_of(const std::string& name, long long P, long long M, long long v) {
+  if (name == "interleaved") return {"(P-1)/(vM+P-1)", P - 1, v * M + P - 1};
   // ZB-H1: 3 M units of work per rank over a step of 3 M + P - 1, or, with M < P, of
   // 2 M + 2 P - 1: the forward of the last micro-batch down the P stages, its input
   // gradient back up, and rank 0's last W.
-  if (name == "zb-h1") return 1.0 - 3 * M / std::max(3 * M + P - 1, 2 * M + 2 * P - 1);
-  return (P - 1) / (M + P - 1);  // gpipe, 1f1b, forward
+  if (name == "zb-h1" && M >= P) return {"(P-1)/(3M+P-1)", P - 1, 3 * M + P - 1};
+  if (name == "zb-h1") return {"(2P-M-1)/(2M+2P-1)", 2 * P - M - 1, 2 * M + 2 * P - 1};
+  return {"(P-1)/(M+P-1)", P - 1, M + P - 1};  // gpipe, 1f1b, forward
+}
+}  // namespace
+
+double bubble_formula(const std::string& name, int stages, int micro_batches, int virtual_stages) {
+  pipe_check_args(name, stages, micro_batches, virtual_stages);
+  const Bubble b = bubble_of(name, stages, micro_batches, virtual_stages);
+  return static_cast<double>(b.idle) / static_cast<double>(b.step);
+}
+
+std::string bubble_formula_text(const std::string& name, int stages, int micro_batches, int virtual_stages) {
+  pipe_check_args(name, stages, micro_batches, virtual_stages);
+  const Bubble b = bubble_of(name, stages, micro_batches, virtual_stages);
+  return std::string(b.text) + " = " + std::to_string(b.idle) + "/" + std::to_string(b.step);
 }
 
 int activation_peak_formula(const std::string& name, int stages, int micro_batches, int virtual_stages) {

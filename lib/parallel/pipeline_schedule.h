@@ -90,6 +90,8 @@ inline int message_tag(bool gradient, int receiving_virtual_stage) {
 // (P - 1) / (M + P - 1) (forward cost 1: a step of M + P - 1). simulate() with the default
 // PipeCosts reproduces each exactly (tests/unit/pipeline_schedule_test.cc, P <= 8, M <= 16).
 double bubble_formula(const std::string& name, int stages, int micro_batches, int virtual_stages = 1);
+// The same formula as text with its numbers, "(P-1)/(M+P-1) = 3/11", for reports.
+std::string bubble_formula_text(const std::string& name, int stages, int micro_batches, int virtual_stages = 1);
 // The peak number of micro-batches whose activations are alive on rank 0 by formula (as
 // PipeSimulation::activation_peak counts them): GPipe M; 1F1B and ZB-H1 min(M, P);
 // forward-only 1 (nothing is kept for a backward); interleaved: as Megatron counts its

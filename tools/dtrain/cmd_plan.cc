@@ -58,27 +58,6 @@ std::string gb(double bytes) {
   return buf;
 }
 
-// The schedule's bubble formula with its numbers, "(P-1)/(M+P-1) = 3/11" (as
-// parallel::bubble_formula gives it: pipeline_schedule.h).
-std::string bubble_text(const std::string& name, int64_t P, int64_t M, int64_t v) {
-  std::string f;
-  int64_t num = P - 1, den = M + P - 1;
-  if (name == "interleaved") {
-    f = "(P-1)/(vM+P-1)";
-    den = v * M + P - 1;
-  } else if (name == "zb-h1" && M >= P) {
-    f = "(P-1)/(3M+P-1)";
-    den = 3 * M + P - 1;
-  } else if (name == "zb-h1") {
-    f = "(2P-M-1)/(2M+2P-1)";
-    num = 2 * P - M - 1;
-    den = 2 * M + 2 * P - 1;
-  } else {
-    f = "(P-1)/(M+P-1)";
-  }
-  return f + " = " + std::to_string(num) + "/" + std::to_string(den);
-}
-
 std::string percent(double x) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
@@ -119,7 +98,7 @@ void print_pipeline(const nlohmann::json& p, int zero, int64_t micro_batch) {
               "     state or a ZeRO shard; activations of one block and micro-batch: %s)\n",
               gb(p["block_activation_bytes_per_micro_batch"].get<double>()).c_str());
   std::printf("\n    bubble: simulated %s, formula %s = %s\n", percent(p["bubble_fraction"].get<double>()).c_str(),
-              bubble_text(name, P, M, v).c_str(), percent(p["bubble_formula"].get<double>()).c_str());
+              p["bubble_formula_text"].get<std::string>().c_str(), percent(p["bubble_formula"].get<double>()).c_str());
   std::printf("    activation peak per rank (micro-batches%s alive at once), simulated:", v > 1 ? " x chunks" : "");
   for (const auto& k : p["activation_peak"]) std::printf(" %d", k.get<int>());
   std::printf("; formula on rank 0: %d\n", p["activation_peak_formula"].get<int>());
@@ -157,7 +136,7 @@ int run_schedule_plan(const PlanArgs& a) {
     std::printf("    rank %zu:%s\n", r, line.c_str());
   }
   std::printf("\n  bubble: simulated %s, formula %s = %s; utilization %s\n",
-              percent(s["bubble_fraction"].get<double>()).c_str(), bubble_text(name, P, M, v).c_str(),
+              percent(s["bubble_fraction"].get<double>()).c_str(), s["bubble_formula_text"].get<std::string>().c_str(),
               percent(s["bubble_formula"].get<double>()).c_str(), percent(s["utilization"].get<double>()).c_str());
   std::printf("  makespan %.4g time units (a forward 1, a backward 2)\n", s["makespan"].get<double>());
   std::printf("  activation peak per rank (micro-batches%s alive at once), simulated:", v > 1 ? " x chunks" : "");
