@@ -43,6 +43,38 @@ void check_generate(const nn::GPTConfig& c, const std::vector<std::vector<int32_
                                              std::to_string(c.vocab_size) + ")");
 }
 
+int64_t generate_cache_len(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
+  int64_t n = 0;
+  for (const auto& p : prompts) n = std::max<int64_t>(n, static_cast<int64_t>(p.size()) + o.max_new_tokens);
+  return n;
+}
+
+bool record_token(GenerateResult& res, int64_t b, int32_t t, const GenerateOptions& o) {
+  std::vector<int32_t>& mine = res.tokens[static_cast<size_t>(b)];
+  mine.push_back(t);
+  if (o.on_token) o.on_token(b, t);
+  return static_cast<int64_t>(mine.size()) >= o.max_new_tokens ||
+         std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
+}
+
+const float* host_f32_logits(const Tensor& logits, Tensor& f32, Tensor& host) {
+  const Tensor* l = &logits;
+  if (logits.dtype() != DType::F32) {
+    kernels::cast(logits, nn::ensure(f32, logits.shape(), DType::F32));
+    l = &f32;
+  }
+  if (l->device().type == DeviceType::CPU) return l->data<float>();
+  if (!host.defined() || host.shape() != l->shape()) host = Tensor::uninit(l->shape(), DType::F32);
+  copy_tensor(*l, host);
+  return host.data<float>();
+}
+
+void finish_generate_stats(GenerateResult& res, int64_t decode_steps, double decode_s, double total_s) {
+  for (const auto& t : res.tokens) res.stats.new_tokens += static_cast<int64_t>(t.size());
+  res.stats.inter_token_latency_s = decode_steps > 0 ? decode_s / static_cast<double>(decode_steps) : 0.0;
+  res.stats.tokens_per_s = total_s > 0 ? static_cast<double>(res.stats.new_tokens) / total_s : 0.0;
+}
+
 int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& o, float u) {
   if (o.temperature <= 0) return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
   // Candidates by descending logit, lowest id first on ties (stable sort), so top_k = 1 is
@@ -79,35 +111,19 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
   GenerateResult res;
   res.tokens.resize(B);
   if (o.max_new_tokens == 0) return res;
-  int64_t max_len = 0;
-  for (const auto& p : prompts) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(p.size()) + o.max_new_tokens);
   ScopedDevice on(model.device());  // the cache and every buffer beside the model
-  nn::KvCache cache = nn::KvCache::create(c, B, max_len, model.local_kv_heads());  // tp: this rank's heads
+  // tp: this rank's heads
+  nn::KvCache cache = nn::KvCache::create(c, B, generate_cache_len(prompts, o), model.local_kv_heads());
   const CounterRng rng(o.seed, "sample");
   const int64_t V = c.vocab_size;
   std::vector<bool> done(B, false);
   auto emit = [&](int64_t b, const float* row, int64_t step) {
-    int32_t t = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + b)));
-    res.tokens[b].push_back(t);
-    if (o.on_token) o.on_token(b, t);
-    done[b] = static_cast<int64_t>(res.tokens[b].size()) >= o.max_new_tokens ||
-              std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
+    const int32_t t = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + b)));
+    done[b] = record_token(res, b, t, o);
   };
   const auto t0 = Clock::now();
   Tensor logits, logits32, host32;
-  // Sampling reads f32 on the host: a bf16/f16 model's logits are widened first (exact, one
-  // cast), and a GPU model's come over once per step.
-  auto f32_logits = [&]() -> const float* {
-    const Tensor* l = &logits;
-    if (logits.dtype() != DType::F32) {
-      kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
-      l = &logits32;
-    }
-    if (l->device().type == DeviceType::CPU) return l->data<float>();
-    if (!host32.defined() || host32.shape() != l->shape()) host32 = Tensor::uninit(l->shape(), DType::F32);
-    copy_tensor(*l, host32);
-    return host32.data<float>();
-  };
+  auto f32_logits = [&] { return host_f32_logits(logits, logits32, host32); };
   for (int64_t b = 0; b < B; ++b) {  // prefill, one prompt per cache row
     const int64_t L = static_cast<int64_t>(prompts[b].size());
     Tensor ids = Tensor::zeros({1, L}, DType::I32);
@@ -131,10 +147,7 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
     for (int64_t j = 0; j < A; ++j) emit(rows[j], l32 + j * V, step);
     ++decode_steps;
   }
-  const double decode_s = since(t1), total_s = since(t0);
-  for (const auto& t : res.tokens) res.stats.new_tokens += static_cast<int64_t>(t.size());
-  res.stats.inter_token_latency_s = decode_steps > 0 ? decode_s / static_cast<double>(decode_steps) : 0.0;
-  res.stats.tokens_per_s = total_s > 0 ? static_cast<double>(res.stats.new_tokens) / total_s : 0.0;
+  finish_generate_stats(res, decode_steps, since(t1), since(t0));
   return res;
 }
 

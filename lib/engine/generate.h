@@ -66,6 +66,19 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
 void check_generate(const nn::GPTConfig& cfg, const std::vector<std::vector<int32_t>>& prompts,
                     const GenerateOptions& opt);
 
+// The pieces generate and generate_pipelined share:
+// The cache length the prompts need: the longest prompt plus max_new_tokens.
+int64_t generate_cache_len(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
+// Appends token t to prompt b's new tokens and streams it (on_token); true when b is then
+// finished: max_new_tokens reached, or t is a stop token.
+bool record_token(GenerateResult& res, int64_t b, int32_t t, const GenerateOptions& opt);
+// Sampling reads f32 on the host: the logits as such (a bf16/f16 model's widened first,
+// exactly, into f32; a GPU model's copied over into host), valid until the next call.
+const float* host_f32_logits(const Tensor& logits, Tensor& f32, Tensor& host);
+// res.stats' new-token count, inter-token latency and tokens/s from the decode steps' and
+// the whole call's seconds.
+void finish_generate_stats(GenerateResult& res, int64_t decode_steps, double decode_s, double total_s);
+
 // One token from a row of V logits (exposed for tests). `u` is a uniform number in [0, 1).
 int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& opt, float u);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 
+#include "comm/copied_sends.h"
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -21,24 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kStreamTag = 5, kTokensTag = 6;  // clear of the training schedules' tags
-
-// Eager sends of copies, waited for at the end.
-struct Sends {
-  comm::Communicator& pp;
-  std::vector<std::pair<comm::WorkPtr, Tensor>> inflight;
-  void send(const Tensor& t, int peer, int tag) {
-    Tensor copy = Tensor::uninit(t.shape(), t.dtype(), t.device());
-    copy_tensor(t, copy);
-    inflight.emplace_back(pp.send_async(copy.raw(), copy.numel(), copy.dtype(), peer, tag), copy);
-  }
-  void wait() {
-    for (auto& w : inflight) w.first->wait();
-    inflight.clear();
-  }
-  ~Sends() {
-    for (auto& w : inflight) comm::wait_ignoring_errors(w.first);
-  }
-};
 
 }  // namespace
 
@@ -54,24 +37,18 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
   GenerateResult res;
   res.tokens.resize(static_cast<size_t>(B));
   if (o.max_new_tokens == 0) return res;
-  int64_t max_len = 0;
-  for (const auto& p : prompts) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(p.size()) + o.max_new_tokens);
   ScopedDevice on(stage.device());
-  nn::KvCache cache = nn::KvCache::create(c, B, max_len, stage.local_kv_heads(), stage.chunks());
+  nn::KvCache cache =
+      nn::KvCache::create(c, B, generate_cache_len(prompts, o), stage.local_kv_heads(), stage.chunks());
   const nn::BlockRange blocks = stage.chunks()[0];
   const CounterRng rng(o.seed, "sample");
   std::vector<bool> done(static_cast<size_t>(B), false);
-  auto record = [&](int64_t b, int32_t t) {
-    res.tokens[static_cast<size_t>(b)].push_back(t);
-    if (o.on_token) o.on_token(b, t);
-    done[static_cast<size_t>(b)] = static_cast<int64_t>(res.tokens[static_cast<size_t>(b)].size()) >= o.max_new_tokens ||
-                                   std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end();
-  };
+  auto record = [&](int64_t b, int32_t t) { done[static_cast<size_t>(b)] = record_token(res, b, t, o); };
   // Groups of decode: contiguous prompt ranges, so the token messages of prefill (prompt
   // order) and of decode (group order) reach each group in the order it needs them.
   const int64_t G = std::min<int64_t>(B, P);
   auto group_lo = [&](int64_t g) { return g * B / G; };
-  Sends sends{pp, {}};
+  comm::CopiedSends sends(pp);
   std::deque<std::vector<int64_t>> expected;  // token messages not yet read: their rows
   auto drain_for = [&](int64_t lo, int64_t hi) {
     auto holds = [&](const std::vector<int64_t>& rows) { return rows.back() >= lo && rows.front() < hi; };
@@ -101,15 +78,10 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       return;
     }
     stage.cached_head(x, cache, logits);
-    const Tensor* l = &logits;  // sampling reads f32 on the host
-    if (logits.dtype() != DType::F32) {
-      kernels::cast(logits, nn::ensure(logits32, logits.shape(), DType::F32));
-      l = &logits32;
-    }
-    if (l->device().type != DeviceType::CPU) l = &(host32 = to_device(*l, Device::cpu()));
+    const float* l32 = host_f32_logits(logits, logits32, host32);
     Tensor toks = Tensor::uninit({A}, DType::I32);
     for (int64_t j = 0; j < A; ++j) {
-      const float* row = l->data<float>() + (j * Tq + Tq - 1) * V;
+      const float* row = l32 + (j * Tq + Tq - 1) * V;
       toks.data<int32_t>()[j] = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + rows[static_cast<size_t>(j)])));
       record(rows[static_cast<size_t>(j)], toks.data<int32_t>()[j]);
     }
@@ -143,11 +115,8 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
   }
   DT_ASSERT(expected.empty());
   sends.wait();
-  const double decode_s = std::chrono::duration<double>(Clock::now() - t1).count();
-  const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  for (const auto& t : res.tokens) res.stats.new_tokens += static_cast<int64_t>(t.size());
-  res.stats.inter_token_latency_s = decode_steps > 0 ? decode_s / static_cast<double>(decode_steps) : 0.0;
-  res.stats.tokens_per_s = total_s > 0 ? static_cast<double>(res.stats.new_tokens) / total_s : 0.0;
+  finish_generate_stats(res, decode_steps, std::chrono::duration<double>(Clock::now() - t1).count(),
+                        std::chrono::duration<double>(Clock::now() - t0).count());
   return res;
 }
 

@@ -87,10 +87,6 @@ class Trainer {
   int dp() const { return dp_; }
   int tp() const { return tp_; }
   int pp() const { return pp_; }
-  // pp > 1: the stages' block boundaries (pp x virtual_stages + 1, in stream order), and
-  // the schedule each replica runs; empty and null otherwise.
-  const std::vector<int>& stage_boundaries() const { return boundaries_; }
-  const parallel::PipeSchedule* pipe_schedule() const;
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
   nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
@@ -118,6 +114,8 @@ class Trainer {
                             const std::vector<Device>& devices);
   void gather_model_parallel();   // the replicas' parts into the host model and optimizer
   void scatter_model_parallel();  // the reverse
+  // The host's state tensors by name (views on them): what both of those read or write.
+  std::map<std::string, Tensor> host_state() const;
   int pp_owner(const std::string& state_name) const;  // the stage holding it; -1: every stage
   bool model_parallel() const { return tp_ > 1 || pp_ > 1; }
   nn::GPT* host_ = nullptr;        // model parallel: the whole model and optimizer the user gave,

@@ -37,11 +37,6 @@ int Trainer::pp_owner(const std::string& name) const {
   return -1;
 }
 
-const parallel::PipeSchedule* Trainer::pipe_schedule() const {
-  if (pp_ == 1) return nullptr;
-  return &replicas_[0]->strategy<parallel::PipelineStrategy>()->schedule();
-}
-
 void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o,
                                    const ParallelOptions& p, const std::vector<Device>& devices) {
   tp_ = mesh_->axis_size(comm::kTp);
@@ -155,9 +150,14 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
   return out[0];
 }
 
-void Trainer::scatter_model_parallel() {
+std::map<std::string, Tensor> Trainer::host_state() const {
   std::map<std::string, Tensor> whole;
   for (auto& t : host_engine_->state_tensors()) whole[t.name] = t.tensor;
+  return whole;
+}
+
+void Trainer::scatter_model_parallel() {
+  const std::map<std::string, Tensor> whole = host_state();
   on_all([&](int li, int) {
     const size_t i = static_cast<size_t>(li);
     ScopedDevice on(models_[i]->device());
@@ -179,9 +179,9 @@ void Trainer::gather_model_parallel() {
   // each tensor is then broadcast from the stage that holds it. This process's first
   // replica writes the wholes into the host's tensors, which only it touches. Collective:
   // under mpirun every process calls this; replicas of one tp group are equal across dp,
-  // so each process assembles the same whole.
-  std::vector<std::pair<std::string, Tensor>> host;
-  for (auto& t : host_engine_->state_tensors()) host.emplace_back(t.name, t.tensor);
+  // so each process assembles the same whole. (The broadcasts go in name order, the same
+  // on every process.)
+  std::map<std::string, Tensor> host = host_state();
   on_all([&](int li, int) {
     const size_t i = static_cast<size_t>(li);
     ScopedDevice on(models_[i]->device());
@@ -197,11 +197,9 @@ void Trainer::gather_model_parallel() {
       const int64_t n = part.numel();
       Tensor parts = Tensor::uninit({tp_ * n}, part.dtype(), dev);
       tp_comms_[i]->all_gather(part.raw(), parts.raw(), n, part.dtype());
-      const Tensor* like = nullptr;
-      for (auto& h : host)
-        if (h.first == t.name) like = &h.second;
-      DT_ASSERT(like != nullptr);
-      Tensor whole = Tensor::uninit(like->shape(), part.dtype(), dev);
+      auto like = host.find(t.name);
+      DT_ASSERT(like != host.end());
+      Tensor whole = Tensor::uninit(like->second.shape(), part.dtype(), dev);
       for (int r = 0; r < tp_; ++r)
         nn::place_shard(parts.slice0(r * n, (r + 1) * n).reshape(part.shape()), spec, r, tp_, whole);
       mine[t.name] = whole;

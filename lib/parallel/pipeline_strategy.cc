@@ -16,7 +16,7 @@ constexpr int kTiedGradTag = 2, kTiedValueTag = 3;
 PipelineStrategy::PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const std::string& schedule,
                                    int virtual_stages, int64_t micro_batches, Device device,
                                    bool fresh_grads_each_micro_batch)
-    : model_(stage), pp_(pp), device_(device), fresh_grads_(fresh_grads_each_micro_batch) {
+    : model_(stage), pp_(pp), device_(device), fresh_grads_(fresh_grads_each_micro_batch), sends_(pp) {
   DT_CHECK(micro_batches >= 1 && micro_batches <= (1 << 20),
            "micro_batches = " + std::to_string(micro_batches) + "; accepted: 1 to 2^20");
   train_ = make_pipe_schedule(schedule, pp.size(), static_cast<int>(micro_batches), virtual_stages);
@@ -32,10 +32,6 @@ PipelineStrategy::PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const
                schedule + "\" runs " + std::to_string(train_.virtual_stages) + " per rank");
 }
 
-PipelineStrategy::~PipelineStrategy() {
-  for (auto& s : sends_) comm::wait_ignoring_errors(s.first);
-}
-
 const std::vector<PipeAction>* PipelineStrategy::pipe_actions(int64_t M, bool forward_only) const {
   refresh_table_ = true;  // a step or an evaluation begins: the last stage's tied copy is refreshed
   if (!forward_only) {
@@ -47,7 +43,7 @@ const std::vector<PipeAction>* PipelineStrategy::pipe_actions(int64_t M, bool fo
   // points to an earlier (micro-batch, virtual stage), the order every rank runs them in,
   // so blocking receives cannot deadlock.
   forward_only_.clear();
-  const int P = pp_.size(), r = pp_.rank(), V = train_.num_virtual_stages();
+  const int r = pp_.rank(), V = train_.num_virtual_stages();
   for (int m = 0; m < static_cast<int>(M); ++m)
     for (int c = 0; c < train_.virtual_stages; ++c) {
       const int vs = train_.virtual_stage(r, c);
@@ -55,24 +51,7 @@ const std::vector<PipeAction>* PipelineStrategy::pipe_actions(int64_t M, bool fo
       forward_only_.push_back({PipeOp::Forward, m, c});
       if (vs < V - 1) forward_only_.push_back({PipeOp::SendActivation, m, c});
     }
-  (void)P;
   return &forward_only_;
-}
-
-void PipelineStrategy::send(const Tensor& t, int peer, int tag) {
-  while (!sends_.empty() && sends_.front().first->test()) sends_.pop_front();  // reap those done
-  ScopedDevice on(device_);
-  Tensor copy = Tensor::uninit(t.shape(), t.dtype(), device_, MemTag::Activation);
-  copy_tensor(t, copy);
-  comm::WorkPtr w = pp_.send_async(copy.raw(), copy.numel(), copy.dtype(), peer, tag);
-  sends_.emplace_back(std::move(w), std::move(copy));
-}
-
-void PipelineStrategy::wait_sends() {
-  while (!sends_.empty()) {
-    sends_.front().first->wait();
-    sends_.pop_front();
-  }
 }
 
 void PipelineStrategy::communicate(const PipeAction& a, nn::GPTActs& acts) {
@@ -83,7 +62,7 @@ void PipelineStrategy::communicate(const PipeAction& a, nn::GPTActs& acts) {
   const DType dtype = model_.config().dtype;
   switch (a.op) {
     case PipeOp::SendActivation:
-      send(acts.resid[static_cast<size_t>(r.end)], rank_of(vs + 1), message_tag(false, vs + 1));
+      sends_.send(acts.resid[static_cast<size_t>(r.end)], rank_of(vs + 1), message_tag(false, vs + 1));
       break;
     case PipeOp::RecvActivation: {
       Tensor& x = nn::ensure(acts.resid[static_cast<size_t>(r.begin)], shape, dtype);
@@ -91,7 +70,7 @@ void PipelineStrategy::communicate(const PipeAction& a, nn::GPTActs& acts) {
       break;
     }
     case PipeOp::SendGrad:
-      send(acts.dresid, rank_of(vs - 1), message_tag(true, vs - 1));
+      sends_.send(acts.dresid, rank_of(vs - 1), message_tag(true, vs - 1));
       break;
     case PipeOp::RecvGrad: {
       Tensor& g = nn::ensure(acts.dresid, shape, dtype);
@@ -111,7 +90,7 @@ void PipelineStrategy::after_forward(int unit, Part part) {
         pp_.size() > 1))
     return;
   refresh_table_ = false;
-  send(table->value, pp_.size() - 1, kTiedValueTag);
+  sends_.send(table->value, pp_.size() - 1, kTiedValueTag);
 }
 
 void PipelineStrategy::before_forward(int unit, Part part) {
@@ -126,7 +105,7 @@ void PipelineStrategy::after_backward(int unit, Part part, bool last) {
   if (!(unit == 0 && part == Part::Embed && (last || fresh_grads_))) return;
   ScopedDevice on(device_);
   if (nn::Parameter* copy = model_.tied_copy()) {  // the last stage: its share, sent
-    send(copy->grad, 0, kTiedGradTag);
+    sends_.send(copy->grad, 0, kTiedGradTag);
     kernels::fill(copy->grad, 0.0f);
   } else if (nn::Parameter* table = model_.token_table();
              table && model_.config().tied_embeddings && pp_.size() > 1) {  // the first stage: added
@@ -136,13 +115,13 @@ void PipelineStrategy::after_backward(int unit, Part part, bool last) {
   }
 }
 
-void PipelineStrategy::finish_grads() { wait_sends(); }
+void PipelineStrategy::finish_grads() { sends_.wait(); }
 
 void PipelineStrategy::gather_model() {
   nn::Parameter* table = model_.token_table();
   if (table && model_.config().tied_embeddings && pp_.size() > 1) {
-    send(table->value, pp_.size() - 1, kTiedValueTag);
-    wait_sends();
+    sends_.send(table->value, pp_.size() - 1, kTiedValueTag);
+    sends_.wait();
   } else if (nn::Parameter* copy = model_.tied_copy()) {
     pp_.recv(copy->value.raw(), copy->value.numel(), copy->value.dtype(), 0, kTiedValueTag);
   }
@@ -157,7 +136,7 @@ void PipelineStrategy::sum_squared_norm(SquaredNorm& sq) {
 }
 
 void PipelineStrategy::sum_pipe_stats(PipeStats& st) {
-  wait_sends();
+  sends_.wait();
   ScopedDevice on(device_);
   const int P = pp_.size();
   Tensor mine = Tensor::zeros({3}, DType::F32);

@@ -18,10 +18,9 @@
 //    it; the gradient norm's parts are summed over pp (stages hold disjoint parameters), so
 //    clipping and f16 loss-scaling decisions are global and every stage takes the same one.
 #pragma once
-#include <deque>
 #include <memory>
-#include <utility>
 
+#include "comm/copied_sends.h"
 #include "parallel/strategy.h"
 
 namespace dt::parallel {
@@ -36,7 +35,6 @@ class PipelineStrategy final : public Strategy {
   // stage's chunk count is not the schedule's virtual stages).
   PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const std::string& schedule, int virtual_stages,
                    int64_t micro_batches, Device device, bool fresh_grads_each_micro_batch = false);
-  ~PipelineStrategy() override;
   std::string name() const override { return "pp"; }
   const PipeSchedule& schedule() const { return train_; }
 
@@ -53,8 +51,6 @@ class PipelineStrategy final : public Strategy {
   void sum_pipe_stats(PipeStats& stats) override;
 
  private:
-  void send(const Tensor& t, int peer, int tag);  // a copy, eager
-  void wait_sends();                              // every send this rank made has left
   int rank_of(int virtual_stage) const { return virtual_stage % pp_.size(); }
 
   nn::GPT& model_;
@@ -64,7 +60,7 @@ class PipelineStrategy final : public Strategy {
   PipeSchedule train_;
   mutable std::vector<PipeAction> forward_only_;  // an evaluation's actions (built on first use)
   mutable bool refresh_table_ = false;            // the tied table's values go to the last stage
-  std::deque<std::pair<comm::WorkPtr, Tensor>> sends_;  // in flight, with the copies they read
+  comm::CopiedSends sends_;  // every send of this rank: eager, from a copy
   Tensor tied_in_;  // the first stage: the last stage's tied-table gradient, received
 };
 
