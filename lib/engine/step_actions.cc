@@ -126,10 +126,7 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
       a = std::move(acts_pool_.back());
       acts_pool_.pop_back();
     }
-    a->B = mbs[static_cast<size_t>(m)].in.dim(0);
-    a->T = mbs[static_cast<size_t>(m)].in.dim(1);
-    a->resid.resize(static_cast<size_t>(model_.config().n_layer) + 1);
-    a->blocks.resize(static_cast<size_t>(model_.config().n_layer));
+    model_.begin_acts(mbs[static_cast<size_t>(m)].in.dim(0), mbs[static_cast<size_t>(m)].in.dim(1), *a);
     return *live.emplace(m, std::move(a)).first->second;
   };
   auto release = [&](int m) {

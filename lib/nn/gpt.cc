@@ -91,11 +91,8 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) + " at index " +
                                                       std::to_string(i) + " is outside [0, vocab_size = " +
                                                       std::to_string(cfg_.vocab_size) + ")");
-  a.B = B;
-  a.T = T;
+  begin_acts(B, T, a);
   a.ids = to_device(ids, device_, MemTag::Activation);
-  a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
-  a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
   // This rank's token rows (all of them, [B, T], unless sequence parallel).
   auto mine = [&](const Tensor& t) {
     if (!tp_.sp()) return t;
@@ -121,6 +118,13 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
   }
 }
 
+void GPT::begin_acts(int64_t B, int64_t T, GPTActs& a) const {
+  a.B = B;
+  a.T = T;
+  a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
+  a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
+}
+
 void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
   ScopedDevice on(device_);
   DT_CHECK(0 <= i && i <= cfg_.n_layer, "set_stream: block " + std::to_string(i) + " outside [0, n_layer = " +
@@ -129,10 +133,7 @@ void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
            std::string("set_stream: x must be ") + dtype_name(cfg_.dtype) + " (the model's dtype) [B, T <= context, " +
                "d_model = " + std::to_string(cfg_.d_model) + "], got " + dtype_name(x.dtype()) + " " +
                shape_str(x.shape()));
-  a.B = x.dim(0);
-  a.T = x.dim(1);
-  a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
-  a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
+  begin_acts(x.dim(0), x.dim(1), a);
   a.resid[i] = x;
 }
 

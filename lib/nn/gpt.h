@@ -99,6 +99,9 @@ class GPT : public Module {
   // Backward from a given gradient of the logits.
   void backward_logits(const Tensor& dlogits, GPTActs& a);
 
+  // Readies a for a micro-batch of B sequences of T tokens: its sizes, and a stream slot per
+  // block boundary of the whole model (a stage fills those of its chunks).
+  void begin_acts(int64_t B, int64_t T, GPTActs& a) const;
   // The pieces, for stages.
   void embed(const Tensor& ids, GPTActs& a);             // -> resid[0]
   // A stage that starts at block i takes its input x [B, T, d_model] (received, say) here.

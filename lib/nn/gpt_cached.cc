@@ -135,9 +135,7 @@ void GPT::check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64
 
 void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
   need_whole("forward_cached");
-  DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
-           "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
-  cached_embed(ids, c, rows, c.s.x);
+  cached_embed(ids, c, rows, c.s.x);  // checks ids, rows and the cache
   cached_blocks(0, cfg_.n_layer, c.s.x, c, rows);
   cached_head(c.s.x, c, logits);
   advance_cached(c, rows, ids.dim(1));

@@ -3,6 +3,10 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/trainer.h"
@@ -64,6 +68,45 @@ inline double worst_rel_loss(const std::vector<double>& got, const std::vector<d
   double worst = 0;
   for (size_t s = 0; s < ref.size(); ++s) worst = std::max(worst, std::abs(got[s] - ref[s]) / std::abs(ref[s]));
   return worst;
+}
+
+// One layout's run of a Trainer, to compare with another layout's: each step's loss and
+// gradient norm, and the final parameters (gathered into the host model).
+struct TrainRun {
+  std::vector<double> losses, norms;
+  std::vector<std::vector<double>> params;
+};
+
+// Trains a fresh model of c (AdamW, dp_adamw) over mesh (null: one rank) for `steps` steps
+// of batch(step); on_step, if given, sees each step's statistics and the trainer.
+inline TrainRun train_layout(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, const engine::TrainOptions& o,
+                             const engine::ParallelOptions& par, int steps, const std::function<TokenBatch(int)>& batch,
+                             const std::function<void(const engine::StepStats&, engine::Trainer&)>& on_step = {}) {
+  nn::GPT model(c);
+  optim::AdamW opt(model.parameters(), dp_adamw());
+  engine::Trainer t(std::move(mesh), model, opt, o, par);
+  TrainRun r;
+  for (int s = 0; s < steps; ++s) {
+    const TokenBatch b = batch(s);
+    const engine::StepStats st = t.train_step(b.in, b.tg);
+    r.losses.push_back(st.loss);
+    r.norms.push_back(st.grad_norm);
+    if (on_step) on_step(st, t);
+  }
+  t.gather_model();
+  r.params = values_of(model);
+  return r;
+}
+
+// got against ref: every step's loss and the parameters within tol (relative), the gradient
+// norms within norm_tol; prints the figures under `what`.
+inline void expect_run_close(const TrainRun& got, const TrainRun& ref, double tol, double norm_tol,
+                             const std::string& what) {
+  EXPECT_LT(worst_rel_loss(got.losses, ref.losses), tol) << what;
+  EXPECT_LT(worst_rel_loss(got.norms, ref.norms), norm_tol) << what << " (gradient norms)";
+  const double d = rel_dist(got.params, ref.params);
+  EXPECT_LT(d, tol) << what << " (parameters)";
+  std::printf("%s: worst loss %.2e, parameters %.2e\n", what.c_str(), worst_rel_loss(got.losses, ref.losses), d);
 }
 
 }  // namespace dt::test

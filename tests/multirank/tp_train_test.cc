@@ -45,10 +45,7 @@ test::TokenBatch batch(int s, int64_t vocab = 32) {
   return b;
 }
 
-struct TrainRun {
-  std::vector<double> losses, norms;
-  std::vector<std::vector<double>> params;
-};
+using test::TrainRun;
 
 engine::ParallelOptions sp(bool on, int zero = 0) {
   engine::ParallelOptions p;
@@ -60,29 +57,13 @@ std::string sp_name(bool on) { return on ? " sp" : ""; }
 
 TrainRun train(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, int64_t micro, double max_norm,
                const engine::ParallelOptions& par = {}) {
-  nn::GPT model(c);
-  optim::AdamW opt(model.parameters(), test::dp_adamw());
   engine::TrainOptions o = test::dp_options(micro);
   o.max_grad_norm = max_norm;
-  engine::Trainer t(mesh, model, opt, o, par);
-  TrainRun r;
-  for (int s = 0; s < kSteps; ++s) {
-    const test::TokenBatch b = batch(s, c.vocab_size);
-    engine::StepStats st = t.train_step(b.in, b.tg);
-    r.losses.push_back(st.loss);
-    r.norms.push_back(st.grad_norm);
-  }
-  t.gather_model();
-  r.params = test::values_of(model);
-  return r;
+  return test::train_layout(std::move(mesh), c, o, par, kSteps, [&](int s) { return batch(s, c.vocab_size); });
 }
 
 void expect_close(const TrainRun& got, const TrainRun& ref, double tol, const std::string& what) {
-  EXPECT_LT(test::worst_rel_loss(got.losses, ref.losses), tol) << what;
-  EXPECT_LT(test::worst_rel_loss(got.norms, ref.norms), tol) << what << " (gradient norms)";
-  const double d = test::rel_dist(got.params, ref.params);
-  EXPECT_LT(d, tol) << what << " (parameters)";
-  std::printf("%s: worst loss %.2e, parameters %.2e\n", what.c_str(), test::worst_rel_loss(got.losses, ref.losses), d);
+  test::expect_run_close(got, ref, tol, tol, what);
 }
 
 TEST(TpTrain, Gpt2StyleMatchesSingleRankTraining) {
