@@ -85,6 +85,21 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& lse, const Tensor& dout, float scale, Tensor& dq, Tensor& dk,
                         Tensor& dv);
 
+// Causal attention over a paged KV cache (serving, lib/serve). The step's query tokens of S
+// sequences are packed: q, out [N, Hq, D]. k_cache, v_cache: [num_blocks, block_size, Hkv,
+// D] (Hq % Hkv == 0, as above). seqs: i32 [S, 3], per sequence (first row in q, query count
+// n >= 1, context length L >= n): its queries are positions L - n .. L - 1, query j attends
+// keys 0 .. L - n + j, and key position p lives in block tables[s, p / block_size] at slot
+// p % block_size. tables: i32 [S, max_blocks] (entries past a sequence's blocks unread).
+// seqs and tables live on q's device. Rows of q that no sequence covers are left as they
+// are in out. Each query's result depends only on its own keys (not on the batch), and on
+// the CPU it is bitwise that of attention_forward over the same keys held contiguously.
+void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
+                             const Tensor& tables, float scale, Tensor& out);
+// Writes the keys and values of N new positions into the cache: k, v [N, Hkv, D]; slots:
+// i32 [N] on k's device, slot = block * block_size + offset (in [0, num_blocks * block_size)).
+void kv_cache_write(const Tensor& k, const Tensor& v, const Tensor& slots, Tensor& k_cache, Tensor& v_cache);
+
 // ---- loss ------------------------------------------------------------------------------------
 // logits: [R, V]; targets: i32 [R] in [0, V) or == ignore_index; losses: f32 [R], 0 where
 // ignored. A target outside [0, V) that is not ignore_index is INVALID_ARGUMENT.
@@ -155,7 +170,8 @@ void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, in
 #define DT_KERNEL_OPS(X) \
   X(matmul) X(layernorm_forward) X(layernorm_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(gelu_forward) \
   X(gelu_backward) X(silu_forward) X(silu_backward) X(swiglu_forward) X(swiglu_backward) X(softmax_forward) \
-  X(softmax_backward) X(attention_forward) X(attention_backward) X(cross_entropy_forward) \
+  X(softmax_backward) X(attention_forward) X(attention_backward) X(paged_attention_forward) X(kv_cache_write) \
+  X(cross_entropy_forward) \
   X(cross_entropy_backward) X(cross_entropy_shard_max) X(cross_entropy_shard_forward) \
   X(cross_entropy_shard_backward) X(embedding_forward) X(embedding_backward) X(adamw_update) X(sgd_update) \
   X(cast) X(fill) X(scale) X(add) X(bias_add) X(bias_backward) X(sum_squares) X(reduce)

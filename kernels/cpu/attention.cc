@@ -9,17 +9,13 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
 
 namespace dt::kernels::cpu {
 namespace {
-
-// Queries per tile. 64 rows keep the strips cache-resident up to Tk of a few thousand and
-// give the backward's P^T dO and dS^T Q products (inner dimension = rows) a useful depth;
-// larger tiles waste more work on the masked half of the diagonal tile.
-constexpr int64_t kQueryBlock = 64;
 
 struct Dims {
   int64_t b, tq, tk, hq, hkv, d;
@@ -85,6 +81,33 @@ void forward_task(const Dims& s, int64_t t, int64_t& bi, int64_t& h, int64_t& bl
 
 }  // namespace
 
+void attention_tile(const float* q, int64_t qld, const float* k, const float* v, int64_t kld, int64_t m, int64_t kend,
+                    int64_t d, float scale, float* out, float* lse, float* strip) {
+  float inv[kQueryBlock];
+  // S = scale * Q_blk K^T over keys [0, kend).
+  sgemm(false, true, m, kend, d, scale, q, qld, k, kld, 0.0f, strip, kend);
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = strip + r * kend;
+    int64_t n = kend - m + 1 + r;  // this row's unmasked keys
+    float mx = -INFINITY, sum = 0.0f;
+    // Written as a compare-select: GCC vectorizes std::max here ~8x slower.
+#pragma omp simd reduction(max : mx)
+    for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = exp_approx(row[j] - mx);
+      sum += row[j];
+    }
+    std::fill(row + n, row + kend, 0.0f);  // masked keys weigh nothing in P V
+    inv[r] = 1.0f / sum;
+    if (lse) lse[r] = mx + std::log(sum);
+  }
+  // O = P V with unnormalized P; each row is divided by its sum after (D per row, not Tk).
+  sgemm(false, false, m, d, kend, 1.0f, strip, kend, v, kld, 0.0f, out, qld);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t e = 0; e < d; ++e) out[r * qld + e] *= inv[r];
+}
+
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = f32_target(out);
@@ -94,7 +117,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
   // Each task writes only its own rows of out and lse, so the split never changes a bit.
   parallel_for(s.b * s.hq * s.qblocks(), 1, [&](int64_t t0, int64_t t1) {
     std::unique_ptr<float[]> sc = strip(s);
-    float inv[kQueryBlock];
     for (int64_t t = t0; t < t1; ++t) {
       int64_t bi, h, blk;
       forward_task(s, t, bi, h, blk);
@@ -102,28 +124,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
       const float *qb = qp + s.qrow(bi, c.i0, h), *kb = kp + s.krow(bi, 0, h / group);
       const float* vb = vp + s.krow(bi, 0, h / group);
       float* ob = op + s.qrow(bi, c.i0, h);
-      // S = scale * Q_blk K^T over keys [0, kend).
-      sgemm(false, true, c.m, c.kend, s.d, s.scale, qb, s.qld(), kb, s.kld(), 0.0f, sc.get(), c.kend);
-      for (int64_t r = 0; r < c.m; ++r) {
-        float* row = sc.get() + r * c.kend;
-        int64_t n = s.last_key(c.i0 + r) + 1;  // this row's unmasked keys
-        float mx = -INFINITY, sum = 0.0f;
-        // Written as a compare-select: GCC vectorizes std::max here ~8x slower.
-#pragma omp simd reduction(max : mx)
-        for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < n; ++j) {
-          row[j] = exp_approx(row[j] - mx);
-          sum += row[j];
-        }
-        std::fill(row + n, row + c.kend, 0.0f);  // masked keys weigh nothing in P V
-        inv[r] = 1.0f / sum;
-        lp[(bi * s.hq + h) * s.tq + c.i0 + r] = mx + std::log(sum);
-      }
-      // O = P V with unnormalized P; each row is divided by its sum after (D per row, not Tk).
-      sgemm(false, false, c.m, s.d, c.kend, 1.0f, sc.get(), c.kend, vb, s.kld(), 0.0f, ob, s.qld());
-      for (int64_t r = 0; r < c.m; ++r)
-        for (int64_t e = 0; e < s.d; ++e) ob[r * s.qld() + e] *= inv[r];
+      attention_tile(qb, s.qld(), kb, vb, s.kld(), c.m, c.kend, s.d, s.scale, ob, lp + (bi * s.hq + h) * s.tq + c.i0,
+                     sc.get());
     }
   });
   narrow(o32, out);

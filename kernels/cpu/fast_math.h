@@ -40,4 +40,7 @@ inline float tanh_approx(float u) {
   return std::fabs(u) >= 9.0f ? std::copysign(1.0f, u) : t;
 }
 
+// The logistic function, exactly (SiLU and SwiGLU).
+inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
 }  // namespace dt::kernels::cpu

@@ -3,6 +3,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -10,7 +11,6 @@ namespace {
 constexpr int64_t kSiluGrain = 4096;  // elements per task: exp is costly enough for this to pay
 
 // exp(-v) overflows to Inf for v < -88, giving s = 0 and y = -0, the right limit.
-inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 template <class T> void silu_kernel(const T* x, T* y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {

@@ -3,13 +3,13 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/fast_math.h"
 
 namespace dt::kernels::cpu {
 namespace {
 
 constexpr int64_t kSwigluGrain = 4096;  // elements per task: exp is costly enough for this to pay
 
-inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 template <class T> void swiglu_kernel(const T* gate, const T* up, T* y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) {

@@ -49,7 +49,6 @@ Split split_of(int64_t hq, int64_t hkv, int64_t d) {
   int64_t nq = hq * d, nk = hkv * d;
   return {{0, nq, nq + nk}, {nq, nq + nk, nq + 2 * nk}};
 }
-Tensor rows_of(const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : t; }
 }  // namespace
 
 const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Acts& a) {

@@ -56,4 +56,8 @@ class CausalSelfAttention : public Module {
   void sum_shared_kv_grads(Acts& a);
 };
 
+// Inference (gpt_cached.cc, gpt_paged.cc): x [B, T, d_model] through the fused qkv weight's
+// row slices into q [B, T, Hq, D], k and v [B, T, Hkv, D] (this rank's heads; no RoPE yet).
+void project_qkv(CausalSelfAttention& at, const Tensor& x, Tensor& q, Tensor& k, Tensor& v);
+
 }  // namespace dt::nn

@@ -29,7 +29,9 @@
 
 namespace dt::nn {
 
-struct KvCache;  // nn/kv_cache.h
+struct KvCache;     // nn/kv_cache.h
+struct PagedKv;     // nn/paged_kv.h
+struct PagedBatch;  // nn/paged_kv.h
 
 // Everything one micro-batch keeps between forward and backward.
 struct GPTActs {
@@ -130,6 +132,19 @@ class GPT : public Module {
   void cached_head(const Tensor& x, KvCache& cache, Tensor& logits);
   void advance_cached(KvCache& cache, const std::vector<int64_t>& rows, int64_t Tq) const;
 
+  // Inference over a paged KV cache (gpt_paged.cc, for lib/serve): one step's chunks of
+  // several sequences packed into one row of N tokens, each chunk at its own positions and
+  // with its own block table (nn/paged_kv.h). logits: [sequences with logits = true, V],
+  // whole on every tp rank. Collective over tp, like forward_cached. A chunk's results are
+  // those of forward_cached over the same positions: same ops, same attention bits.
+  void forward_paged(const PagedBatch& batch, PagedKv& kv, Tensor& logits);
+  // In a pipeline stage's pieces: kv.begin_step(batch) on every stage first; then the first
+  // stage embeds into x [1, N, d_model], every stage runs its blocks on x in place, and the
+  // last stage's head writes the logits.
+  void paged_embed(const PagedBatch& batch, PagedKv& kv, Tensor& x);
+  void paged_blocks(int begin, int end, Tensor& x, PagedKv& kv);
+  void paged_head(const Tensor& x, PagedKv& kv, Tensor& logits);
+
  private:
   GPTConfig cfg_;
   TpGroup tp_;
@@ -144,6 +159,10 @@ class GPT : public Module {
   // INVALID_ARGUMENT unless the cache holds this model's layers and B rows x Tq fit.
   void check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64_t B, int64_t Tq) const;
   void need_whole(const char* what) const;
+  // Shared by the contiguous and the paged cache: ids and positions (host i32 [B, T]) into
+  // x [B, T, d_model]; the final norm and head of x [B, T, d_model] into logits [B, T, V].
+  void embed_at(const Tensor& host_ids, const Tensor& host_pos, Tensor& pos_ids, Tensor& pos, Tensor& x);
+  void head_into(const Tensor& x, Norm::Acts& ln, Tensor& part, Tensor& parts, Tensor& logits);
   std::unique_ptr<Norm> lnf_;
   std::unique_ptr<Linear> lm_head_;  // null when tied
   TransformerBlock::Acts scratch_;   // checkpointing: the one block whose internals exist

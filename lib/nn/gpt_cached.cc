@@ -39,6 +39,21 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, in
   return kv;
 }
 
+void project_qkv(CausalSelfAttention& at, const Tensor& x, Tensor& q, Tensor& k, Tensor& v) {
+  const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.hq, Hkv = at.hkv;
+  Tensor x2 = flat2d(x);
+  // The fused qkv weight's row ranges, as in attention.cc: q, then k, then v.
+  const int64_t b[3] = {0, Hq * D, (Hq + Hkv) * D}, e[3] = {Hq * D, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D};
+  Tensor* dst[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t heads = i == 0 ? Hq : Hkv;
+    ensure(*dst[i], {B, Tq, heads, D}, x.dtype());
+    Tensor y2 = dst[i]->reshape({B * Tq, heads * D});
+    Tensor bias = at.qkv.bias.value.defined() ? at.qkv.bias.value.slice0(b[i], e[i]) : Tensor();
+    linear_forward(x2, at.qkv.weight.value.slice0(b[i], e[i]), bias, y2);
+  }
+}
+
 namespace {
 
 // Row r of a [batch, max_len, H, D] cache, positions [0, n): contiguous, so a plain view.
@@ -52,17 +67,7 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
                                const std::vector<int64_t>& rows) {
   const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.hq, Hkv = at.hkv;  // this rank's heads
   KvCache::Scratch& s = c.s;
-  Tensor x2 = flat2d(x);
-  // The fused qkv weight's row ranges, as in attention.cc: q, then k, then v.
-  const int64_t b[3] = {0, Hq * D, (Hq + Hkv) * D}, e[3] = {Hq * D, (Hq + Hkv) * D, (Hq + 2 * Hkv) * D};
-  Tensor* dst[3] = {&s.q, &s.kn, &s.vn};
-  for (int i = 0; i < 3; ++i) {
-    const int64_t heads = i == 0 ? Hq : Hkv;
-    ensure(*dst[i], {B, Tq, heads, D}, x.dtype());
-    Tensor y2 = dst[i]->reshape({B * Tq, heads * D});
-    Tensor bias = at.qkv.bias.value.defined() ? at.qkv.bias.value.slice0(b[i], e[i]) : Tensor();
-    linear_forward(x2, at.qkv.weight.value.slice0(b[i], e[i]), bias, y2);
-  }
+  project_qkv(at, x, s.q, s.kn, s.vn);
   ensure(s.out, {B, Tq, Hq, D}, x.dtype());
   ensure(s.lse, {1, Hq, Tq});
   const size_t elem = dtype_size(x.dtype());
@@ -92,18 +97,6 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
 
 int64_t GPT::local_kv_heads() const { return blocks_.empty() ? cfg_.n_kv_head : blocks_[0]->attn.hkv; }
 
-namespace {
-// Sequence parallelism off for the scope (a KV-cache step runs tensor parallel only).
-struct PauseSequenceParallel {
-  explicit PauseSequenceParallel(const TpGroup& tp) : b(tp.buffers.get()) {
-    if (b) b->paused = true;
-  }
-  ~PauseSequenceParallel() {
-    if (b) b->paused = false;
-  }
-  SpBuffers* b;
-};
-}  // namespace
 
 void GPT::check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64_t B, int64_t Tq) const {
   DT_CHECK(static_cast<int64_t>(c.k.size()) == cfg_.n_layer, "kv cache: built for another model (layers differ)");
@@ -147,29 +140,33 @@ void GPT::cached_embed(const Tensor& ids, KvCache& c, const std::vector<int64_t>
   DT_CHECK(has_embed_, "cached_embed: this pipeline stage holds no embedding");
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
-  const int64_t B = ids.dim(0), Tq = ids.dim(1), C = cfg_.d_model;
+  const int64_t B = ids.dim(0), Tq = ids.dim(1);
   check_cached(c, rows, B, Tq);
   const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host
   const int32_t* p = host_ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     DT_CHECK(p[i] >= 0 && p[i] < cfg_.vocab_size, "ids: token id " + std::to_string(p[i]) +
                                                       " is outside [0, vocab_size = " + std::to_string(cfg_.vocab_size) + ")");
-  KvCache::Scratch& s = c.s;
-  ensure(x, {B, Tq, C}, cfg_.dtype);
+  Tensor host_pos = Tensor::uninit({B, Tq}, DType::I32);
+  int32_t* pos = host_pos.data<int32_t>();
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t t = 0; t < Tq; ++t) pos[i * Tq + t] = static_cast<int32_t>(c.len[rows[i]] + t);
+  embed_at(host_ids, host_pos, c.s.pos_ids, c.s.pos, x);
+}
+
+void GPT::embed_at(const Tensor& host_ids, const Tensor& host_pos, Tensor& pos_ids, Tensor& pos, Tensor& x) {
+  const int64_t B = host_ids.dim(0), Tq = host_ids.dim(1);
+  ensure(x, {B, Tq, cfg_.d_model}, cfg_.dtype);
   if (tp_.size() == 1) {
-    wte_->forward(to_device(ids, device_), x);
+    wte_->forward(to_device(host_ids, device_), x);
   } else {  // vocab parallel: each rank's rows of the table, summed
     kernels::embedding_forward(slice_ids(host_ids, vocab_, device_), wte_->weight.value, x);
     all_reduce_sum(tp_, x);
   }
   if (wpe_) {
-    Tensor host_pos = Tensor::uninit({B, Tq}, DType::I32);
-    int32_t* pos = host_pos.data<int32_t>();
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t t = 0; t < Tq; ++t) pos[i * Tq + t] = static_cast<int32_t>(c.len[rows[i]] + t);
-    copy_tensor(host_pos, ensure(s.pos_ids, {B, Tq}, DType::I32));
-    wpe_->forward(s.pos_ids, s.pos);
-    kernels::add(x, s.pos, x);
+    copy_tensor(host_pos, ensure(pos_ids, {B, Tq}, DType::I32));
+    wpe_->forward(pos_ids, pos);
+    kernels::add(x, pos, x);
   }
 }
 
@@ -195,9 +192,12 @@ void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits) {
   ScopedDevice on(device_);
   PauseSequenceParallel no_sp(tp_);
   DT_CHECK(has_head_, "cached_head: this pipeline stage holds no head");
+  head_into(x, c.s.ln, c.s.logits_part, c.s.logits_parts, logits);
+}
+
+void GPT::head_into(const Tensor& x, Norm::Acts& ln, Tensor& part, Tensor& parts, Tensor& logits) {
   const int64_t B = x.dim(0), Tq = x.dim(1);
-  KvCache::Scratch& s = c.s;
-  const Tensor& h = lnf_->forward(x, s.ln);
+  const Tensor& h = lnf_->forward(x, ln);
   ensure(logits, {B, Tq, cfg_.vocab_size}, h.dtype());
   Tensor l2 = flat2d(logits);
   const Tensor& w = lm_head_ ? lm_head_->weight.value : wte_->weight.value;
@@ -205,9 +205,9 @@ void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits) {
     linear_forward(flat2d(h), w, Tensor(), l2);
   } else {  // this rank's vocabulary columns, all-gathered into the whole logits
     const int64_t n = B * Tq * vocab_.rows, N = tp_.size();
-    Tensor& mine = ensure(s.logits_part, {B * Tq, vocab_.rows}, h.dtype());
+    Tensor& mine = ensure(part, {B * Tq, vocab_.rows}, h.dtype());
     linear_forward(flat2d(h), w, Tensor(), mine);
-    Tensor& parts = ensure(s.logits_parts, {N * n}, h.dtype());
+    ensure(parts, {N * n}, h.dtype());
     tp_.comm->all_gather(mine.raw(), parts.raw(), n, h.dtype());
     for (int r = 0; r < N; ++r)
       place_shard(parts.slice0(r * n, (r + 1) * n).reshape({B * Tq, vocab_.rows}), ShardSpec{1, "tp", {}, true}, r,

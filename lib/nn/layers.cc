@@ -99,9 +99,6 @@ void MLP::collect(ParamList& list) {
 // The whole-token [R, C] shape of an MLP input (this rank's rows under SP).
 Shape MLP::whole_rows(const Tensor& x) const { return {x.rows() * (tp.sp() ? tp.size() : 1), x.cols()}; }
 
-// Rows [begin, end) of a weight (dim 0) or a bias; undefined stays undefined.
-static Tensor rows_of(const Tensor& t, int64_t begin, int64_t end) { return t.defined() ? t.slice0(begin, end) : t; }
-
 const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
   a.x = x_in;
   const Tensor x = gather_tokens(tp, flat2d(x_in), whole_rows(a.x));

@@ -56,6 +56,8 @@ Tensor& ensure(Tensor& t, const Shape& shape, DType dtype = DType::F32);
 
 // [rows, cols] view of a tensor whose last dim is cols.
 inline Tensor flat2d(const Tensor& t) { return t.reshape({t.rows(), t.cols()}); }
+// Rows [b, e) of t, or t itself when undefined (an optional bias).
+inline Tensor rows_of(const Tensor& t, int64_t b, int64_t e) { return t.defined() ? t.slice0(b, e) : t; }
 
 // y = x W^T (+ b). x: [R, in], w: [out, in], b: [out] or undefined, y: [R, out] (written).
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);

@@ -61,6 +61,19 @@ struct TpGroup {
   int rank() const { return comm ? comm->rank() : 0; }
 };
 
+// Sequence parallelism off for the scope (a KV-cache step runs tensor parallel only).
+struct PauseSequenceParallel {
+  explicit PauseSequenceParallel(const TpGroup& tp) : b(tp.buffers.get()) {
+    if (b) b->paused = true;
+  }
+  ~PauseSequenceParallel() {
+    if (b) b->paused = false;
+  }
+  PauseSequenceParallel(const PauseSequenceParallel&) = delete;
+  PauseSequenceParallel& operator=(const PauseSequenceParallel&) = delete;
+  SpBuffers* b;
+};
+
 // The shape of rank `rank`'s part of a `whole` shape under `spec` (of `size` ranks).
 // INVALID_ARGUMENT when a segment does not divide by size, naming the tensor.
 Shape shard_shape(const std::string& name, const Shape& whole, const ShardSpec& spec, int size);

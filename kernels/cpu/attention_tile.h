@@ -1,0 +1,20 @@
+// The CPU attention's unit of work, shared by attention_forward (keys contiguous) and
+// paged_attention_forward (keys staged from their blocks), so that both give the same bits.
+#pragma once
+#include <cstdint>
+
+namespace dt::kernels::cpu {
+
+// Queries per tile. 64 rows keep the strips cache-resident up to Tk of a few thousand and
+// give the backward's P^T dO and dS^T Q products (inner dimension = rows) a useful depth;
+// larger tiles waste more work on the masked half of the diagonal tile.
+constexpr int64_t kQueryBlock = 64;
+
+// One head's tile of m <= kQueryBlock consecutive queries (rows qld apart in q and out) over
+// keys and values (rows kld apart, f32, d wide): query r sees keys [0, kend - m + 1 + r).
+// Writes the m output rows and, if lse is not null, lse[r] (log-sum-exp of each score
+// row). strip: scratch of m * kend floats.
+void attention_tile(const float* q, int64_t qld, const float* k, const float* v, int64_t kld, int64_t m, int64_t kend,
+                    int64_t d, float scale, float* out, float* lse, float* strip);
+
+}  // namespace dt::kernels::cpu

@@ -1,0 +1,156 @@
+#include "serve/model_runner.h"
+
+#include <algorithm>
+
+#include "comm/copied_sends.h"
+#include "comm/mesh.h"
+#include "core/device_scope.h"
+#include "core/error.h"
+#include "engine/generate.h"
+#include "engine/trainer.h"
+
+namespace dt::serve {
+namespace {
+
+void append_rows(const Tensor& logits, std::vector<float>& out) {
+  if (!logits.defined()) return;
+  Tensor f32, host;
+  const float* p = engine::host_f32_logits(logits, f32, host);
+  out.insert(out.end(), p, p + logits.numel());
+}
+
+class SingleRunner final : public ModelRunner {
+ public:
+  explicit SingleRunner(nn::GPT& m) : m_(m), cfg_(m.config().resolved()) {
+    DT_CHECK(m.whole(), "serving: the model is a pipeline stage; accepted: a whole model (or a mesh with pp)");
+  }
+  int replicas() const override { return 1; }
+  const nn::GPTConfig& config() const override { return cfg_; }
+  int64_t bytes_per_block(int64_t bs) const override {
+    return nn::PagedKv::bytes_per_block(cfg_, bs, m_.local_kv_heads());
+  }
+  void create_caches(int64_t nb, int64_t bs) override {
+    ScopedDevice on(m_.device());
+    kv_ = nn::PagedKv::create(cfg_, nb, bs, m_.local_kv_heads());
+  }
+  void run(const std::vector<nn::PagedBatch>& b, std::vector<std::vector<float>>& logits) override {
+    logits.assign(1, {});
+    if (b.at(0).seqs.empty()) return;
+    m_.forward_paged(b[0], kv_, logits_);
+    append_rows(logits_, logits[0]);
+  }
+  std::string layout() const override { return "1 replica on " + m_.device().str(); }
+
+ private:
+  nn::GPT& m_;
+  nn::GPTConfig cfg_;
+  nn::PagedKv kv_;
+  Tensor logits_;
+};
+
+// The step's sequences cut into up to n groups of about equal tokens, in order.
+std::vector<nn::PagedBatch> split_batch(const nn::PagedBatch& b, int n) {
+  const int64_t S = static_cast<int64_t>(b.seqs.size()), G = std::min<int64_t>(S, n);
+  const int64_t total = static_cast<int64_t>(b.ids.size());
+  std::vector<nn::PagedBatch> out(static_cast<size_t>(G));
+  int64_t seen = 0, g = 0;
+  for (int64_t i = 0; i < S; ++i) {
+    const nn::PagedBatch::Seq& q = b.seqs[static_cast<size_t>(i)];
+    // Move to the next group once this one has its share, leaving a sequence for each later group.
+    if (!out[g].seqs.empty() && g + 1 < G && (seen * G >= total * (g + 1) || S - i <= G - g - 1)) ++g;
+    nn::PagedBatch& o = out[static_cast<size_t>(g)];
+    o.ids.insert(o.ids.end(), b.ids.begin() + seen, b.ids.begin() + seen + q.count);
+    o.seqs.push_back(q);
+    seen += q.count;
+  }
+  return out;
+}
+
+class TrainerRunner final : public ModelRunner {
+ public:
+  explicit TrainerRunner(engine::Trainer& t) : t_(t), cfg_(t.model(0).config().resolved()) {
+    DT_CHECK(t.virtual_stages() == 1, "serving: virtual_stages = " + std::to_string(t.virtual_stages()) +
+                                          "; accepted: 1 (a token would go round the pipeline once per chunk)");
+    kv_.resize(static_cast<size_t>(t.local_replicas()));
+  }
+  int replicas() const override { return t_.dp(); }
+  const nn::GPTConfig& config() const override { return cfg_; }
+  int64_t bytes_per_block(int64_t bs) const override {
+    int64_t most = 0;
+    for (int i = 0; i < t_.local_replicas(); ++i) {
+      nn::GPT& m = t_.model(i);
+      most = std::max(most, nn::PagedKv::bytes_per_block(cfg_, bs, m.local_kv_heads(), m.chunks()));
+    }
+    return most;
+  }
+  void create_caches(int64_t nb, int64_t bs) override {
+    t_.run_on_replicas([&](int li, int) {
+      nn::GPT& m = t_.model(li);
+      ScopedDevice on(m.device());
+      kv_[static_cast<size_t>(li)] = nn::PagedKv::create(cfg_, nb, bs, m.local_kv_heads(), m.chunks());
+    });
+  }
+  void run(const std::vector<nn::PagedBatch>& batches, std::vector<std::vector<float>>& logits) override {
+    DT_CHECK(static_cast<int>(batches.size()) == t_.dp(), "serving: one batch per replica");
+    logits.assign(batches.size(), {});
+    comm::Mesh& mesh = t_.mesh();
+    t_.run_on_replicas([&](int li, int rank) {
+      const comm::Coords c = mesh.coords(rank);
+      const nn::PagedBatch& b = batches[static_cast<size_t>(c[comm::kDp])];
+      if (b.seqs.empty()) return;
+      nn::GPT& m = t_.model(li);
+      nn::PagedKv& kv = kv_[static_cast<size_t>(li)];
+      std::vector<float>* out = c[comm::kTp] == 0 ? &logits[static_cast<size_t>(c[comm::kDp])] : nullptr;
+      Tensor lg;
+      if (t_.pp() == 1) {
+        m.forward_paged(b, kv, lg);
+        if (out) append_rows(lg, *out);
+        return;
+      }
+      // Pipeline: the groups follow each other through the stages (eager sends), so stage s
+      // works on group g while stage s + 1 works on group g - 1.
+      comm::Communicator& pp = *t_.pp_comm(li);
+      const int stage = pp.rank(), P = pp.size();
+      const nn::BlockRange r = m.chunks().at(0);
+      comm::CopiedSends sends(pp);
+      Tensor x;
+      const std::vector<nn::PagedBatch> groups = split_batch(b, P);
+      for (size_t g = 0; g < groups.size(); ++g) {
+        kv.begin_step(groups[g]);
+        if (stage == 0) {
+          m.paged_embed(groups[g], kv, x);
+        } else {
+          nn::ensure(x, {1, kv.step.tokens, cfg_.d_model}, cfg_.dtype);
+          pp.recv(x.raw(), x.numel(), x.dtype(), stage - 1, kStreamTag);
+        }
+        m.paged_blocks(r.begin, r.end, x, kv);
+        if (stage + 1 < P) {
+          sends.send(x, stage + 1, kStreamTag);
+        } else {
+          m.paged_head(x, kv, lg);
+          if (out) append_rows(lg, *out);
+        }
+      }
+      sends.wait();
+    });
+  }
+  std::string layout() const override {
+    return std::to_string(t_.dp()) + (t_.dp() == 1 ? " replica" : " replicas") + " x tp " + std::to_string(t_.tp()) +
+           " x pp " + std::to_string(t_.pp());
+  }
+
+ private:
+  static constexpr int kStreamTag = 7;  // clear of training's and generation's tags
+  engine::Trainer& t_;
+  nn::GPTConfig cfg_;
+  std::vector<nn::PagedKv> kv_;  // per local replica
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model) { return std::make_unique<SingleRunner>(model); }
+std::unique_ptr<ModelRunner> trainer_runner(engine::Trainer& trainer) {
+  return std::make_unique<TrainerRunner>(trainer);
+}
+
+}  // namespace dt::serve

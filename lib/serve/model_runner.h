@@ -1,0 +1,43 @@
+// What runs the model for the serving engine: R replicas (data parallel serving), each one
+// whole model or its parts over a tp x pp mesh. The engine hands it one paged batch per
+// replica per step and gets back, per replica, the f32 logits of the chunks that sample.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/gpt.h"
+#include "nn/paged_kv.h"
+
+namespace dt::engine {
+class Trainer;
+}
+
+namespace dt::serve {
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual int replicas() const = 0;
+  virtual const nn::GPTConfig& config() const = 0;  // resolved
+  // KV bytes one block costs on the rank that holds the most (the memory budget's unit).
+  virtual int64_t bytes_per_block(int64_t block_size) const = 0;
+  // Every rank's paged cache: num_blocks blocks of block_size positions.
+  virtual void create_caches(int64_t num_blocks, int64_t block_size) = 0;
+  // One step: batches[r] for replica r (no sequences: replica r idles). logits[r] gets
+  // replica r's rows (one per chunk with logits = true, in order) of vocab_size floats.
+  virtual void run(const std::vector<nn::PagedBatch>& batches, std::vector<std::vector<float>>& logits) = 0;
+  // A line for logs and statistics: "1 replica", "2 replicas x tp 2 x pp 1".
+  virtual std::string layout() const = 0;
+};
+
+// One whole model on one rank (tests, and the single-process server).
+std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model);
+
+// The replicas of a Trainer built on a local-backend mesh of dp x tp x pp: replica r is dp
+// group r; its ranks run their tp parts and pipeline stages, the step's sequences split into
+// up to pp groups that follow each other through the stages, so the stages work at once.
+// Interleaved virtual stages are refused (INVALID_ARGUMENT): a token would go round the
+// ranks several times.
+std::unique_ptr<ModelRunner> trainer_runner(engine::Trainer& trainer);
+
+}  // namespace dt::serve
