@@ -13,6 +13,7 @@ demo_packages=(
   libopenblas-dev                             # the CPU BLAS the kernels call
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libcli11-dev                                # the dtrain command line's flags and --help
+  libcpp-httplib-dev pkg-config               # dtrain serve's HTTP server (found through its .pc file)
 )
 # The rest of what tools/test.sh builds and runs.
 test_packages=(

@@ -64,7 +64,8 @@ enum {
   DT_ERR_COMM = 6,             /* a collective or transport failed */
   DT_ERR_TIMEOUT = 7,          /* a blocking operation passed its deadline */
   DT_ERR_ABORTED = 8,          /* the operation was cancelled by an abort */
-  DT_ERR_INTERNAL = 9          /* a bug in libdtrain: please report the message */
+  DT_ERR_INTERNAL = 9,         /* a bug in libdtrain: please report the message */
+  DT_ERR_UNAVAILABLE = 10      /* a service cannot take the request now (a server draining or failed) */
 };
 
 /** Name of a status code ("DT_OK", "DT_ERR_TIMEOUT", ...; "DT_ERR_UNKNOWN" for others).
@@ -687,6 +688,90 @@ DT_API dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* pro
  *  dt_memory_report_json writes. */
 DT_API dt_status dt_engine_last_generate_stats_json(dt_engine* engine, char* buf, size_t capacity,
                                                     size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Serving: continuous batching over a paged KV cache                                    */
+/* ------------------------------------------------------------------------------------ */
+
+/** A serving engine on its own thread (vLLM's design): requests arrive and leave at any
+ *  time; each step mixes the decode tokens of running requests with prefill chunks of new
+ *  ones over a KV cache of fixed-size blocks (shared between requests with a common prompt
+ *  prefix, preempted and recomputed when the blocks run out). A request's tokens are those
+ *  dt_engine_generate gives its prompt alone with the same options, whatever else runs. */
+typedef struct dt_server dt_server;
+
+/** Request states (append-only), as dt_server_poll reports them. */
+enum {
+  DT_REQUEST_WAITING = 0,   /* queued, not yet admitted */
+  DT_REQUEST_RUNNING = 1,   /* admitted: prefilling or decoding */
+  DT_REQUEST_PREEMPTED = 2, /* sent back to the queue when the KV blocks ran out */
+  DT_REQUEST_FINISHED = 3,  /* ended: a stop token or max_tokens */
+  DT_REQUEST_ABORTED = 4,   /* ended: cancelled, or the server stopped or failed */
+  DT_REQUEST_REJECTED = 5   /* ended: it can never run (longer than the context or the cache) */
+};
+
+/** Creates a server over a GPT `module`'s current weights (copied into the ranks' parts;
+ *  do not train the module while the server lives). mesh: NULL (one rank) or a "local"
+ *  mesh whose dp axis is the number of replicas (each request goes to the one with the
+ *  fewest outstanding tokens), tp splits heads and the KV cache, pp places blocks (the
+ *  step's requests flow through the stages in groups). options: NULL or keys "block_size"
+ *  (1..1024 positions, default 16), "kv_blocks" (blocks per replica; default 0: as many as
+ *  "kv_cache_bytes" holds), "kv_cache_bytes" (per rank, default 64 MiB), "max_num_seqs"
+ *  (1..4096, default 16: requests running at once), "max_batched_tokens" (1..2^20, default
+ *  256: tokens per step, the prefill chunk bound), "prefix_caching" (bool, default 1),
+ *  "pp_blocks" (as dt_engine_create). The pool is counted in the memory ledger as
+ *  DT_MEM_KV_CACHE. Starts the server's thread. Caller owns *out; release with
+ *  dt_server_destroy. */
+DT_API dt_status dt_server_create(dt_mesh* mesh, dt_module* module, const dt_options* options, dt_server** out);
+
+/** Ends every request still in flight (each callback gets its end, state ABORTED), stops
+ *  the thread and releases the server. NULL: no-op. */
+DT_API void dt_server_destroy(dt_server* server);
+
+/** Receives a request's events on the server's thread: each new token (done = 0), then
+ *  the end (done = 1; token is the last token, or -1 when it ended without one) with
+ *  `state` a DT_REQUEST_* value and `reason` "stop", "length", "abort", or why it was
+ *  rejected or aborted (valid during the call). Must not block: every request waits. */
+typedef void (*dt_request_callback)(void* user, int64_t request_id, int32_t token, int32_t done, int32_t state,
+                                    const char* reason);
+
+/** Submits a request: prompt_len (>= 1) token ids in [0, vocab_size). options: NULL or
+ *  keys "max_tokens" (>= 1, default 16), "temperature" (>= 0, default 0: greedy), "top_k"
+ *  (>= 0), "top_p" ((0, 1]), "seed" (int), "stop_tokens" (string of ids, "3,7"; the output
+ *  ends after one of them). on_event: NULL to collect the tokens with dt_server_poll.
+ *  *out_id gets the request's id. A request that can never run is accepted and then
+ *  rejected (its end event says why); bad arguments fail here (DT_ERR_INVALID_ARGUMENT);
+ *  DT_ERR_UNAVAILABLE while the server drains or after it failed. Thread-safe. */
+DT_API dt_status dt_server_submit(dt_server* server, const int32_t* prompt, int64_t prompt_len,
+                                  const dt_options* options, dt_request_callback on_event, void* user,
+                                  int64_t* out_id);
+
+/** Waits up to timeout_ms (>= 0) for news of a request submitted without a callback, then
+ *  takes up to `capacity` of its new tokens into `tokens` (*n_out of them), and its state
+ *  (DT_REQUEST_*) into *state_out. *done_out = 1 once it ended and every token was taken:
+ *  the id is then forgotten (later polls: DT_ERR_NOT_FOUND). Thread-safe. */
+DT_API dt_status dt_server_poll(dt_server* server, int64_t request_id, int32_t* tokens, int64_t capacity,
+                                int64_t* n_out, int32_t* state_out, int32_t* done_out, int32_t timeout_ms);
+
+/** Aborts a request at once: its KV blocks are freed and its end event says "abort".
+ *  DT_ERR_NOT_FOUND if the id is unknown or already ended. Thread-safe. */
+DT_API dt_status dt_server_cancel(dt_server* server, int64_t request_id);
+
+/** Stops accepting requests and waits up to timeout_ms for those in flight to end
+ *  (DT_ERR_TIMEOUT if some are still running then). Thread-safe. */
+DT_API dt_status dt_server_drain(dt_server* server, int32_t timeout_ms);
+
+/** Statistics as JSON ({"requests":{"waiting":..,"running":..,"finished":..,..},
+ *  "tokens":{..},"tokens_per_s":..,"ttft_s":{"p50":..,"p90":..,"p99":..},"itl_s":{..},
+ *  "kv_cache":{"used_blocks":..,"cached_blocks":..,"free_blocks":..,..},"preemptions":..}),
+ *  written as dt_memory_report_json writes. Thread-safe. */
+DT_API dt_status dt_server_stats_json(dt_server* server, char* buf, size_t capacity, size_t* needed);
+
+/** The same figures in Prometheus text format (what GET /metrics serves). Thread-safe. */
+DT_API dt_status dt_server_metrics_text(dt_server* server, char* buf, size_t capacity, size_t* needed);
+
+/** The model's context length and vocabulary size (for a front end's checks). */
+DT_API dt_status dt_server_model_info(dt_server* server, int64_t* context, int64_t* vocab_size);
 
 /* ------------------------------------------------------------------------------------ */
 /* Checkpoints                                                                          */

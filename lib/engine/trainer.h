@@ -90,13 +90,18 @@ class Trainer {
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
   nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
-  // For serving (serve/model_runner.h), which runs its own steps on the replicas: the mesh,
-  // a replica's pp communicator (null without pp), and fn(local_index, rank) run on every
-  // local replica's rank thread at once (so their collectives meet).
-  comm::Mesh& mesh() { return *mesh_; }
+  // For serving (serve/model_runner.h), which runs its own steps on the replicas: a rank's
+  // coordinates (all 0 without a mesh), a replica's pp communicator (null without pp), and
+  // fn(local_index, rank) run on every local replica's rank thread at once (so their
+  // collectives meet; on the caller's thread without a mesh).
+  comm::Coords coords(int rank) const { return mesh_ ? mesh_->coords(rank) : comm::Coords{}; }
+  bool in_process() const { return !mesh_ || static_cast<int>(mesh_->local_ranks().size()) == mesh_->world_size(); }
   comm::Communicator* pp_comm(int local_index) { return pp_comms_.empty() ? nullptr : pp_comms_.at(static_cast<size_t>(local_index)); }
   int virtual_stages() const { return virtual_stages_; }
-  void run_on_replicas(const std::function<void(int local_index, int rank)>& fn) { on_all(fn); }
+  void run_on_replicas(const std::function<void(int local_index, int rank)>& fn) {
+    if (mesh_) on_all(fn);
+    else fn(0, 0);
+  }
 
   // Replica 0's state in the single-rank layout (under ZeRO every replica takes part in
   // gathering it; at stage 3 the values then stay whole until the next step).

@@ -53,8 +53,7 @@ ServingEngine::ServingEngine(std::unique_ptr<ModelRunner> runner, const EngineCo
   }
 }
 
-void ServingEngine::add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& p,
-                        std::vector<Event>& events) {
+void ServingEngine::check_request(const std::vector<int32_t>& prompt, const SamplingParams& p) const {
   const int64_t V = runner_->config().vocab_size;
   DT_CHECK(!prompt.empty(), "prompt: empty; accepted: at least one token");
   for (int32_t t : prompt)
@@ -68,6 +67,11 @@ void ServingEngine::add(int64_t id, const std::vector<int32_t>& prompt, const Sa
   for (int32_t t : p.stop_tokens)
     DT_CHECK(t >= 0 && t < V, "stop: token id " + std::to_string(t) + " is outside [0, vocab_size = " +
                                   std::to_string(V) + ")");
+}
+
+void ServingEngine::add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& p,
+                        std::vector<Event>& events) {
+  check_request(prompt, p);
   DT_CHECK(!where_.count(id), "request id " + std::to_string(id) + " is already live");
   int best = 0;  // the router: fewest outstanding tokens, lowest index on ties
   for (int r = 1; r < replicas(); ++r)
@@ -104,6 +108,11 @@ bool ServingEngine::abort(int64_t id, std::vector<Event>& events) {
 
 bool ServingEngine::idle() const { return where_.empty(); }
 int64_t ServingEngine::active() const { return static_cast<int64_t>(where_.size()); }
+std::vector<int64_t> ServingEngine::live_ids() const {
+  std::vector<int64_t> v;
+  for (const auto& [id, r] : where_) v.push_back(id);
+  return v;
+}
 
 void ServingEngine::step(std::vector<Event>& events) {
   const auto t0 = Clock::now();

@@ -47,12 +47,18 @@ class ServingEngine {
   // least loaded replica. A request that can never run (longer than the context, or than
   // the whole KV cache) ends at once: its Rejected event is appended to `events`.
   void add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& params, std::vector<Event>& events);
+  // add()'s checks alone (INVALID_ARGUMENT naming the field); safe beside a running step.
+  void check_request(const std::vector<int32_t>& prompt, const SamplingParams& params) const;
   // Ends the request at once, all its blocks released (an Aborted event). False if unknown.
   bool abort(int64_t id, std::vector<Event>& events);
   // One step on every replica with work: schedule, run the model, sample, commit.
   void step(std::vector<Event>& events);
   bool idle() const;
   int64_t active() const;
+  std::vector<int64_t> live_ids() const;
+  // After a failed step: forgets every request (the caller ends them); the engine is then
+  // not used again.
+  void forget_all() { where_.clear(); }
 
   int replicas() const { return static_cast<int>(reps_.size()); }
   const Scheduler& scheduler(int replica) const { return *reps_.at(static_cast<size_t>(replica))->sched; }

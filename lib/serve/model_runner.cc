@@ -69,9 +69,14 @@ std::vector<nn::PagedBatch> split_batch(const nn::PagedBatch& b, int n) {
 class TrainerRunner final : public ModelRunner {
  public:
   explicit TrainerRunner(engine::Trainer& t) : t_(t), cfg_(t.model(0).config().resolved()) {
+    DT_CHECK(t.in_process(), "serving: the mesh spans processes (mpi); accepted: a \"local\" mesh (the serving "
+                             "engine hands each step's batch to its ranks in memory)");
     DT_CHECK(t.virtual_stages() == 1, "serving: virtual_stages = " + std::to_string(t.virtual_stages()) +
                                           "; accepted: 1 (a token would go round the pipeline once per chunk)");
     kv_.resize(static_cast<size_t>(t.local_replicas()));
+    // Every replica's values current outside a step (ZeRO-3's gathered, a pipeline's tied
+    // copy on its last stage), as generation makes them.
+    t.run_on_replicas([&](int li, int) { t.replica(li).gather_model(); });
   }
   int replicas() const override { return t_.dp(); }
   const nn::GPTConfig& config() const override { return cfg_; }
@@ -93,9 +98,8 @@ class TrainerRunner final : public ModelRunner {
   void run(const std::vector<nn::PagedBatch>& batches, std::vector<std::vector<float>>& logits) override {
     DT_CHECK(static_cast<int>(batches.size()) == t_.dp(), "serving: one batch per replica");
     logits.assign(batches.size(), {});
-    comm::Mesh& mesh = t_.mesh();
     t_.run_on_replicas([&](int li, int rank) {
-      const comm::Coords c = mesh.coords(rank);
+      const comm::Coords c = t_.coords(rank);
       const nn::PagedBatch& b = batches[static_cast<size_t>(c[comm::kDp])];
       if (b.seqs.empty()) return;
       nn::GPT& m = t_.model(li);

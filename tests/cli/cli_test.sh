@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, tp, pp, mpi, demo. Prints
+# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, tp, pp, serve, mpi, demo. Prints
 # "cli CASE passed" on success.
 set -uo pipefail
 # (No `producer | grep -q`: grep -q exits at its first match, the producer may then die of
@@ -449,6 +449,21 @@ PY
   $D generate --checkpoint mtp/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun tp run"
   expect_error "--backend tcp local mpi" $D train "${TINY[@]}" --steps 1 --backend tcp --out mt
   expect_error "--dp --backend" "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --steps 1 --backend mpi --dp 2 --out mt
+  ;;
+serve)
+  # dtrain serve over loopback (tests/cli/serve_http_test.py): a text model trained here,
+  # served on one rank, --tp 2, --pp 2 and 2 replicas; each run's completions are `dtrain
+  # generate`'s text, bad requests get OpenAI-style errors, a dropped stream is aborted, and
+  # Ctrl-C drains and exits 0. Bad flags are refused naming them.
+  python3 -c "open('corpus.txt', 'w').write('the quick brown fox jumps over the lazy dog. ' * 300)"
+  $D train --data text:corpus.txt --context 48 --layers 2 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1 \
+    --steps 40 --eval-problems 0 --out tx >tx.txt 2>&1 || { cat tx.txt; fail "training the served model"; }
+  for flags in "" "--tp 2" "--pp 2" "--replicas 2"; do
+    timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_http_test.py" $D tx/ckpt 48 $flags || fail "serve $flags"
+  done
+  expect_usage "--port" $D serve --checkpoint tx/ckpt --port 70000
+  expect_usage "--max-num-seqs" $D serve --checkpoint tx/ckpt --max-num-seqs 0
+  expect_error "stages" $D serve --checkpoint tx/ckpt --pp 4 --port 0
   ;;
 *) fail "unknown case $CASE" ;;
 esac

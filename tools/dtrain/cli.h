@@ -2,6 +2,7 @@
 // whatever it does, a host in C, Go or Java can do through the same calls.
 #pragma once
 #include <dtrain/dtrain.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -115,5 +116,16 @@ void write_loss_svg(const std::string& path, const std::vector<std::pair<int64_t
 
 // Writes `text` to `path`, replacing it (CliError naming the path on failure).
 void write_file(const std::string& path, const std::string& text);
+
+// A model and an engine from a checkpoint stem (e.g. runs/latest/ckpt), its weights loaded;
+// info: dt_checkpoint_info_json's. tp, pp > 1: the engine on a local mesh of those ranks.
+struct Loaded {
+  Module model;
+  Optimizer opt;
+  Mesh mesh;  // --tp, --pp: the ranks of this process (released after the engine)
+  Engine engine;
+  nlohmann::json info;
+};
+Loaded load_checkpoint(const std::string& stem, int64_t tp = 1, int64_t pp = 1);
 
 }  // namespace dtcli

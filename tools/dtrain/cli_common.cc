@@ -5,6 +5,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.h"
 #include "flags.h"
 
@@ -238,6 +240,38 @@ void write_file(const std::string& path, const std::string& text) {
   f << text;
   f.close();
   if (!f) throw CliError("cannot write \"" + path + "\"");
+}
+
+// tp > 1: the engine runs on a local mesh of tp ranks, each with its part of the model and
+// of the KV cache (sharded by heads); pp > 1: of pp x tp ranks, each pp rank its stage's
+// blocks and their layers' cache (the prompt's tokens passing stage to stage). The tokens
+// are the single-rank model's.
+Loaded load_checkpoint(const std::string& stem, int64_t tp, int64_t pp) {
+  Loaded l;
+  dt_module* m = nullptr;
+  check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
+  l.model.reset(m);
+  // Inference needs no optimizer state, but an engine needs an optimizer: plain SGD holds
+  // none (only its step counter, which the checkpoint has).
+  dt_optimizer* o = nullptr;
+  check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
+  l.opt.reset(o);
+  if (tp * pp > 1) {
+    Options mo = make_options();
+    set(mo.get(), "tp", tp);
+    set(mo.get(), "pp", pp);
+    dt_mesh* mesh = nullptr;
+    check(dt_mesh_create("local", static_cast<int32_t>(tp * pp), mo.get(), &mesh), "creating the mesh (--tp, --pp)");
+    l.mesh.reset(mesh);
+  }
+  dt_engine* e = nullptr;
+  check(dt_engine_create(l.mesh.get(), m, o, nullptr, &e), "dt_engine_create");
+  l.engine.reset(e);
+  check(dt_engine_load(e, stem.c_str()), "loading the checkpoint");
+  l.info = nlohmann::json::parse(
+      read_text([&](char* b, size_t c, size_t* n) { return dt_checkpoint_info_json(stem.c_str(), b, c, n); },
+                "dt_checkpoint_info_json"));
+  return l;
 }
 
 }  // namespace dtcli

@@ -11,47 +11,6 @@
 namespace dtcli {
 namespace {
 
-// A model and an engine from a checkpoint stem (e.g. runs/latest/ckpt).
-struct Loaded {
-  Module model;
-  Optimizer opt;
-  Mesh mesh;  // --tp, --pp: the ranks of this process (released after the engine)
-  Engine engine;
-  nlohmann::json info;
-};
-
-// tp > 1: the engine runs on a local mesh of tp ranks, each with its part of the model and
-// of the KV cache (sharded by heads); pp > 1: of pp x tp ranks, each pp rank its stage's
-// blocks and their layers' cache (the prompt's tokens passing stage to stage). The tokens
-// are the single-rank model's.
-Loaded load_checkpoint(const std::string& stem, int64_t tp = 1, int64_t pp = 1) {
-  Loaded l;
-  dt_module* m = nullptr;
-  check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
-  l.model.reset(m);
-  // Inference needs no optimizer state, but an engine needs an optimizer: plain SGD holds
-  // none (only its step counter, which the checkpoint has).
-  dt_optimizer* o = nullptr;
-  check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
-  l.opt.reset(o);
-  if (tp * pp > 1) {
-    Options mo = make_options();
-    set(mo.get(), "tp", tp);
-    set(mo.get(), "pp", pp);
-    dt_mesh* mesh = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(tp * pp), mo.get(), &mesh), "creating the mesh (--tp, --pp)");
-    l.mesh.reset(mesh);
-  }
-  dt_engine* e = nullptr;
-  check(dt_engine_create(l.mesh.get(), m, o, nullptr, &e), "dt_engine_create");
-  l.engine.reset(e);
-  check(dt_engine_load(e, stem.c_str()), "loading the checkpoint");
-  l.info = nlohmann::json::parse(
-      read_text([&](char* b, size_t c, size_t* n) { return dt_checkpoint_info_json(stem.c_str(), b, c, n); },
-                "dt_checkpoint_info_json"));
-  return l;
-}
-
 // "\n" in a flag's value means a newline (shells make a real one awkward to type).
 std::string unescape(const std::string& s) {
   std::string r;

@@ -15,5 +15,6 @@ void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace dtcli

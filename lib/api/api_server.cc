@@ -1,0 +1,168 @@
+// dt_server: the serving engine (lib/serve) behind the C ABI. The server runs on its own
+// Trainer over the module (an SGD optimizer without state, never stepped), which gives it
+// the replicas, tp parts and pipeline stages of the mesh; serve::Server owns the thread.
+#include <cstring>
+#include <sstream>
+
+#include "comm/mesh.h"
+#include "engine/trainer.h"
+#include "lib/api/firewall.h"
+#include "nn/gpt.h"
+#include "serve/server.h"
+
+using dt::api::guard;
+using dt::api::need;
+
+struct dt_server {
+  std::shared_ptr<dt::nn::Module> module;
+  std::shared_ptr<dt::comm::Mesh> mesh;
+  std::unique_ptr<dt::optim::Optimizer> opt;
+  std::unique_ptr<dt::engine::Trainer> trainer;
+  std::unique_ptr<dt::serve::Server> server;  // last: stopped first
+};
+
+static_assert(DT_REQUEST_WAITING == static_cast<int>(dt::serve::SeqState::Waiting) &&
+                  DT_REQUEST_PREEMPTED == static_cast<int>(dt::serve::SeqState::Preempted) &&
+                  DT_REQUEST_REJECTED == static_cast<int>(dt::serve::SeqState::Rejected),
+              "DT_REQUEST_* follow serve::SeqState");
+
+namespace {
+
+dt::serve::Server& server_of(dt_server* s) { return *need(s, "server")->server; }
+
+dt::serve::EngineConfig engine_config(const dt_options* options, dt::engine::ParallelOptions& par) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_server_create",
+                     {"block_size", "kv_blocks", "kv_cache_bytes", "max_num_seqs", "max_batched_tokens",
+                      "prefix_caching", "pp_blocks"});
+  dt::serve::EngineConfig c;
+  c.block_size = r.get_int("block_size", c.block_size);
+  c.num_blocks = r.get_int("kv_blocks", 0);
+  c.kv_cache_bytes = r.get_int("kv_cache_bytes", c.kv_cache_bytes);
+  c.max_num_seqs = r.get_int("max_num_seqs", c.max_num_seqs);
+  c.max_batched_tokens = r.get_int("max_batched_tokens", c.max_batched_tokens);
+  c.prefix_caching = r.get_bool("prefix_caching", true);
+  par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
+  c.check();
+  return c;
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    DT_CHECK(!item.empty() && end && *end == '\0' && v >= 0 && v <= INT32_MAX,
+             "option \"stop_tokens\" = \"" + text + "\"; accepted: token ids separated by commas, such as \"3,7\"");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+dt::serve::SamplingParams sampling(const dt_options* options) {
+  dt::OptionReader r(dt::api::opts_of(options), "dt_server_submit",
+                     {"max_tokens", "temperature", "top_k", "top_p", "seed", "stop_tokens"});
+  dt::serve::SamplingParams p;
+  p.max_tokens = r.get_int("max_tokens", p.max_tokens);
+  p.temperature = static_cast<float>(r.get_double("temperature", 0.0));
+  p.top_k = r.get_int("top_k", 0);
+  p.top_p = static_cast<float>(r.get_double("top_p", 1.0));
+  p.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  p.stop_tokens = parse_ids(r.get_string("stop_tokens", ""));
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+dt_status dt_server_create(dt_mesh* mesh, dt_module* module, const dt_options* options, dt_server** out) {
+  return guard("dt_server_create", [&] {
+    need(module, "module");
+    need(out, "out");
+    DT_CHECK(module->gpt, "module is not a GPT (an MLP?); accepted: a module from dt_module_create_gpt");
+    auto h = std::make_unique<dt_server>();
+    h->module = module->module;
+    h->mesh = mesh ? mesh->mesh : nullptr;
+    dt::engine::ParallelOptions par;
+    const dt::serve::EngineConfig cfg = engine_config(options, par);
+    par.check();
+    dt::optim::SgdOptions so;
+    so.lr = 0.0f;
+    h->opt = std::make_unique<dt::optim::Sgd>(module->gpt->parameters(), so);
+    h->trainer = std::make_unique<dt::engine::Trainer>(h->mesh, *module->gpt, *h->opt, dt::engine::TrainOptions{}, par);
+    auto engine = std::make_unique<dt::serve::ServingEngine>(dt::serve::trainer_runner(*h->trainer), cfg);
+    h->server = std::make_unique<dt::serve::Server>(std::move(engine));
+    *out = h.release();
+  });
+}
+
+void dt_server_destroy(dt_server* server) { delete server; }
+
+dt_status dt_server_submit(dt_server* server, const int32_t* prompt, int64_t prompt_len, const dt_options* options,
+                           dt_request_callback on_event, void* user, int64_t* out_id) {
+  return guard("dt_server_submit", [&] {
+    dt::serve::Server& s = server_of(server);
+    need(out_id, "out_id");
+    DT_CHECK(prompt_len >= 1 && prompt_len <= (int64_t{1} << 24),
+             "prompt_len = " + std::to_string(prompt_len) + "; accepted: [1, 2^24]");
+    need(prompt, "prompt");
+    dt::serve::Server::Callback cb;
+    if (on_event)
+      cb = [on_event, user](const dt::serve::Event& e) {
+        on_event(user, e.id, e.token, e.done ? 1 : 0, static_cast<int32_t>(e.state), e.reason.c_str());
+      };
+    *out_id = s.submit(std::vector<int32_t>(prompt, prompt + prompt_len), sampling(options), std::move(cb));
+  });
+}
+
+dt_status dt_server_poll(dt_server* server, int64_t request_id, int32_t* tokens, int64_t capacity, int64_t* n_out,
+                         int32_t* state_out, int32_t* done_out, int32_t timeout_ms) {
+  return guard("dt_server_poll", [&] {
+    dt::serve::Server& s = server_of(server);
+    need(n_out, "n_out");
+    DT_CHECK(capacity >= 0 && (capacity == 0 || tokens), "tokens/capacity: a buffer of capacity >= 0 ids");
+    DT_CHECK(timeout_ms >= 0, "timeout_ms = " + std::to_string(timeout_ms) + "; accepted: >= 0");
+    const dt::serve::Server::Polled p = s.poll(request_id, capacity, timeout_ms / 1000.0);
+    if (!p.tokens.empty()) std::memcpy(tokens, p.tokens.data(), p.tokens.size() * sizeof(int32_t));
+    *n_out = static_cast<int64_t>(p.tokens.size());
+    if (state_out) *state_out = static_cast<int32_t>(p.state);
+    if (done_out) *done_out = p.done ? 1 : 0;
+  });
+}
+
+dt_status dt_server_cancel(dt_server* server, int64_t request_id) {
+  return guard("dt_server_cancel", [&] {
+    if (!server_of(server).cancel(request_id))
+      dt::fail(DT_ERR_NOT_FOUND, "request " + std::to_string(request_id) + ": unknown or already ended");
+  });
+}
+
+dt_status dt_server_drain(dt_server* server, int32_t timeout_ms) {
+  return guard("dt_server_drain", [&] {
+    DT_CHECK(timeout_ms >= 0, "timeout_ms = " + std::to_string(timeout_ms) + "; accepted: >= 0");
+    if (!server_of(server).drain(timeout_ms / 1000.0))
+      dt::fail(DT_ERR_TIMEOUT, "dt_server_drain: requests still in flight after " + std::to_string(timeout_ms) + " ms");
+  });
+}
+
+dt_status dt_server_stats_json(dt_server* server, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_server_stats_json",
+               [&] { dt::api::write_text(server_of(server).stats_json().dump(), buf, capacity, needed); });
+}
+
+dt_status dt_server_metrics_text(dt_server* server, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_server_metrics_text",
+               [&] { dt::api::write_text(server_of(server).prometheus(), buf, capacity, needed); });
+}
+
+dt_status dt_server_model_info(dt_server* server, int64_t* context, int64_t* vocab_size) {
+  return guard("dt_server_model_info", [&] {
+    const dt::nn::GPTConfig& c = server_of(server).config();
+    if (context) *context = c.context;
+    if (vocab_size) *vocab_size = c.vocab_size;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,161 @@
+#include "serve/server.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace dt::serve {
+
+Server::Server(std::unique_ptr<ServingEngine> engine) : engine_(std::move(engine)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+int64_t Server::submit(const std::vector<int32_t>& prompt, const SamplingParams& p, Callback cb) {
+  {
+    std::lock_guard<std::mutex> lk(engine_mu_);
+    engine_->check_request(prompt, p);  // the engine's own checks, before anything is queued
+  }
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!failed_.empty()) fail(DT_ERR_UNAVAILABLE, "server: the engine failed: " + failed_);
+    if (draining_ || stopping_) fail(DT_ERR_UNAVAILABLE, "server: draining, no new requests accepted");
+    id = next_id_++;
+    if (cb) callbacks_[id] = std::move(cb);
+    else buffers_[id];
+    inbox_.push_back({id, prompt, p});
+    ++live_;
+  }
+  wake_.notify_all();
+  return id;
+}
+
+bool Server::cancel(int64_t id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const bool live = callbacks_.count(id) || (buffers_.count(id) && !buffers_[id].ended);
+    if (!live) return false;
+    cancels_.push_back(id);
+  }
+  wake_.notify_all();
+  return true;
+}
+
+Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  auto it = buffers_.find(id);
+  if (it == buffers_.end())
+    fail(DT_ERR_NOT_FOUND, "request " + std::to_string(id) + ": unknown, already fully polled, or delivered to a callback");
+  news_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, timeout_s)),
+                 [&] { return !it->second.p.tokens.empty() || it->second.ended; });
+  Buffer& b = it->second;
+  Polled out;
+  const size_t n = std::min(b.p.tokens.size(), static_cast<size_t>(std::max<int64_t>(max_tokens, 0)));
+  out.tokens.assign(b.p.tokens.begin(), b.p.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  b.p.tokens.erase(b.p.tokens.begin(), b.p.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  out.state = b.p.state;
+  out.reason = b.p.reason;
+  out.done = b.ended && b.p.tokens.empty();
+  if (out.done) buffers_.erase(it);
+  return out;
+}
+
+bool Server::drain(double timeout_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  draining_ = true;
+  return news_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return live_ == 0; });
+}
+
+nlohmann::json Server::stats_json() {
+  std::lock_guard<std::mutex> lk(engine_mu_);
+  nlohmann::json j = engine_->stats_json();
+  std::lock_guard<std::mutex> lk2(mu_);
+  j["draining"] = draining_;
+  if (!failed_.empty()) j["failed"] = failed_;
+  return j;
+}
+
+std::string Server::prometheus() {
+  std::lock_guard<std::mutex> lk(engine_mu_);
+  return engine_->prometheus();
+}
+
+void Server::deliver(const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    Callback cb;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = callbacks_.find(e.id);
+      if (it != callbacks_.end()) {
+        cb = it->second;
+        if (e.done) callbacks_.erase(it);
+      } else if (auto b = buffers_.find(e.id); b != buffers_.end()) {
+        if (e.token >= 0) b->second.p.tokens.push_back(e.token);
+        b->second.p.state = e.state;
+        if (e.done) {
+          b->second.ended = true;
+          b->second.p.reason = e.reason;
+        }
+      }
+      if (e.done) --live_;
+    }
+    if (cb) cb(e);
+  }
+  news_.notify_all();
+}
+
+void Server::loop() {
+  for (;;) {
+    std::deque<Pending> adds;
+    std::vector<int64_t> cancels;
+    bool stop;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      wake_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || busy_; });
+      adds.swap(inbox_);
+      cancels.swap(cancels_);
+      stop = stopping_;
+    }
+    std::vector<Event> ev;
+    bool busy = false;
+    {
+      std::lock_guard<std::mutex> lk(engine_mu_);
+      try {
+        for (Pending& p : adds) engine_->add(p.id, p.prompt, p.params, ev);
+        for (int64_t id : cancels) engine_->abort(id, ev);
+        if (stop) {  // everything still in flight ends now
+          for (int64_t id : engine_->live_ids()) engine_->abort(id, ev);
+        } else if (!engine_->idle()) {
+          engine_->step(ev);
+        }
+      } catch (const std::exception& e) {
+        // A failed step (a peer rank gone, a device error) ends every request: the engine's
+        // state is no longer trusted. Later submits are refused with this message.
+        {
+          std::lock_guard<std::mutex> lk2(mu_);
+          failed_ = e.what();
+        }
+        for (int64_t id : engine_->live_ids()) ev.push_back({id, -1, true, SeqState::Aborted, std::string("error: ") + e.what()});
+        engine_->forget_all();
+      }
+      busy = !engine_->idle();
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      busy_ = busy;
+    }
+    deliver(ev);
+    if (stop) return;
+  }
+}
+
+}  // namespace dt::serve

@@ -1,0 +1,224 @@
+"""dtrain serve over loopback, with the standard library's HTTP client: completions whole and
+streamed (server-sent events in OpenAI's chunk shape) give `dtrain generate`'s greedy text;
+concurrent clients; a client that disconnects mid-stream (its request is aborted and its KV
+blocks freed); stop strings; bad requests (malformed JSON, unknown fields, a prompt longer
+than the context, max_tokens <= 0, another model, n = 2) get OpenAI-style errors; Ctrl-C
+drains a stream in flight and exits 0.
+
+usage: serve_http_test.py DTRAIN CHECKPOINT CONTEXT [extra serve flags...]
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+dtrain, ckpt, context = sys.argv[1], sys.argv[2], int(sys.argv[3])
+extra = sys.argv[4:]
+tag = " ".join(extra) or "one rank"
+
+
+def fail(msg):
+    print(f"FAIL ({tag}): {msg}")
+    sys.exit(1)
+
+
+port_file = f"port{os.getpid()}.txt"
+if os.path.exists(port_file):
+    os.remove(port_file)
+proc = subprocess.Popen([dtrain, "serve", "--checkpoint", ckpt, "--port", "0", "--port-file", port_file,
+                         "--kv-blocks", "64", "--block-size", "8", "--json", f"stats{os.getpid()}.json"] + extra,
+                        stderr=subprocess.PIPE, text=True)
+for _ in range(300):
+    if os.path.exists(port_file) and open(port_file).read().strip():
+        break
+    if proc.poll() is not None:
+        fail("the server exited: " + proc.stderr.read())
+    time.sleep(0.05)
+port = int(open(port_file).read())
+
+
+def request(method, path, body=None, raw=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    c.close()
+    return r.status, text
+
+
+def complete(prompt, max_tokens, **kw):
+    body = dict(model="dtrain", prompt=prompt, max_tokens=max_tokens, temperature=0, **kw)
+    status, text = request("POST", "/v1/completions", body)
+    if status != 200:
+        fail(f"completion {prompt!r}: HTTP {status} {text}")
+    return json.loads(text)
+
+
+def stream(prompt, max_tokens, stop_after=None, **kw):
+    """The chunks' texts and the last finish_reason; stop_after: disconnect after that many chunks."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = dict(model="dtrain", prompt=prompt, max_tokens=max_tokens, temperature=0, stream=True, **kw)
+    c.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        fail(f"stream: HTTP {r.status} {r.getheader('Content-Type')}")
+    texts, finish, done = [], None, False
+    while True:
+        line = r.fp.readline().decode("utf-8", "replace")
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith("data: "):
+            continue
+        payload = line[len("data: "):]
+        if payload == "[DONE]":
+            done = True
+            break
+        chunk = json.loads(payload)
+        if chunk["object"] != "text_completion" or len(chunk["choices"]) != 1 or not chunk["id"].startswith("cmpl-"):
+            fail(f"chunk shape: {chunk}")
+        texts.append(chunk["choices"][0]["text"])
+        finish = chunk["choices"][0]["finish_reason"]
+        if stop_after is not None and len(texts) >= stop_after:
+            c.sock.close()  # the client goes away mid-stream
+            return texts, None, False
+    c.close()
+    return texts, finish, done
+
+
+def metrics():
+    status, text = request("GET", "/metrics")
+    if status != 200:
+        fail(f"/metrics: HTTP {status}")
+    m = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            m[k] = float(v)
+    return m
+
+
+# Health and models.
+status, text = request("GET", "/health")
+if status != 200 or json.loads(text)["status"] != "ok":
+    fail(f"/health: {status} {text}")
+status, text = request("GET", "/v1/models")
+if status != 200 or json.loads(text)["data"][0]["id"] != "dtrain":
+    fail(f"/v1/models: {status} {text}")
+
+# A whole completion: `dtrain generate`'s greedy text, with OpenAI's shape.
+prompt, n = "the quick", 12
+ref = subprocess.run([dtrain, "generate", "--checkpoint", ckpt, "--prompt", prompt, "--max-new-tokens", str(n),
+                      "--json", "gen.json"], capture_output=True, text=True)
+if ref.returncode != 0:
+    fail("dtrain generate: " + ref.stderr)
+want = json.load(open("gen.json"))["text"]
+got = complete(prompt, n)
+if got["choices"][0]["text"] != want:
+    fail(f"completion {got['choices'][0]['text']!r} != dtrain generate's {want!r}")
+if got["choices"][0]["finish_reason"] != "length" or got["usage"] != {"prompt_tokens": len(prompt),
+                                                                       "completion_tokens": n,
+                                                                       "total_tokens": len(prompt) + n}:
+    fail(f"completion fields: {got}")
+
+# Streamed: the same text in chunks, a last chunk with the finish reason, then [DONE].
+texts, finish, done = stream(prompt, n)
+if "".join(texts) != want or finish != "length" or not done:
+    fail(f"stream: {texts} {finish} {done}")
+
+# Concurrent clients, streamed and whole: each gets its prompt's text.
+prompts = ["the lazy", "over the ", "brown fox", "jumps", "dog. the", "quick bro", "azy dog", "fox jum"]
+refs = {p: complete(p, 10)["choices"][0]["text"] for p in prompts}
+errors = []
+
+
+def client(i):
+    p = prompts[i % len(prompts)]
+    try:
+        if i % 2:
+            t = "".join(stream(p, 10)[0])
+        else:
+            t = complete(p, 10)["choices"][0]["text"]
+        if t != refs[p]:
+            errors.append(f"client {i}: {t!r} != {refs[p]!r}")
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"client {i}: {e}")
+
+
+threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+if errors:
+    fail("; ".join(errors))
+
+# A stop string: the text ends before it, finish_reason "stop".
+if len(want) >= 4:
+    stop = want[2:4]
+    got = complete(prompt, n, stop=[stop])
+    cut = want[: want.find(stop)]
+    if got["choices"][0]["text"] != cut or got["choices"][0]["finish_reason"] != "stop":
+        fail(f"stop {stop!r}: {got['choices'][0]}")
+
+# A client that disconnects mid-stream: its request is aborted, its blocks freed.
+before = metrics().get('dtrain_requests{state="aborted"}', 0)
+stream("t", context - 1, stop_after=1, seed=1, top_k=0)
+for _ in range(100):
+    m = metrics()
+    if m.get('dtrain_requests{state="aborted"}', 0) > before and m['dtrain_kv_blocks{state="used"}'] == 0:
+        break
+    time.sleep(0.05)
+else:
+    fail(f"the disconnected stream was not aborted: {m}")
+
+# Bad requests: OpenAI-style error bodies.
+def expect_error(status_want, body=None, raw=None, code=None, param=None):
+    status, text = request("POST", "/v1/completions", body, raw)
+    try:
+        err = json.loads(text)["error"]
+    except Exception:  # noqa: BLE001
+        fail(f"{body or raw!r}: not an error object: {text}")
+    if status != status_want or not err.get("message") or err.get("type") != "invalid_request_error":
+        fail(f"{body or raw!r}: HTTP {status} {text}")
+    if code and err.get("code") != code or param and err.get("param") != param:
+        fail(f"{body or raw!r}: code/param {err}")
+
+
+expect_error(400, raw='{"model": "dtrain", "prompt": ')
+expect_error(400, raw="[1, 2]")
+expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": 2, "bogus_field": 1}, param="bogus_field")
+expect_error(400, {"model": "dtrain", "prompt": "x" * context, "max_tokens": 1}, code="context_length_exceeded")
+expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": 0}, param="max_tokens")
+expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": -3}, param="max_tokens")
+expect_error(400, {"model": "dtrain", "prompt": "x", "n": 2}, param="n")
+expect_error(400, {"model": "dtrain", "prompt": "", "max_tokens": 2}, param="prompt")
+expect_error(404, {"model": "gpt-4", "prompt": "x"}, code="model_not_found")
+m = metrics()
+if m['dtrain_kv_blocks{state="used"}'] != 0 or m['dtrain_requests{state="running"}'] != 0:
+    fail(f"blocks or requests left over: {m}")
+
+# Ctrl-C with a stream in flight: it finishes (the drain), then the server exits 0.
+result = {}
+t = threading.Thread(target=lambda: result.update(r=stream("the", 20)))
+t.start()
+time.sleep(0.05)
+proc.send_signal(signal.SIGINT)
+t.join()
+rc = proc.wait(timeout=60)
+err = proc.stderr.read()
+if rc != 0 or "draining" not in err:
+    fail(f"exit {rc}: {err}")
+texts, finish, done = result["r"]
+if not done or finish != "length" or len("".join(texts)) != 20:
+    fail(f"the stream in flight at Ctrl-C: {result}")
+stats = json.load(open(f"stats{os.getpid()}.json"))
+if stats["kv_cache"]["used_blocks"] != 0 or stats["requests"]["aborted"] < 1:
+    fail(f"final stats: {stats}")
+print(f"serve http ({tag}): ok; {stats['requests']['finished']} finished, {stats['requests']['aborted']} aborted, "
+      f"TTFT p50 {1e3 * stats['ttft_s']['p50']:.1f} ms")

@@ -1,0 +1,203 @@
+// dtrain serve: a checkpoint behind an OpenAI-compatible HTTP API (cpp-httplib; see
+// docs/dependencies.md): POST /v1/completions (streamed as server-sent events when
+// "stream": true), GET /v1/models, GET /health, GET /metrics (Prometheus). Requests run on
+// a dt_server: continuous batching over a paged KV cache, on --tp / --pp / --replicas
+// ranks of this process. Ctrl-C (or SIGTERM) stops taking requests, lets those in flight
+// finish, and exits 0.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <httplib.h>
+#include <memory>
+#include <thread>
+
+#include "commands.h"
+#include "flags.h"
+#include "serve_http.h"
+
+namespace dtcli {
+namespace {
+
+struct ServeArgs {
+  std::string checkpoint = "runs/latest/ckpt", host = "127.0.0.1", model_name = "dtrain", port_file, json;
+  int64_t port = 8000, tp = 1, pp = 1, replicas = 1, block_size = 16, kv_blocks = 0, kv_cache_mib = 64;
+  int64_t max_num_seqs = 16, max_batched_tokens = 256, drain_seconds = 60;
+  bool no_prefix_caching = false;
+};
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop = true; }
+
+using Server = std::unique_ptr<dt_server, Deleter<dt_server, dt_server_destroy>>;
+
+std::string text_of(dt_server* s, dt_status (*fn)(dt_server*, char*, size_t, size_t*), const char* what) {
+  return read_text([&](char* b, size_t c, size_t* n) { return fn(s, b, c, n); }, what);
+}
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  res.set_content(e.body(), "application/json");
+}
+
+std::string sse(const nlohmann::json& j) {
+  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+void handle_completion(dt_server* server, const ServeArgs& a, int64_t context, int64_t vocab,
+                       std::atomic<int64_t>& next_id, const httplib::Request& req, httplib::Response& res) {
+  CompletionRequest r;
+  std::shared_ptr<Completion> c;
+  try {
+    r = parse_completion(req.body, a.model_name, context, vocab);
+    c = std::make_shared<Completion>(server, r);
+  } catch (const HttpError& e) {
+    return send_error(res, e);
+  }
+  const std::string id = "cmpl-" + std::to_string(next_id++);
+  if (!r.stream) {
+    std::string text;
+    while (!c->done()) text += c->advance(1000);
+    res.set_content(completion_json(id, a.model_name, text, c->finish_reason(), c->prompt_tokens(),
+                                    c->completion_tokens())
+                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "application/json");
+    return;
+  }
+  // Server-sent events: a chunk per piece of text, a last chunk with the finish reason,
+  // then [DONE]. A client that goes away fails a write: the request is cancelled (the
+  // releaser), its KV blocks freed.
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [c, id, model = a.model_name](size_t, httplib::DataSink& sink) {
+        const std::string piece = c->advance(200);
+        if (!piece.empty()) {
+          const std::string ev = sse(chunk_json(id, model, piece, ""));
+          if (!sink.write(ev.data(), ev.size())) return false;
+        }
+        if (c->done()) {
+          const std::string last = sse(chunk_json(id, model, "", c->finish_reason())) + "data: [DONE]\n\n";
+          if (!sink.write(last.data(), last.size())) return false;
+          sink.done();
+        }
+        return true;
+      },
+      [c](bool success) {
+        if (!success && !c->done()) c->cancel();
+      });
+}
+
+int run_serve(const ServeArgs& a) {
+  Loaded l = load_checkpoint(a.checkpoint);  // the weights, into the module
+  l.engine.reset();
+  Mesh mesh;
+  if (a.tp * a.pp * a.replicas > 1) {
+    Options mo = make_options();
+    set(mo.get(), "tp", a.tp);
+    set(mo.get(), "pp", a.pp);
+    dt_mesh* m = nullptr;
+    check(dt_mesh_create("local", static_cast<int32_t>(a.tp * a.pp * a.replicas), mo.get(), &m),
+          "creating the mesh (--tp, --pp, --replicas)");
+    mesh.reset(m);
+  }
+  Options so = make_options();
+  set(so.get(), "block_size", a.block_size);
+  if (a.kv_blocks > 0) set(so.get(), "kv_blocks", a.kv_blocks);
+  set(so.get(), "kv_cache_bytes", a.kv_cache_mib << 20);
+  set(so.get(), "max_num_seqs", a.max_num_seqs);
+  set(so.get(), "max_batched_tokens", a.max_batched_tokens);
+  set_bool(so.get(), "prefix_caching", !a.no_prefix_caching);
+  dt_server* raw = nullptr;
+  check(dt_server_create(mesh.get(), l.model.get(), so.get(), &raw), "creating the server");
+  Server server(raw);
+  int64_t context = 0, vocab = 0;
+  check(dt_server_model_info(raw, &context, &vocab), "dt_server_model_info");
+
+  httplib::Server http;
+  http.new_task_queue = [] { return new httplib::ThreadPool(64); };  // one per open stream
+  std::atomic<int64_t> next_id{1};
+  std::atomic<bool> draining{false};
+  http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(raw, a, context, vocab, next_id, req, res);
+  });
+  http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    const nlohmann::json j = {{"object", "list"},
+                              {"data", {{{"id", a.model_name}, {"object", "model"}, {"created", 0},
+                                         {"owned_by", "dtrain"}, {"max_model_len", context}}}}};
+    res.set_content(j.dump(), "application/json");
+  });
+  http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = draining ? 503 : 200;
+    res.set_content(draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}", "application/json");
+  });
+  http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(text_of(raw, dt_server_metrics_text, "dt_server_metrics_text"), "text/plain; version=0.0.4");
+  });
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.status == 404 && res.body.empty())
+      res.set_content(HttpError{404, "no such endpoint; try POST /v1/completions, GET /v1/models, /health, /metrics",
+                                "invalid_request_error", "", ""}.body(),
+                      "application/json");
+  });
+  const int port = a.port == 0 ? http.bind_to_any_port(a.host) : (http.bind_to_port(a.host, static_cast<int>(a.port)) ? static_cast<int>(a.port) : -1);
+  if (port < 0) throw CliError("cannot listen on " + a.host + ":" + std::to_string(a.port) + " (in use?)");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread listener([&] { http.listen_after_bind(); });
+  const nlohmann::json st0 = nlohmann::json::parse(text_of(raw, dt_server_stats_json, "dt_server_stats_json"));
+  std::fprintf(stderr, "dtrain serve: %s on http://%s:%d (%s, %lld KV blocks of %lld positions per replica)\n",
+               a.model_name.c_str(), a.host.c_str(), port, st0["layout"].get<std::string>().c_str(),
+               static_cast<long long>(st0["kv_cache"]["blocks_per_replica"].get<int64_t>()),
+               static_cast<long long>(a.block_size));
+  if (!a.port_file.empty()) write_file(a.port_file, std::to_string(port) + "\n");
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Drain: new requests get 503, the ones in flight finish, then the listener stops.
+  draining = true;
+  std::fprintf(stderr, "dtrain serve: draining the requests in flight (up to %llds)\n",
+               static_cast<long long>(a.drain_seconds));
+  const dt_status drained = dt_server_drain(raw, static_cast<int32_t>(a.drain_seconds * 1000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last stream chunks go out
+  http.stop();
+  listener.join();
+  const std::string stats = text_of(raw, dt_server_stats_json, "dt_server_stats_json");
+  const nlohmann::json st = nlohmann::json::parse(stats);
+  std::fprintf(stderr, "dtrain serve: %lld finished, %lld aborted, %lld rejected; %lld tokens generated, %.0f tokens/s; "
+               "TTFT p50 %.1f ms, p99 %.1f ms%s\n",
+               static_cast<long long>(st["requests"]["finished"].get<int64_t>()),
+               static_cast<long long>(st["requests"]["aborted"].get<int64_t>()),
+               static_cast<long long>(st["requests"]["rejected"].get<int64_t>()),
+               static_cast<long long>(st["tokens"]["generated"].get<int64_t>()), st["tokens_per_s"].get<double>(),
+               1e3 * st["ttft_s"]["p50"].get<double>(), 1e3 * st["ttft_s"]["p99"].get<double>(),
+               drained == DT_OK ? "" : " (some still running when the drain timed out)");
+  if (!a.json.empty()) write_file(a.json, st.dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* c = app.add_subcommand("serve", "Serve a checkpoint over an OpenAI-compatible HTTP API");
+  c->footer("Example:\n  dtrain serve --checkpoint runs/latest/ckpt --port 8000 --tp 2\n"
+            "  curl localhost:8000/v1/completions -d '{\"model\":\"dtrain\",\"prompt\":\"12+34=\",\"max_tokens\":4}'");
+  c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem (what dtrain train wrote: RUN_DIR/ckpt)")->capture_default_str();
+  c->add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  add_int(c, "--port", a->port, {0, 65535, "any free port"}, "TCP port");
+  c->add_option("--port-file", a->port_file, "Write the port listened on to this file (with --port 0)");
+  c->add_option("--model-name", a->model_name, "The model's name in the API")->capture_default_str();
+  add_int(c, "--tp", a->tp, {1, 1024}, "Tensor-parallel ranks per replica (heads and the KV cache split)");
+  add_int(c, "--pp", a->pp, {1, 1024}, "Pipeline stages per replica (blocks and their KV cache placed)");
+  add_int(c, "--replicas", a->replicas, {1, 1024}, "Data-parallel replicas behind the router (least outstanding tokens)");
+  add_int(c, "--block-size", a->block_size, {1, 1024}, "Positions per KV cache block");
+  add_int(c, "--kv-blocks", a->kv_blocks, {0, 1 << 30, "from --kv-cache-mib"}, "KV cache blocks per replica");
+  add_int(c, "--kv-cache-mib", a->kv_cache_mib, {1, 1 << 20}, "KV cache memory per rank, MiB");
+  add_int(c, "--max-num-seqs", a->max_num_seqs, {1, 4096}, "Requests running at once");
+  add_int(c, "--max-batched-tokens", a->max_batched_tokens, {1, 1 << 20}, "Tokens per step (bounds prefill chunks)");
+  c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not share KV blocks between equal prompt prefixes");
+  add_int(c, "--drain-seconds", a->drain_seconds, {0, 86400}, "On Ctrl-C, how long requests in flight may finish");
+  c->add_option("--json", a->json, "On exit, write the server's statistics as JSON to this file");
+  c->callback([a] { throw Exit{run_serve(*a)}; });
+}
+
+}  // namespace dtcli
