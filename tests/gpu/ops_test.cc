@@ -154,6 +154,34 @@ TEST_P(GpuOps, AttentionForwardBackwardPrefillAndDecode) {
   }
 }
 
+// Serving's paged attention: a decode token, a chunk crossing a tile and a whole prompt
+// packed in one call, the blocks of a shuffled table written by kv_cache_write.
+TEST_P(GpuOps, PagedAttentionAndKvCacheWrite) {
+  DT_REQUIRE_GPU();
+  const int64_t hq = 4, hkv = 2, d = 64, bs = 16, nb = 40;
+  const int64_t lens[3] = {300, 100, 9}, ns[3] = {1, 70, 9};
+  Tensor kc = Tensor::zeros({nb, bs, hkv, d}, dt()), vc = Tensor::zeros({nb, bs, hkv, d}, dt());
+  Tensor gkc = gpu_zeros_like(kc), gvc = gpu_zeros_like(vc);
+  Tensor info = Tensor::zeros({3, 3}, DType::I32), table = Tensor::zeros({3, 19}, DType::I32);
+  int64_t row = 0, block = 0;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t L = lens[i];
+    Tensor k = rnd({L, hkv, d}, "k"), v = rnd({L, hkv, d}, "v"), slots = Tensor::zeros({L}, DType::I32);
+    for (int64_t b = 0; b < (L + bs - 1) / bs; ++b) table.data<int32_t>()[i * 19 + b] = static_cast<int32_t>((block++ * 7) % nb);
+    for (int64_t p = 0; p < L; ++p) slots.data<int32_t>()[p] = table.data<int32_t>()[i * 19 + p / bs] * static_cast<int32_t>(bs) + static_cast<int32_t>(p % bs);
+    kernels::kv_cache_write(k, v, slots, kc, vc);
+    kernels::kv_cache_write(on_gpu(k), on_gpu(v), on_gpu(slots), gkc, gvc);
+    int32_t* in = info.data<int32_t>() + 3 * i;
+    in[0] = static_cast<int32_t>(row), in[1] = static_cast<int32_t>(ns[i]), in[2] = static_cast<int32_t>(L);
+    row += ns[i];
+  }
+  expect_matches(gkc, kc, dt(), "kv_cache_write", 0.0);
+  Tensor q = rnd({row, hq, d}, "q"), out = Tensor::zeros(q.shape(), dt()), gout = gpu_zeros_like(out);
+  kernels::paged_attention_forward(q, kc, vc, info, table, 0.0f, out);
+  kernels::paged_attention_forward(on_gpu(q), gkc, gvc, on_gpu(info), on_gpu(table), 0.0f, gout);
+  expect_matches(gout, out, dt(), "paged_attention_forward", 2.0);
+}
+
 TEST_P(GpuOps, CrossEntropyAndEmbedding) {
   DT_REQUIRE_GPU();
   const int64_t R = 9, V = 500, C = 24;
