@@ -49,6 +49,7 @@ int32_t BlockPool::allocate() {
     return -1;
   }
   blocks_[static_cast<size_t>(b)].refs = 1;
+  count_use(1);
   return b;
 }
 
@@ -59,6 +60,7 @@ void BlockPool::ref(int32_t b) {
     DT_CHECK(blk.in_lru, "kv cache: ref of free block " + std::to_string(b));
     lru_.erase(blk.lru_pos);
     blk.in_lru = false;
+    count_use(1);
   }
   ++blk.refs;
 }
@@ -68,6 +70,7 @@ void BlockPool::release(int32_t b) {
   Block& blk = blocks_[static_cast<size_t>(b)];
   DT_CHECK(blk.refs > 0, "kv cache: release of unreferenced block " + std::to_string(b));
   if (--blk.refs > 0) return;
+  count_use(-1);
   if (blk.hash != 0) {
     blk.lru_pos = lru_.insert(lru_.end(), b);
     blk.in_lru = true;

@@ -60,6 +60,7 @@ class BlockPool {
   int64_t hits() const { return hits_; }        // lookups that found a block
   int64_t lookups() const { return lookups_; }  // lookups made
   int64_t evictions() const { return evictions_; }
+  int64_t peak_used() const { return peak_used_; }  // most blocks in use at once
 
   // The pool's own invariants: every block in exactly one state, the counts adding up to
   // num_blocks, the hash index pointing at published blocks only. "" when they hold, else
@@ -80,7 +81,11 @@ class BlockPool {
   std::vector<int32_t> free_;                     // a stack: the last freed is reused first
   std::list<int32_t> lru_;                        // cached blocks, least recently released first
   std::unordered_map<uint64_t, int32_t> by_hash_;  // published blocks
-  int64_t hits_ = 0, lookups_ = 0, evictions_ = 0;
+  int64_t hits_ = 0, lookups_ = 0, evictions_ = 0, used_ = 0, peak_used_ = 0;
+  void count_use(int delta) {
+    used_ += delta;
+    peak_used_ = used_ > peak_used_ ? used_ : peak_used_;
+  }
 };
 
 }  // namespace dt::serve

@@ -45,6 +45,7 @@ ServingEngine::ServingEngine(std::unique_ptr<ModelRunner> runner, const EngineCo
   sc.max_batched_tokens = cfg_.max_batched_tokens;
   sc.max_model_len = m.context;
   sc.prefix_caching = cfg_.prefix_caching;
+  sc.static_batching = cfg_.static_batching;
   for (int r = 0; r < runner_->replicas(); ++r) {
     auto rep = std::make_unique<Replica>();
     rep->pool = std::make_unique<BlockPool>(cfg_.num_blocks, cfg_.block_size);
@@ -176,7 +177,7 @@ std::string ServingEngine::check() const {
 }
 
 nlohmann::json ServingEngine::stats_json() const {
-  int64_t waiting = 0, running = 0, preempted = 0, preemptions = 0, hit = 0, prompt = 0;
+  int64_t waiting = 0, running = 0, preempted = 0, preemptions = 0, hit = 0, prompt = 0, peak = 0;
   BlockCounts blocks;
   nlohmann::json reps = nlohmann::json::array();
   for (const auto& rep : reps_) {
@@ -189,6 +190,7 @@ nlohmann::json ServingEngine::stats_json() const {
     hit += st.prefix_hit_tokens;
     prompt += st.prompt_tokens;
     blocks.used += c.used;
+    peak += rep->pool->peak_used();
     blocks.cached += c.cached;
     blocks.free += c.free;
     reps.push_back({{"running", st.running}, {"waiting", st.waiting}, {"outstanding_tokens", rep->sched->outstanding_tokens()},
@@ -208,6 +210,7 @@ nlohmann::json ServingEngine::stats_json() const {
                         {"bytes_per_block", bpb}, {"used_blocks", blocks.used}, {"cached_blocks", blocks.cached},
                         {"free_blocks", blocks.free}, {"used_bytes", blocks.used * bpb},
                         {"cached_bytes", blocks.cached * bpb}, {"free_bytes", blocks.free * bpb},
+                        {"peak_used_blocks", peak}, {"peak_used_bytes", peak * bpb},
                         {"prefix_hit_tokens", hit},
                         {"prefix_hit_rate", prompt > 0 ? static_cast<double>(hit) / static_cast<double>(prompt) : 0.0}}},
           {"replicas", reps}};

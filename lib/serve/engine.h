@@ -27,6 +27,7 @@ struct EngineConfig {
   int64_t max_num_seqs = 16;
   int64_t max_batched_tokens = 256;
   bool prefix_caching = true;
+  bool static_batching = false;  // the baseline (SchedulerConfig::static_batching)
   void check() const;  // INVALID_ARGUMENT naming the field (as dt_server_create's keys name it)
 };
 

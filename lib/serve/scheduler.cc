@@ -155,7 +155,8 @@ StepPlan Scheduler::schedule() {
     plan.chunks.push_back({s, s->computed, n, s->computed + n == static_cast<int64_t>(s->tokens.size())});
     budget -= n;
   }
-  while (plan.preempted == 0 && budget > 0 && !waiting_.empty() &&
+  const bool admit = !cfg_.static_batching || running_.empty();
+  while (admit && plan.preempted == 0 && budget > 0 && !waiting_.empty() &&
          static_cast<int64_t>(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
     admit_prefix(*s);

@@ -33,6 +33,10 @@ struct SchedulerConfig {
   int64_t max_batched_tokens = 256;  // tokens per step, >= 1
   int64_t max_model_len = 0;         // positions per sequence: the model's context
   bool prefix_caching = true;
+  // The baseline continuous batching replaces (benchmarks): admit new sequences only when
+  // none runs, so a batch runs to completion before the next one starts (give it a token
+  // budget that holds a whole batch's prompts, or the batch is what the first step admits).
+  bool static_batching = false;
   void check() const;  // INVALID_ARGUMENT naming the field
 };
 
