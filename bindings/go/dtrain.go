@@ -4,7 +4,8 @@
 // Every handle (Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader) is made by a
 // constructor and released by Close, which is idempotent; a finalizer releases a handle
 // that was never closed. A handle made from another keeps it alive inside the library, so
-// handles may be closed in any order. A handle is used by one goroutine at a time.
+// handles may be closed in any order. A handle is used by one goroutine at a time, except
+// a Server (serving with continuous batching), whose methods any goroutine may call.
 //
 // Every call that can fail returns an error, a *Error carrying the library's status and
 // message; test its kind with errors.Is(err, dtrain.ErrNotFound) and the like. The binding

@@ -18,6 +18,7 @@ const (
 	StatusTimeout         int32 = 7
 	StatusAborted         int32 = 8
 	StatusInternal        int32 = 9
+	StatusUnavailable     int32 = 10 // a service cannot take the request now (a server draining or failed)
 )
 
 // Error is a failed libdtrain call: its status code and the library's message for it.
@@ -41,6 +42,7 @@ var (
 	ErrTimeout         = &Error{Status: StatusTimeout}
 	ErrAborted         = &Error{Status: StatusAborted}
 	ErrInternal        = &Error{Status: StatusInternal}
+	ErrUnavailable     = &Error{Status: StatusUnavailable}
 )
 
 // StatusName returns the name of a status code ("DT_OK", "DT_ERR_IO", ...;

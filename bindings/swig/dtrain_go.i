@@ -100,6 +100,7 @@ type (
 	Engine    uintptr
 	Dataset   uintptr
 	Loader    uintptr
+	Server    uintptr
 )
 %}
 
@@ -134,6 +135,7 @@ DTGO_HANDLE(dt_optimizer, Optimizer)
 DTGO_HANDLE(dt_engine, Engine)
 DTGO_HANDLE(dt_dataset, Dataset)
 DTGO_HANDLE(dt_loader, Loader)
+DTGO_HANDLE(dt_server, Server)
 
 /* Scalar out-pointers and arrays: Go pointers of the same width. */
 %define DTGO_POINTER(CTYPE, GOTYPE)
@@ -174,7 +176,10 @@ DTGO_POINTER(double, float64)
 %}
 
 /* Not wrapped here: the message is read inside each failing call instead (see above), and
- * the streaming generate, whose C-to-Go callback is hand-written cgo (bindings/go/stream.go). */
+ * the calls that take a C-to-Go callback, which are hand-written cgo: the streaming generate
+ * (bindings/go/stream.go) and the server's submit (bindings/go/server.go). */
 %ignore dt_last_error_message;
 %ignore dt_engine_generate_stream;
 %ignore dt_token_callback;
+%ignore dt_server_submit;
+%ignore dt_request_callback;

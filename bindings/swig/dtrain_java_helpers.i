@@ -5,7 +5,8 @@
  * through pointers (returned as a long[] / double[]), the JSON writers' (buf, capacity,
  * needed) protocol (a String), host copies of each Java array type and of double[] values,
  * a ByteBuffer range, generate's arrays (lengths checked here) and its callback (a
- * TokenListener). In order: the helpers in C; the C functions they replace, %ignored, and
+ * TokenListener), and the server's submit without its callback (which would run on the
+ * server's thread: Java reads a request's tokens with dt_server_poll). In order: the helpers in C; the C functions they replace, %ignored, and
  * the Java names they take (%rename); their declarations as SWIG sees them, each after the
  * %apply that gives its (pointer, length) pairs an array typemap. The typed host copies,
  * alike but for the element type, are one macro (DTJ_COPY) that writes both C and
@@ -89,6 +90,8 @@ DTJ_JSON_FN(history, dt_mesh_comm_history_json, dt_mesh*)
 DTJ_JSON_FN(stats, dt_engine_last_stats_json, dt_engine*)
 DTJ_JSON_FN(gen_stats, dt_engine_last_generate_stats_json, dt_engine*)
 DTJ_JSON_FN(checkpoint, dt_checkpoint_info_json, const char*)
+DTJ_JSON_FN(server_stats, dt_server_stats_json, dt_server*)
+DTJ_JSON_FN(server_metrics, dt_server_metrics_text, dt_server*)
 
 static dt_status dtj_memory_report_json(const char* device, char** json_out) {
   return dtj_json(dtj_json_memory, device, json_out);
@@ -111,6 +114,37 @@ static dt_status dtj_engine_last_generate_stats_json(dt_engine* engine, char** j
 }
 static dt_status dtj_checkpoint_info_json(const char* path_stem, char** json_out) {
   return dtj_json(dtj_json_checkpoint, path_stem, json_out);
+}
+static dt_status dtj_server_stats_json(dt_server* server, char** json_out) {
+  if (!server) return dt_server_stats_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_server_stats, server, json_out);
+}
+static dt_status dtj_server_metrics_text(dt_server* server, char** json_out) {
+  if (!server) return dt_server_metrics_text(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_server_metrics, server, json_out);
+}
+
+/* The server: submit with no callback (the request is then read with poll), poll's three
+ * outputs as {n, state, done}, model_info's two as {context, vocab_size}. */
+static dt_status dtj_server_submit(dt_server* server, const int32_t* prompt, int64_t prompt_len,
+                                   const dt_options* options, int64_t* out) {
+  return dt_server_submit(server, prompt, prompt_len, options, NULL, NULL, out);
+}
+static dt_status dtj_server_poll(dt_server* server, int64_t request_id, int32_t* tokens,
+                                 int64_t capacity, int32_t timeout_ms, dtj_longs* out) {
+  int64_t n = 0;
+  int32_t state = 0, done = 0;
+  dt_status s = dt_server_poll(server, request_id, tokens, capacity, &n, &state, &done, timeout_ms);
+  if (s != DT_OK) return s;
+  out->n = 3;
+  out->v[0] = n;
+  out->v[1] = state;
+  out->v[2] = done;
+  return DT_OK;
+}
+static dt_status dtj_server_model_info(dt_server* server, dtj_longs* out) {
+  out->n = 2;
+  return dt_server_model_info(server, &out->v[0], &out->v[1]);
 }
 
 /* double[] values into or out of a floating tensor go through `count` host floats
@@ -309,6 +343,11 @@ DTJ_REPLACES(engine_generate_stream)
 DTJ_REPLACES(dataset_example)
 DTJ_REPLACES(loader_position)
 DTJ_REPLACES(loss)
+DTJ_REPLACES(server_stats_json)
+DTJ_REPLACES(server_metrics_text)
+DTJ_REPLACES(server_submit)
+DTJ_REPLACES(server_poll)
+DTJ_REPLACES(server_model_info)
 /* A planning call for tools (dtrain plan): not in the Java API yet. */
 %ignore dt_plan_json;
 %ignore dt_pipeline_schedule_json;
@@ -334,6 +373,9 @@ dt_status dtj_mesh_comm_history_json(dt_mesh* mesh, char** json_out);
 dt_status dtj_engine_last_stats_json(dt_engine* engine, char** json_out);
 dt_status dtj_engine_last_generate_stats_json(dt_engine* engine, char** json_out);
 dt_status dtj_checkpoint_info_json(const char* path_stem, char** json_out);
+dt_status dtj_server_stats_json(dt_server* server, char** json_out);
+dt_status dtj_server_metrics_text(dt_server* server, char** json_out);
+dt_status dtj_server_model_info(dt_server* server, dtj_longs* out);
 
 /* A tensor copy's (data, count) is one Java array through a critical region. */
 %define DTJ_COPY_ARGS(CTYPE)
@@ -396,3 +438,11 @@ dt_status dtj_module_backward_no_dx(dt_module* module, const dt_tensor* dy);
 dt_status dtj_loss(const char* kind, const dt_tensor* pred, const dt_tensor* target, double* out);
 dt_status dtj_loss_with_grad(const char* kind, const dt_tensor* pred, const dt_tensor* target,
                              double* loss_out, int64_t loss_out_len, dt_tensor** out);
+
+/* The server's token arrays: not critical regions (submit takes a lock, poll waits). */
+%apply (const int32_t* ELEMS_IN, int64_t LEN) { (const int32_t* prompt, int64_t prompt_len) };
+%apply (int32_t* ELEMS_OUT, int64_t LEN) { (int32_t* tokens, int64_t capacity) };
+dt_status dtj_server_submit(dt_server* server, const int32_t* prompt, int64_t prompt_len,
+                            const dt_options* options, int64_t* out);
+dt_status dtj_server_poll(dt_server* server, int64_t request_id, int32_t* tokens, int64_t capacity,
+                          int32_t timeout_ms, dtj_longs* out);

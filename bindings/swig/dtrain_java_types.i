@@ -120,6 +120,7 @@ DTJ_HANDLE(dt_optimizer)
 DTJ_HANDLE(dt_engine)
 DTJ_HANDLE(dt_dataset)
 DTJ_HANDLE(dt_loader)
+DTJ_HANDLE(dt_server)
 
 /* ---------------------------------------------------------------------------------- */
 /* Scalars and strings in; out-values as the return value                               */

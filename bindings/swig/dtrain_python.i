@@ -6,7 +6,9 @@
  *  - host memory passed through the buffer protocol (numpy arrays, memoryview, bytearray,
  *    array.array) without a copy: src/dst, dims, token arrays;
  *  - the GIL released while libdtrain runs (threads="1"), and taken back by the token
- *    callback of dt_engine_generate_stream.
+ *    callback of dt_engine_generate_stream;
+ *  - dt_server_submit without its callback, which would run on the server's thread: the
+ *    package reads a request's tokens with dt_server_poll instead.
  * The classes users see are in bindings/python/dtrain/ (Python), over this module. */
 %module(package="dtrain", threads="1") native
 
@@ -93,6 +95,7 @@ DTPY_OUT_HANDLE(dt_optimizer)
 DTPY_OUT_HANDLE(dt_engine)
 DTPY_OUT_HANDLE(dt_dataset)
 DTPY_OUT_HANDLE(dt_loader)
+DTPY_OUT_HANDLE(dt_server)
 
 %define DTPY_OUT_VALUE(TYPE, NAMES, MAKE)
 %typemap(in, numinputs=0) TYPE* NAMES (TYPE tmp = 0) "$1 = &tmp;";
@@ -117,6 +120,13 @@ DTPY_OUT_VALUE(double, out, PyFloat_FromDouble)
 DTPY_OUT_VALUE(double, loss_out, PyFloat_FromDouble)
 DTPY_OUT_VALUE(double, loss, PyFloat_FromDouble)
 DTPY_OUT_VALUE(double, seconds, PyFloat_FromDouble)
+/* The server's: a request's id, what a poll took, the model's sizes. */
+DTPY_OUT_VALUE(int64_t, out_id, PyLong_FromLongLong)
+DTPY_OUT_VALUE(int64_t, n_out, PyLong_FromLongLong)
+DTPY_OUT_VALUE(int32_t, state_out, PyLong_FromLong)
+DTPY_OUT_VALUE(int32_t, done_out, PyLong_FromLong)
+DTPY_OUT_VALUE(int64_t, context, PyLong_FromLongLong)
+DTPY_OUT_VALUE(int64_t, vocab_size, PyLong_FromLongLong)
 
 %typemap(in, numinputs=0) const char** (const char* tmp = NULL) "$1 = &tmp;";
 %typemap(argout) const char** {
@@ -162,7 +172,21 @@ DTPY_OUT_VALUE(double, seconds, PyFloat_FromDouble)
   if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) SWIG_fail;
   $1 = ($1_ltype)view.buf;
 }
+/* The server's token arrays: an int32 buffer whose element count is the length. */
+%typemap(in) (const int32_t* prompt, int64_t prompt_len) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+  $1 = (int32_t*)view.buf;
+  $2 = (int64_t)(view.len / (Py_ssize_t)sizeof(int32_t));
+}
+%typemap(in) (int32_t* tokens, int64_t capacity) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) SWIG_fail;
+  $1 = (int32_t*)view.buf;
+  $2 = (int64_t)(view.len / (Py_ssize_t)sizeof(int32_t));
+}
 %typemap(freearg) (const void* src, size_t bytes), (void* dst, size_t bytes),
+                  (const int32_t* prompt, int64_t prompt_len), (int32_t* tokens, int64_t capacity),
                   (char* buf, size_t capacity), (int64_t* dims, int32_t capacity),
                   const int64_t* shape, const int32_t* prompt_tokens, const int64_t* prompt_lengths,
                   int32_t* out_tokens, int64_t* out_lengths, int32_t* inputs, int32_t* targets {
@@ -186,4 +210,12 @@ DTPY_OUT_VALUE(double, seconds, PyFloat_FromDouble)
     PyErr_Restore(sink$argnum.exc_type, sink$argnum.exc_value, sink$argnum.exc_tb);
     SWIG_fail;
   }
+}
+
+/* ---- the server's request callback: never from Python ------------------------------- */
+/* It would run on the server's own thread; the dtrain package polls (dt_server_poll, with
+ * the GIL released while it waits) instead, so dt_server_submit always passes NULL. */
+%typemap(in, numinputs=0) (dt_request_callback on_event, void* user) {
+  $1 = NULL;
+  $2 = NULL;
 }

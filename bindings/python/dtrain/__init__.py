@@ -4,6 +4,8 @@
     with dtrain.Mesh("local", 2) as mesh, dtrain.GPT(preset="gpt-tiny") as model:
         engine = dtrain.Engine(mesh, model, dtrain.Optimizer(model, "adamw", lr=3e-3))
         ...
+        with dtrain.Server(model, block_size=16) as server:  # serving: continuous batching
+            tokens = list(server.submit([1, 2, 3], max_tokens=8))
 
 Every handle has close() and works as a context manager; a failed call raises the
 DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...).
@@ -16,6 +18,7 @@ from .mesh import Mesh  # noqa: F401
 from .model import GPT, MLP, Model, Optimizer, Sequential, gpt_param_count, loss  # noqa: F401
 from .engine import Engine  # noqa: F401
 from .data import Dataset, Loader  # noqa: F401
+from .server import Request, Server  # noqa: F401
 
 __version__ = native.dt_version()
 

@@ -1,11 +1,19 @@
-"""Reads the JSON that dt_*_json functions write into a caller's buffer."""
+"""Reads the JSON (or text) that dt_*_json functions write into a caller's buffer."""
 import json
 
 
-def read_json(call):
+def read_text(call):
     """call(buf) writes into the bytearray buf and returns the bytes needed (NUL included)."""
     needed = call(bytearray(0))
-    buf = bytearray(needed)
-    call(buf)
-    text = bytes(buf[:needed - 1]).decode("utf-8")
+    while True:
+        buf = bytearray(needed)
+        again = call(buf)
+        if again <= needed:  # else it grew between the two calls: ask again
+            return bytes(buf[:max(again, 1) - 1]).decode("utf-8")
+        needed = again
+
+
+def read_json(call):
+    """read_text parsed as JSON (None for an empty report)."""
+    text = read_text(call)
     return json.loads(text) if text else None

@@ -3,7 +3,7 @@ from . import native
 
 __all__ = ["DtrainError", "InvalidArgumentError", "OutOfMemoryError", "UnsupportedError",
            "NotFoundError", "DtrainIOError", "CommError", "DtrainTimeoutError", "AbortedError",
-           "InternalError", "status_name"]
+           "InternalError", "UnavailableError", "status_name"]
 
 
 class DtrainError(Exception):
@@ -63,6 +63,11 @@ class InternalError(DtrainError, RuntimeError):
     status = 9
 
 
+class UnavailableError(DtrainError):
+    """A service cannot take the request now: a server that drains or failed."""
+    status = 10
+
+
 def status_name(status):
     """'DT_OK', 'DT_ERR_TIMEOUT', ... for a status code."""
     return native.dt_status_string(status)
@@ -70,5 +75,5 @@ def status_name(status):
 
 native._set_error_type(0, DtrainError)
 for _cls in (InvalidArgumentError, OutOfMemoryError, UnsupportedError, NotFoundError, DtrainIOError,
-             CommError, DtrainTimeoutError, AbortedError, InternalError):
+             CommError, DtrainTimeoutError, AbortedError, InternalError, UnavailableError):
     native._set_error_type(_cls.status, _cls)

@@ -157,33 +157,45 @@ typedef _gostring_ swig_type_127;
 typedef _goslice_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
-typedef _gostring_ swig_type_131;
-typedef _gostring_ swig_type_132;
-typedef _goslice_ swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef long long swig_type_131;
+typedef long long swig_type_132;
+typedef _gostring_ swig_type_133;
+typedef long long swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef _gostring_ swig_type_137;
+typedef _goslice_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef long long swig_type_139;
+typedef _goslice_ swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
-typedef long long swig_type_145;
-typedef long long swig_type_146;
+typedef _goslice_ swig_type_145;
+typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef long long swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
-typedef _gostring_ swig_type_157;
+typedef long long swig_type_157;
+typedef long long swig_type_158;
+typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_160;
+typedef _gostring_ swig_type_161;
+typedef _gostring_ swig_type_162;
+typedef _gostring_ swig_type_163;
+typedef _gostring_ swig_type_164;
+typedef _gostring_ swig_type_165;
+typedef _gostring_ swig_type_166;
+typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_169;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -199,6 +211,7 @@ extern swig_intgo _wrap_DT_ERR_COMM_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_TIMEOUT_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_ABORTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_INTERNAL_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_ERR_UNAVAILABLE_cdt_9ef706f7a1559335(void);
 extern swig_type_2 _wrap_dt_status_string_cdt_9ef706f7a1559335(int arg1);
 extern swig_intgo _wrap_DT_F32_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_BF16_cdt_9ef706f7a1559335(void);
@@ -299,28 +312,42 @@ extern swig_type_122 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, s
 extern swig_type_124 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_125 arg2);
 extern swig_type_126 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_127 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
-extern swig_type_129 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_130 arg1, swig_voidp arg2);
-extern swig_type_131 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_132 arg1, swig_type_133 arg2, swig_voidp arg3);
-extern swig_type_134 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_135 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_intgo _wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335(void);
+extern swig_type_129 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_dt_server_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_130 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3, swig_type_132 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
+extern swig_type_133 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_134 arg2);
+extern swig_type_135 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_136 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
+extern swig_type_138 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3);
+extern swig_type_140 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_141 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_142 arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_144 arg1, swig_type_145 arg2, swig_voidp arg3);
+extern swig_type_146 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_147 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_136 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_137 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_138 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_140 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_148 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_149 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_150 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_152 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_141 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_142 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_144 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3);
-extern swig_type_147 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_148 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_149 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_150 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_151 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_152 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_153 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_154 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_155 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_156 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_157 arg1);
+extern swig_type_153 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_154 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_155 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
+extern swig_type_159 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_160 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_161 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_162 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_163 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_164 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_165 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_166 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_167 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_168 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_169 arg1);
 #undef intgo
 */
 import "C"
@@ -416,6 +443,7 @@ type (
 	Engine    uintptr
 	Dataset   uintptr
 	Loader    uintptr
+	Server    uintptr
 )
 
 const DT_VERSION_MAJOR int = 0
@@ -513,6 +541,13 @@ func _swig_getDT_ERR_INTERNAL() (_swig_ret int) {
 }
 
 var DT_ERR_INTERNAL int = _swig_getDT_ERR_INTERNAL()
+func _swig_getDT_ERR_UNAVAILABLE() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_ERR_UNAVAILABLE_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_ERR_UNAVAILABLE int = _swig_getDT_ERR_UNAVAILABLE()
 func Dt_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
@@ -1845,11 +1880,162 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func _swig_getDT_REQUEST_WAITING() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_WAITING int = _swig_getDT_REQUEST_WAITING()
+func _swig_getDT_REQUEST_RUNNING() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_RUNNING int = _swig_getDT_REQUEST_RUNNING()
+func _swig_getDT_REQUEST_PREEMPTED() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_PREEMPTED int = _swig_getDT_REQUEST_PREEMPTED()
+func _swig_getDT_REQUEST_FINISHED() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_FINISHED int = _swig_getDT_REQUEST_FINISHED()
+func _swig_getDT_REQUEST_ABORTED() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_ABORTED int = _swig_getDT_REQUEST_ABORTED()
+func _swig_getDT_REQUEST_REJECTED() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_REQUEST_REJECTED int = _swig_getDT_REQUEST_REJECTED()
+func Dt_server_create(arg1 Mesh, arg2 Module, arg3 Options, arg4 *Server) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	var _swig_i_1 uintptr
+_swig_i_1 = uintptr(arg2)
+	var _swig_i_2 uintptr
+_swig_i_2 = uintptr(arg3)
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_dt_server_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_destroy(arg1 Server) {
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	C._wrap_dt_server_destroy_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0))
+}
+
+func Dt_server_poll(arg1 Server, arg2 int64, arg3 *int32, arg4 int64, arg5 *int64, arg6 *int32, arg7 *int32, arg8 int32) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_132(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_cancel(arg1 Server, arg2 int64) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_drain(arg1 Server, arg2 int32) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_server_drain_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_stats_json(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_metrics_text(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_model_info(arg1 Server, arg2 *int64, arg3 *int64) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_dt_server_model_info_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_130)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_142)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1864,7 +2050,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_132)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_144)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1883,7 +2069,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_135)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_147)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1930,7 +2116,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2003,7 +2189,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.swig_type_146(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2070,7 +2256,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_152)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_164)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2116,7 +2302,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_169)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

@@ -407,6 +407,18 @@ intgo _wrap_DT_ERR_INTERNAL_cdt_9ef706f7a1559335() {
 }
 
 
+intgo _wrap_DT_ERR_UNAVAILABLE_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_ERR_UNAVAILABLE;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_status_string_cdt_9ef706f7a1559335(int _swig_go_0) {
   dt_status arg1 ;
   char *result = 0 ;
@@ -2181,6 +2193,223 @@ _gostring_ _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(dt_engi
   arg4 = (size_t *)_swig_go_2; 
   
   result = (dt_status)dt_engine_last_generate_stats_json(arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_WAITING;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_RUNNING;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_PREEMPTED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_FINISHED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_ABORTED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_REQUEST_REJECTED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_create_cdt_9ef706f7a1559335(dt_mesh *_swig_go_0, dt_module *_swig_go_1, dt_options *_swig_go_2, dt_server **_swig_go_3) {
+  dt_mesh *arg1 = (dt_mesh *) 0 ;
+  dt_module *arg2 = (dt_module *) 0 ;
+  dt_options *arg3 = (dt_options *) 0 ;
+  dt_server **arg4 = (dt_server **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_mesh *)_swig_go_0; 
+  arg2 = (dt_module *)_swig_go_1; 
+  arg3 = (dt_options *)_swig_go_2; 
+  arg4 = (dt_server **)_swig_go_3; 
+  
+  result = (dt_status)dt_server_create(arg1,arg2,(struct dt_options const *)arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_dt_server_destroy_cdt_9ef706f7a1559335(dt_server *_swig_go_0) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  
+  dt_server_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dt_server_poll_cdt_9ef706f7a1559335(dt_server *_swig_go_0, long long _swig_go_1, int *_swig_go_2, long long _swig_go_3, long long *_swig_go_4, int *_swig_go_5, int *_swig_go_6, int _swig_go_7) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  int64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int64_t arg4 ;
+  int64_t *arg5 = (int64_t *) 0 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  int32_t arg8 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  arg5 = (int64_t *)_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5; 
+  arg7 = (int32_t *)_swig_go_6; 
+  arg8 = (int32_t)_swig_go_7; 
+  
+  result = (dt_status)dt_server_poll(arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_cancel_cdt_9ef706f7a1559335(dt_server *_swig_go_0, long long _swig_go_1) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  int64_t arg2 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  result = (dt_status)dt_server_cancel(arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_drain_cdt_9ef706f7a1559335(dt_server *_swig_go_0, int _swig_go_1) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  int32_t arg2 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (dt_status)dt_server_drain(arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(dt_server *_swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_server_stats_json(arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(dt_server *_swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_server_metrics_text(arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_model_info_cdt_9ef706f7a1559335(dt_server *_swig_go_0, long long *_swig_go_1, long long *_swig_go_2) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  int64_t *arg3 = (int64_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1; 
+  arg3 = (int64_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_server_model_info(arg1,arg2,arg3);
   _swig_go_result = dtgo_status_result(result); 
   return _swig_go_result;
 }

@@ -27,6 +27,7 @@ pub const DT_ERR_COMM: _bindgen_ty_1 = 6;
 pub const DT_ERR_TIMEOUT: _bindgen_ty_1 = 7;
 pub const DT_ERR_ABORTED: _bindgen_ty_1 = 8;
 pub const DT_ERR_INTERNAL: _bindgen_ty_1 = 9;
+pub const DT_ERR_UNAVAILABLE: _bindgen_ty_1 = 10;
 pub type _bindgen_ty_1 = u32;
 extern "C" {
     #[doc = " Name of a status code (\"DT_OK\", \"DT_ERR_TIMEOUT\", ...; \"DT_ERR_UNKNOWN\" for others)."]
@@ -905,6 +906,131 @@ extern "C" {
         buf: *mut ::std::os::raw::c_char,
         capacity: usize,
         needed: *mut usize,
+    ) -> dt_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct dt_server {
+    _unused: [u8; 0],
+}
+pub const DT_REQUEST_WAITING: _bindgen_ty_5 = 0;
+pub const DT_REQUEST_RUNNING: _bindgen_ty_5 = 1;
+pub const DT_REQUEST_PREEMPTED: _bindgen_ty_5 = 2;
+pub const DT_REQUEST_FINISHED: _bindgen_ty_5 = 3;
+pub const DT_REQUEST_ABORTED: _bindgen_ty_5 = 4;
+pub const DT_REQUEST_REJECTED: _bindgen_ty_5 = 5;
+#[doc = " Request states (append-only), as dt_server_poll reports them."]
+pub type _bindgen_ty_5 = u32;
+extern "C" {
+    #[doc = " Creates a server over a GPT `module`'s current weights (copied into the ranks' parts;"]
+    #[doc = "  do not train the module while the server lives). mesh: NULL (one rank) or a \"local\""]
+    #[doc = "  mesh whose dp axis is the number of replicas (each request goes to the one with the"]
+    #[doc = "  fewest outstanding tokens), tp splits heads and the KV cache, pp places blocks (the"]
+    #[doc = "  step's requests flow through the stages in groups). options: NULL or keys \"block_size\""]
+    #[doc = "  (1..1024 positions, default 16), \"kv_blocks\" (blocks per replica; default 0: as many as"]
+    #[doc = "  \"kv_cache_bytes\" holds), \"kv_cache_bytes\" (per rank, default 64 MiB), \"max_num_seqs\""]
+    #[doc = "  (1..4096, default 16: requests running at once), \"max_batched_tokens\" (1..2^20, default"]
+    #[doc = "  256: tokens per step, the prefill chunk bound), \"prefix_caching\" (bool, default 1),"]
+    #[doc = "  \"pp_blocks\" (as dt_engine_create). The pool is counted in the memory ledger as"]
+    #[doc = "  DT_MEM_KV_CACHE. Starts the server's thread. Caller owns *out; release with"]
+    #[doc = "  dt_server_destroy."]
+    pub fn dt_server_create(
+        mesh: *mut dt_mesh,
+        module: *mut dt_module,
+        options: *const dt_options,
+        out: *mut *mut dt_server,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Ends every request still in flight (each callback gets its end, state ABORTED), stops"]
+    #[doc = "  the thread and releases the server. NULL: no-op."]
+    pub fn dt_server_destroy(server: *mut dt_server);
+}
+#[doc = " Receives a request's events on the server's thread: each new token (done = 0), then"]
+#[doc = "  the end (done = 1; token is the last token, or -1 when it ended without one) with"]
+#[doc = "  `state` a DT_REQUEST_* value and `reason` \"stop\", \"length\", \"abort\", or why it was"]
+#[doc = "  rejected or aborted (valid during the call). Must not block: every request waits."]
+pub type dt_request_callback = ::std::option::Option<
+    unsafe extern "C" fn(
+        user: *mut ::std::os::raw::c_void,
+        request_id: i64,
+        token: i32,
+        done: i32,
+        state: i32,
+        reason: *const ::std::os::raw::c_char,
+    ),
+>;
+extern "C" {
+    #[doc = " Submits a request: prompt_len (>= 1) token ids in [0, vocab_size). options: NULL or"]
+    #[doc = "  keys \"max_tokens\" (>= 1, default 16), \"temperature\" (>= 0, default 0: greedy), \"top_k\""]
+    #[doc = "  (>= 0), \"top_p\" ((0, 1]), \"seed\" (int), \"stop_tokens\" (string of ids, \"3,7\"; the output"]
+    #[doc = "  ends after one of them). on_event: NULL to collect the tokens with dt_server_poll."]
+    #[doc = "  *out_id gets the request's id. A request that can never run is accepted and then"]
+    #[doc = "  rejected (its end event says why); bad arguments fail here (DT_ERR_INVALID_ARGUMENT);"]
+    #[doc = "  DT_ERR_UNAVAILABLE while the server drains or after it failed. Thread-safe."]
+    pub fn dt_server_submit(
+        server: *mut dt_server,
+        prompt: *const i32,
+        prompt_len: i64,
+        options: *const dt_options,
+        on_event: dt_request_callback,
+        user: *mut ::std::os::raw::c_void,
+        out_id: *mut i64,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Waits up to timeout_ms (>= 0) for news of a request submitted without a callback, then"]
+    #[doc = "  takes up to `capacity` of its new tokens into `tokens` (*n_out of them), and its state"]
+    #[doc = "  (DT_REQUEST_*) into *state_out. *done_out = 1 once it ended and every token was taken:"]
+    #[doc = "  the id is then forgotten (later polls: DT_ERR_NOT_FOUND). Thread-safe."]
+    pub fn dt_server_poll(
+        server: *mut dt_server,
+        request_id: i64,
+        tokens: *mut i32,
+        capacity: i64,
+        n_out: *mut i64,
+        state_out: *mut i32,
+        done_out: *mut i32,
+        timeout_ms: i32,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Aborts a request at once: its KV blocks are freed and its end event says \"abort\"."]
+    #[doc = "  DT_ERR_NOT_FOUND if the id is unknown or already ended. Thread-safe."]
+    pub fn dt_server_cancel(server: *mut dt_server, request_id: i64) -> dt_status;
+}
+extern "C" {
+    #[doc = " Stops accepting requests and waits up to timeout_ms for those in flight to end"]
+    #[doc = "  (DT_ERR_TIMEOUT if some are still running then). Thread-safe."]
+    pub fn dt_server_drain(server: *mut dt_server, timeout_ms: i32) -> dt_status;
+}
+extern "C" {
+    #[doc = " Statistics as JSON ({\"requests\":{\"waiting\":..,\"running\":..,\"finished\":..,..},"]
+    #[doc = "  \"tokens\":{..},\"tokens_per_s\":..,\"ttft_s\":{\"p50\":..,\"p90\":..,\"p99\":..},\"itl_s\":{..},"]
+    #[doc = "  \"kv_cache\":{\"used_blocks\":..,\"cached_blocks\":..,\"free_blocks\":..,..},\"preemptions\":..}),"]
+    #[doc = "  written as dt_memory_report_json writes. Thread-safe."]
+    pub fn dt_server_stats_json(
+        server: *mut dt_server,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The same figures in Prometheus text format (what GET /metrics serves). Thread-safe."]
+    pub fn dt_server_metrics_text(
+        server: *mut dt_server,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The model's context length and vocabulary size (for a front end's checks)."]
+    pub fn dt_server_model_info(
+        server: *mut dt_server,
+        context: *mut i64,
+        vocab_size: *mut i64,
     ) -> dt_status;
 }
 extern "C" {

@@ -21,6 +21,8 @@ impl Status {
     pub const TIMEOUT: Status = Status(sys::DT_ERR_TIMEOUT as i32);
     pub const ABORTED: Status = Status(sys::DT_ERR_ABORTED as i32);
     pub const INTERNAL: Status = Status(sys::DT_ERR_INTERNAL as i32);
+    /// A service cannot take the request now (a server draining or failed).
+    pub const UNAVAILABLE: Status = Status(sys::DT_ERR_UNAVAILABLE as i32);
 
     /// The numeric code.
     pub fn code(self) -> i32 {

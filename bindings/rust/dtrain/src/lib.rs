@@ -34,6 +34,17 @@
 //!   shared::<dtrain::Tensor>(); // nor is a tensor (or a model, mesh, ...)
 //!   ```
 //! * Options are slices of `(key, Value)` pairs: `&[("lr", 0.003.into())]`, `&[]` for none.
+//! * Serving: a [`Server`] (`Send + Sync`: its calls are thread-safe) runs continuous
+//!   batching on its own thread; [`Server::submit`] returns a [`Request`], an iterator over
+//!   its new token ids.
+//!
+//!   ```no_run
+//!   # fn main() -> dtrain::Result<()> {
+//!   let model = dtrain::Model::gpt(&[("preset", "gpt-tiny".into())])?;
+//!   let server = dtrain::Server::new(None, &model, &[("block_size", 16.into())])?;
+//!   let tokens: Vec<i32> = server.submit(&[1, 2, 3], &[("max_tokens", 8.into())])?.collect();
+//!   # Ok(()) }
+//!   ```
 
 mod data;
 mod engine;
@@ -42,6 +53,7 @@ mod handle;
 mod mesh;
 mod model;
 mod options;
+mod server;
 mod tensor;
 
 use std::ffi::CString;
@@ -56,6 +68,7 @@ pub use error::{status_name, Error, Result, Status};
 pub use mesh::{CommStats, Mesh, ReduceOp};
 pub use model::{loss, Model, Optimizer};
 pub use options::{Options, Pairs, Value};
+pub use server::{Request, RequestState, Server};
 pub use tensor::{matmul, softmax, DType, Element, Tensor};
 
 use error::{check, static_str};

@@ -9,7 +9,7 @@ import java.util.Objects;
  * (try-with-resources); an unclosed handle is released at exit only.
  */
 public abstract sealed class Handle implements AutoCloseable
-    permits Options, Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader {
+    permits Options, Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader, Server {
   private volatile long ptr;
 
   Handle(long ptr) {

@@ -14,6 +14,8 @@ public final class Status {
   public static final int TIMEOUT = DtrainNative.DT_ERR_TIMEOUT;
   public static final int ABORTED = DtrainNative.DT_ERR_ABORTED;
   public static final int INTERNAL = DtrainNative.DT_ERR_INTERNAL;
+  /** A service cannot take the request now (a server draining or failed). */
+  public static final int UNAVAILABLE = DtrainNative.DT_ERR_UNAVAILABLE;
 
   private Status() {}
 

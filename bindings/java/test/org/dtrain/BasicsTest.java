@@ -25,6 +25,7 @@ class BasicsTest {
     assertEquals("DT_ERR_INVALID_ARGUMENT", Dtrain.statusName(Status.INVALID_ARGUMENT));
     assertEquals("DT_ERR_IO", Status.name(Status.IO));
     assertEquals("DT_ERR_INTERNAL", Status.name(Status.INTERNAL));
+    assertEquals("DT_ERR_UNAVAILABLE", Status.name(Status.UNAVAILABLE));
     assertEquals("DT_ERR_UNKNOWN", Status.name(12345));
   }
 

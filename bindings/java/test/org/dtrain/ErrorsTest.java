@@ -99,6 +99,9 @@ class ErrorsTest {
     assertEquals(Status.INVALID_ARGUMENT, e.status());
     e = assertThrows(DtrainException.class, () -> DtrainNative.dt_engine_last_stats_json(0));
     assertEquals(Status.INVALID_ARGUMENT, e.status());
+    e = assertThrows(DtrainException.class, () -> DtrainNative.dt_server_stats_json(0));
+    assertEquals(Status.INVALID_ARGUMENT, e.status());
+    DtrainNative.dt_server_destroy(0);
     DtrainNative.dt_tensor_destroy(0);
     NullPointerException npe = assertThrows(NullPointerException.class,
         () -> DtrainNative.dtj_tensor_copy_from_f32(0, null));
