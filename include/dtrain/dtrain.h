@@ -711,10 +711,13 @@ enum {
 };
 
 /** Creates a server over a GPT `module`'s current weights (copied into the ranks' parts;
- *  do not train the module while the server lives). mesh: NULL (one rank) or a "local"
- *  mesh whose dp axis is the number of replicas (each request goes to the one with the
- *  fewest outstanding tokens), tp splits heads and the KV cache, pp places blocks (the
- *  step's requests flow through the stages in groups). options: NULL or keys "block_size"
+ *  do not train the module while the server lives). mesh: NULL (one rank) or a mesh whose
+ *  dp axis is the number of replicas (each request goes to the one with the fewest
+ *  outstanding tokens), tp splits heads and the KV cache, pp places blocks (the step's
+ *  requests flow through the stages in groups). On an "mpi" mesh every process calls this:
+ *  world rank 0's server takes the requests and sends each step's plan to the others, whose
+ *  servers run their parts until rank 0's is destroyed (there dt_server_drain waits for
+ *  that, and dt_server_submit is DT_ERR_UNAVAILABLE). options: NULL or keys "block_size"
  *  (1..1024 positions, default 16), "kv_blocks" (blocks per replica; default 0: as many as
  *  "kv_cache_bytes" holds), "kv_cache_bytes" (per rank, default 64 MiB), "max_num_seqs"
  *  (1..4096, default 16: requests running at once), "max_batched_tokens" (1..2^20, default

@@ -96,6 +96,11 @@ class Trainer {
   // collectives meet; on the caller's thread without a mesh).
   comm::Coords coords(int rank) const { return mesh_ ? mesh_->coords(rank) : comm::Coords{}; }
   bool in_process() const { return !mesh_ || static_cast<int>(mesh_->local_ranks().size()) == mesh_->world_size(); }
+  int rank_of(const comm::Coords& c) const { return mesh_ ? mesh_->rank_of(c) : 0; }
+  // A replica's communicator over the whole mesh (made on first use: collective under MPI).
+  comm::Communicator& world_comm(int local_index) {
+    return mesh_->comm(mesh_->local_ranks().at(static_cast<size_t>(local_index)), "world");
+  }
   comm::Communicator* pp_comm(int local_index) { return pp_comms_.empty() ? nullptr : pp_comms_.at(static_cast<size_t>(local_index)); }
   int virtual_stages() const { return virtual_stages_; }
   void run_on_replicas(const std::function<void(int local_index, int rank)>& fn) {

@@ -28,12 +28,23 @@ class ModelRunner {
   virtual void run(const std::vector<nn::PagedBatch>& batches, std::vector<std::vector<float>>& logits) = 0;
   // A line for logs and statistics: "1 replica", "2 replicas x tp 2 x pp 1".
   virtual std::string layout() const = 0;
+
+  // A mesh across processes (mpirun): the process of world rank 0 leads (it schedules and
+  // calls run(), which sends each step's plan to every rank); every other process calls
+  // follow(), which runs the steps it is sent until the leader calls stop(). The leader
+  // calls idle_tick() now and then while it has no work, so that the followers' waits do
+  // not time out. In one process: leader() is true and the rest do nothing.
+  virtual bool leader() const { return true; }
+  virtual void follow() {}
+  virtual void idle_tick() {}
+  virtual void stop() {}
 };
 
 // One whole model on one rank (tests, and the single-process server).
 std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model);
 
-// The replicas of a Trainer built on a local-backend mesh of dp x tp x pp: replica r is dp
+// The replicas of a Trainer built on a mesh of dp x tp x pp (local, or mpi with one rank per
+// process; see leader() above): replica r is dp
 // group r; its ranks run their tp parts and pipeline stages, the step's sequences split into
 // up to pp groups that follow each other through the stages, so the stages work at once.
 // Interleaved virtual stages are refused (INVALID_ARGUMENT): a token would go round the

@@ -6,8 +6,24 @@
 
 namespace dt::serve {
 
-Server::Server(std::unique_ptr<ServingEngine> engine) : engine_(std::move(engine)) {
-  thread_ = std::thread([this] { loop(); });
+Server::Server(std::unique_ptr<ServingEngine> engine)
+    : engine_(std::move(engine)), leader_(engine_->runner().leader()) {
+  thread_ = std::thread([this] { leader_ ? loop() : follow(); });
+}
+
+void Server::follow() {
+  std::string error;
+  try {
+    engine_->runner().follow();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    failed_ = error;
+    followed_ = true;
+  }
+  news_.notify_all();
 }
 
 Server::~Server() {
@@ -24,6 +40,8 @@ int64_t Server::submit(const std::vector<int32_t>& prompt, const SamplingParams&
     std::lock_guard<std::mutex> lk(engine_mu_);
     engine_->check_request(prompt, p);  // the engine's own checks, before anything is queued
   }
+  if (!leader_)
+    fail(DT_ERR_UNAVAILABLE, "server: this process follows world rank 0 (mpirun); submit requests there");
   int64_t id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -72,7 +90,8 @@ Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
 bool Server::drain(double timeout_s) {
   std::unique_lock<std::mutex> lk(mu_);
   draining_ = true;
-  return news_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return live_ == 0; });
+  return news_.wait_for(lk, std::chrono::duration<double>(timeout_s),
+                        [&] { return leader_ ? live_ == 0 : followed_; });
 }
 
 nlohmann::json Server::stats_json() {
@@ -117,10 +136,12 @@ void Server::loop() {
   for (;;) {
     std::deque<Pending> adds;
     std::vector<int64_t> cancels;
-    bool stop;
+    bool stop, tick;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      wake_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || busy_; });
+      // Idle for a second: a tick keeps the followers of a multi-process mesh waiting.
+      tick = !wake_.wait_for(lk, std::chrono::seconds(1),
+                             [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || busy_; });
       adds.swap(inbox_);
       cancels.swap(cancels_);
       stop = stopping_;
@@ -132,10 +153,13 @@ void Server::loop() {
       try {
         for (Pending& p : adds) engine_->add(p.id, p.prompt, p.params, ev);
         for (int64_t id : cancels) engine_->abort(id, ev);
-        if (stop) {  // everything still in flight ends now
+        if (stop) {  // everything still in flight ends now; the followers return
           for (int64_t id : engine_->live_ids()) engine_->abort(id, ev);
+          engine_->runner().stop();
         } else if (!engine_->idle()) {
           engine_->step(ev);
+        } else if (tick && failed_.empty()) {
+          engine_->runner().idle_tick();
         }
       } catch (const std::exception& e) {
         // A failed step (a peer rank gone, a device error) ends every request: the engine's

@@ -6,6 +6,10 @@
 //
 // Thread safety: every public call may be made from any thread, concurrently. Callbacks
 // run on the loop thread and must not block for long (they hold up every request).
+//
+// Across processes (mpirun), only world rank 0's server takes requests; on the others the
+// thread runs the steps rank 0 sends (ModelRunner::follow) until rank 0's server is
+// destroyed, drain() waits for that, and submit() is UNAVAILABLE.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -65,9 +69,11 @@ class Server {
     bool ended = false;
   };
   void loop();
+  void follow();  // a follower process's thread (ModelRunner::follow)
   void deliver(const std::vector<Event>& events);
 
   std::unique_ptr<ServingEngine> engine_;
+  const bool leader_;
   std::mutex engine_mu_;  // the engine: the loop's steps, stats readers
 
   std::mutex mu_;  // everything below
@@ -77,7 +83,7 @@ class Server {
   std::map<int64_t, Callback> callbacks_;
   std::map<int64_t, Buffer> buffers_;
   int64_t next_id_ = 1, live_ = 0;  // live_: submitted and not yet ended
-  bool busy_ = false, stopping_ = false, draining_ = false;
+  bool busy_ = false, stopping_ = false, draining_ = false, followed_ = false;
   std::string failed_;
   std::thread thread_;
 };

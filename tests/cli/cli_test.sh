@@ -447,6 +447,15 @@ print("final loss one rank %.9f, mpirun tp 2 %.9f, mpirun tp 2 sp %.9f" % (a, b,
 assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) <= 1e-5 * abs(a), (a, b, c)
 PY
   $D generate --checkpoint mtp/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun tp run"
+  # dtrain serve under mpirun: rank 0 serves HTTP and schedules, the other process runs its
+  # part of each step (tp 2, then 2 replicas); the same checks as the serve case.
+  python3 -c "open('corpus.txt', 'w').write('the quick brown fox jumps over the lazy dog. ' * 300)"
+  $D train --data text:corpus.txt --context 48 --layers 2 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1 \
+    --steps 40 --eval-problems 0 --out tx >tx.txt 2>&1 || { cat tx.txt; fail "training the served model"; }
+  for flags in "--tp 2" ""; do
+    SERVE_LAUNCH="$MPIEXEC -np 2 --oversubscribe" timeout 300 \
+      python3 "$(dirname "$DOCS")/tests/cli/serve_http_test.py" $D tx/ckpt 48 --backend mpi $flags || fail "mpirun serve $flags"
+  done
   expect_error "--backend tcp local mpi" $D train "${TINY[@]}" --steps 1 --backend tcp --out mt
   expect_error "--dp --backend" "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --steps 1 --backend mpi --dp 2 --out mt
   ;;

@@ -6,10 +6,12 @@ than the context, max_tokens <= 0, another model, n = 2) get OpenAI-style errors
 drains a stream in flight and exits 0.
 
 usage: serve_http_test.py DTRAIN CHECKPOINT CONTEXT [extra serve flags...]
+(SERVE_LAUNCH, if set, prefixes the server's command: "mpirun -np 2 --oversubscribe")
 """
 import http.client
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,7 +31,9 @@ def fail(msg):
 port_file = f"port{os.getpid()}.txt"
 if os.path.exists(port_file):
     os.remove(port_file)
-proc = subprocess.Popen([dtrain, "serve", "--checkpoint", ckpt, "--port", "0", "--port-file", port_file,
+launch = shlex.split(os.environ.get("SERVE_LAUNCH", ""))
+tag = (" ".join(launch[:3]) + " " + tag).strip() if launch else tag
+proc = subprocess.Popen(launch + [dtrain, "serve", "--checkpoint", ckpt, "--port", "0", "--port-file", port_file,
                          "--kv-blocks", "64", "--block-size", "8", "--json", f"stats{os.getpid()}.json"] + extra,
                         stderr=subprocess.PIPE, text=True)
 for _ in range(300):
@@ -203,12 +207,28 @@ m = metrics()
 if m['dtrain_kv_blocks{state="used"}'] != 0 or m['dtrain_requests{state="running"}'] != 0:
     fail(f"blocks or requests left over: {m}")
 
+def serving_process():
+    """The process to interrupt: the server itself, or under mpirun its world rank 0 (mpirun's
+    own Ctrl-C ends the whole job at once, without a drain)."""
+    if not launch:
+        return proc.pid
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in cmd and port_file.encode() in cmd and b"OMPI_COMM_WORLD_RANK=0" in env:
+            return int(pid)
+    fail("no world rank 0 process found")
+
+
 # Ctrl-C with a stream in flight: it finishes (the drain), then the server exits 0.
 result = {}
 t = threading.Thread(target=lambda: result.update(r=stream("the", 20)))
 t.start()
 time.sleep(0.05)
-proc.send_signal(signal.SIGINT)
+os.kill(serving_process(), signal.SIGINT)
 t.join()
 rc = proc.wait(timeout=60)
 err = proc.stderr.read()

@@ -19,7 +19,8 @@ namespace dtcli {
 namespace {
 
 struct ServeArgs {
-  std::string checkpoint = "runs/latest/ckpt", host = "127.0.0.1", model_name = "dtrain", port_file, json;
+  std::string checkpoint = "runs/latest/ckpt", host = "127.0.0.1", model_name = "dtrain", port_file, json,
+      backend = "local";
   int64_t port = 8000, tp = 1, pp = 1, replicas = 1, block_size = 16, kv_blocks = 0, kv_cache_mib = 64;
   int64_t max_num_seqs = 16, max_batched_tokens = 256, drain_seconds = 60;
   bool no_prefix_caching = false;
@@ -91,13 +92,18 @@ int run_serve(const ServeArgs& a) {
   Loaded l = load_checkpoint(a.checkpoint);  // the weights, into the module
   l.engine.reset();
   Mesh mesh;
-  if (a.tp * a.pp * a.replicas > 1) {
+  if (a.backend != "local" && a.backend != "mpi")
+    throw CliError("--backend \"" + a.backend + "\"; accepted: local (ranks as threads), mpi (under mpirun)");
+  const bool mpi = a.backend == "mpi";
+  if (mpi && a.replicas != 1)
+    throw CliError("--replicas with --backend mpi: the replicas are mpirun's processes / (tp x pp); leave it out");
+  if (mpi || a.tp * a.pp * a.replicas > 1) {
     Options mo = make_options();
     set(mo.get(), "tp", a.tp);
     set(mo.get(), "pp", a.pp);
     dt_mesh* m = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(a.tp * a.pp * a.replicas), mo.get(), &m),
-          "creating the mesh (--tp, --pp, --replicas)");
+    check(dt_mesh_create(a.backend.c_str(), mpi ? 0 : static_cast<int32_t>(a.tp * a.pp * a.replicas), mo.get(), &m),
+          mpi ? "creating the mesh (--backend mpi: run under mpirun)" : "creating the mesh (--tp, --pp, --replicas)");
     mesh.reset(m);
   }
   Options so = make_options();
@@ -110,6 +116,15 @@ int run_serve(const ServeArgs& a) {
   dt_server* raw = nullptr;
   check(dt_server_create(mesh.get(), l.model.get(), so.get(), &raw), "creating the server");
   Server server(raw);
+  int32_t rank = 0;
+  if (mesh) check(dt_mesh_local_rank(mesh.get(), 0, &rank), "dt_mesh_local_rank");
+  if (rank != 0) {  // under mpirun: run the steps world rank 0 sends until its server stops
+    dt_status st;
+    while ((st = dt_server_drain(raw, 3600 * 1000)) == DT_ERR_TIMEOUT) {
+    }
+    check(st, "following world rank 0");
+    return 0;
+  }
   int64_t context = 0, vocab = 0;
   check(dt_server_model_info(raw, &context, &vocab), "dt_server_model_info");
 
@@ -196,6 +211,8 @@ void add_serve_command(CLI::App& app) {
   add_int(c, "--max-batched-tokens", a->max_batched_tokens, {1, 1 << 20}, "Tokens per step (bounds prefill chunks)");
   c->add_flag("--no-prefix-caching", a->no_prefix_caching, "Do not share KV blocks between equal prompt prefixes");
   add_int(c, "--drain-seconds", a->drain_seconds, {0, 86400}, "On Ctrl-C, how long requests in flight may finish");
+  c->add_option("--backend", a->backend, "local: the ranks as threads of this process; mpi: one rank per process of "
+                "mpirun (rank 0 serves HTTP)")->capture_default_str();
   c->add_option("--json", a->json, "On exit, write the server's statistics as JSON to this file");
   c->callback([a] { throw Exit{run_serve(*a)}; });
 }

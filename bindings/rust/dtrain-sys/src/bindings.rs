@@ -923,10 +923,13 @@ pub const DT_REQUEST_REJECTED: _bindgen_ty_5 = 5;
 pub type _bindgen_ty_5 = u32;
 extern "C" {
     #[doc = " Creates a server over a GPT `module`'s current weights (copied into the ranks' parts;"]
-    #[doc = "  do not train the module while the server lives). mesh: NULL (one rank) or a \"local\""]
-    #[doc = "  mesh whose dp axis is the number of replicas (each request goes to the one with the"]
-    #[doc = "  fewest outstanding tokens), tp splits heads and the KV cache, pp places blocks (the"]
-    #[doc = "  step's requests flow through the stages in groups). options: NULL or keys \"block_size\""]
+    #[doc = "  do not train the module while the server lives). mesh: NULL (one rank) or a mesh whose"]
+    #[doc = "  dp axis is the number of replicas (each request goes to the one with the fewest"]
+    #[doc = "  outstanding tokens), tp splits heads and the KV cache, pp places blocks (the step's"]
+    #[doc = "  requests flow through the stages in groups). On an \"mpi\" mesh every process calls this:"]
+    #[doc = "  world rank 0's server takes the requests and sends each step's plan to the others, whose"]
+    #[doc = "  servers run their parts until rank 0's is destroyed (there dt_server_drain waits for"]
+    #[doc = "  that, and dt_server_submit is DT_ERR_UNAVAILABLE). options: NULL or keys \"block_size\""]
     #[doc = "  (1..1024 positions, default 16), \"kv_blocks\" (blocks per replica; default 0: as many as"]
     #[doc = "  \"kv_cache_bytes\" holds), \"kv_cache_bytes\" (per rank, default 64 MiB), \"max_num_seqs\""]
     #[doc = "  (1..4096, default 16: requests running at once), \"max_batched_tokens\" (1..2^20, default"]
