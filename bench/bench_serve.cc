@@ -12,8 +12,9 @@
 //                          without, and the prompt positions it found
 //   KV memory              the paged cache's peak use against a contiguous cache of the
 //                          context for each request running at that peak
+// With --url http://HOST:PORT it loads a running `dtrain serve` instead (serve/http_load.h).
 // Exits 0 whatever the figures (DESIGN.md section 7).
-//   bench_serve [--model gpt-small] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] [--output O]
+//   bench_serve [--url URL] [--model gpt-small] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] [--output O]
 //               [--max-num-seqs S] [--block-size B] [--seed N] [--quick] [--json PATH]
 #include <algorithm>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "common/bench_util.h"
 #include "core/thread_pool.h"
 #include "serve/engine.h"
+#include "serve/http_load.h"
 
 namespace dt::bench {
 namespace {
@@ -144,9 +146,9 @@ int main(int argc, char** argv) {
   using namespace dt;
   using namespace dt::bench;
   const Options o = parse_args(argc, argv,
-                               "bench_serve [--model gpt-small|gpt-tiny] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] "
+                               "bench_serve [--url http://HOST:PORT] [--model gpt-small|gpt-tiny] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] "
                                "[--output O] [--max-num-seqs S] [--block-size B] [--seed N] [--quick] [--json PATH]",
-                               {"model", "requests", "rate", "prefix-rate", "prompt", "output", "max-num-seqs", "block-size", "seed"});
+                               {"url", "model", "requests", "rate", "prefix-rate", "prompt", "output", "max-num-seqs", "block-size", "seed"});
   const std::string model_name = option_value(o, "model", o.quick ? "gpt-tiny" : "gpt-small");
   const nn::GPTConfig* preset = nn::gpt_preset(model_name);
   if (!preset) {
@@ -167,6 +169,8 @@ int main(int argc, char** argv) {
                  static_cast<long long>(cfg.context));
     return 2;
   }
+  const std::string url = option_value(o, "url", "");
+  if (!url.empty()) return http_load(url, n, rate, P, O, seed, o.json_path);
   if (o.threads > 0) set_kernel_threads(o.threads);
   nn::GPT model(cfg);
   Report rep("bench_serve");

@@ -17,7 +17,7 @@ demo_packages=(
 )
 # The rest of what tools/test.sh builds and runs.
 test_packages=(
-  pkg-config binutils                         # consumers of the installed .pc; nm/objdump for the ABI test
+  binutils                                    # nm/objdump for the ABI test (pkg-config: above)
   libblis-dev                                 # the BLAS it was chosen against (bench_blas_choice)
   libgtest-dev                                # unit tests
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)

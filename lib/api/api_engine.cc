@@ -9,6 +9,7 @@
 #include "engine/trainer.h"
 #include "io/checkpoint.h"
 #include "lib/api/firewall.h"
+#include "lib/api/sampling_keys.h"
 #include "nn/gpt.h"
 
 using dt::api::guard;
@@ -97,14 +98,7 @@ dt::engine::GenerateOptions generate_options(const dt_options* options) {
                      {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop_token"});
   dt::engine::GenerateOptions g;
   g.max_new_tokens = r.get_int("max_new_tokens", g.max_new_tokens);
-  double temp = r.get_double("temperature", 0.0), top_p = r.get_double("top_p", 1.0);
-  DT_CHECK(std::isfinite(temp) && temp >= 0,
-           "option \"temperature\" = " + std::to_string(temp) + "; accepted: >= 0 (0: greedy)");
-  DT_CHECK(top_p > 0 && top_p <= 1, "option \"top_p\" = " + std::to_string(top_p) + "; accepted: (0, 1]");
-  g.temperature = static_cast<float>(temp);
-  g.top_p = static_cast<float>(top_p);
-  g.top_k = r.get_int("top_k", 0);
-  g.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  dt::api::read_sampling(r, g);
   int64_t stop = r.get_int("stop_token", -1);
   DT_CHECK(stop >= -1 && stop <= INT32_MAX,
            "option \"stop_token\" = " + std::to_string(stop) + "; accepted: -1 (none) or a token id");

@@ -7,6 +7,7 @@
 #include "comm/mesh.h"
 #include "engine/trainer.h"
 #include "lib/api/firewall.h"
+#include "lib/api/sampling_keys.h"
 #include "nn/gpt.h"
 #include "serve/server.h"
 
@@ -65,10 +66,7 @@ dt::serve::SamplingParams sampling(const dt_options* options) {
                      {"max_tokens", "temperature", "top_k", "top_p", "seed", "stop_tokens"});
   dt::serve::SamplingParams p;
   p.max_tokens = r.get_int("max_tokens", p.max_tokens);
-  p.temperature = static_cast<float>(r.get_double("temperature", 0.0));
-  p.top_k = r.get_int("top_k", 0);
-  p.top_p = static_cast<float>(r.get_double("top_p", 1.0));
-  p.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+  dt::api::read_sampling(r, p);
   p.stop_tokens = parse_ids(r.get_string("stop_tokens", ""));
   return p;
 }

@@ -23,10 +23,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 void check_generate(const nn::GPTConfig& c, const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
   DT_CHECK(!prompts.empty(), "prompts: empty; accepted: at least one prompt");
   DT_CHECK(o.max_new_tokens >= 0, "max_new_tokens = " + std::to_string(o.max_new_tokens) + "; accepted: >= 0");
-  DT_CHECK(std::isfinite(o.temperature) && o.temperature >= 0,
-           "temperature = " + std::to_string(o.temperature) + "; accepted: >= 0 (0: greedy)");
-  DT_CHECK(o.top_k >= 0, "top_k = " + std::to_string(o.top_k) + "; accepted: >= 0 (0: no cut)");
-  DT_CHECK(o.top_p > 0 && o.top_p <= 1, "top_p = " + std::to_string(o.top_p) + "; accepted: (0, 1]");
+  o.check(c.vocab_size);
   for (size_t b = 0; b < prompts.size(); ++b) {
     const std::string w = "prompts[" + std::to_string(b) + "]";
     const int64_t L = static_cast<int64_t>(prompts[b].size());
@@ -38,9 +35,16 @@ void check_generate(const nn::GPTConfig& c, const std::vector<std::vector<int32_
       DT_CHECK(t >= 0 && t < c.vocab_size, w + ": token id " + std::to_string(t) + " is outside [0, vocab_size = " +
                                                std::to_string(c.vocab_size) + ")");
   }
-  for (int32_t t : o.stop_tokens)
-    DT_CHECK(t >= 0 && t < c.vocab_size, "stop_tokens: id " + std::to_string(t) + " is outside [0, vocab_size = " +
-                                             std::to_string(c.vocab_size) + ")");
+}
+
+void SamplingOptions::check(int64_t vocab_size) const {
+  DT_CHECK(std::isfinite(temperature) && temperature >= 0,
+           "temperature = " + std::to_string(temperature) + "; accepted: >= 0 (0: greedy)");
+  DT_CHECK(top_k >= 0, "top_k = " + std::to_string(top_k) + "; accepted: >= 0 (0: no cut)");
+  DT_CHECK(top_p > 0 && top_p <= 1, "top_p = " + std::to_string(top_p) + "; accepted: (0, 1]");
+  for (int32_t t : stop_tokens)
+    DT_CHECK(t >= 0 && t < vocab_size, "stop_tokens: id " + std::to_string(t) + " is outside [0, vocab_size = " +
+                                           std::to_string(vocab_size) + ")");
 }
 
 int64_t generate_cache_len(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o) {
@@ -75,7 +79,7 @@ void finish_generate_stats(GenerateResult& res, int64_t decode_steps, double dec
   res.stats.tokens_per_s = total_s > 0 ? static_cast<double>(res.stats.new_tokens) / total_s : 0.0;
 }
 
-int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& o, float u) {
+int32_t sample_token(const float* logits, int64_t V, const SamplingOptions& o, float u) {
   if (o.temperature <= 0) return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
   // Candidates by descending logit, lowest id first on ties (stable sort), so top_k = 1 is
   // exactly the greedy choice.

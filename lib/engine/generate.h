@@ -7,28 +7,22 @@
 // (each into its row); decode steps batch the unfinished rows, so a prompt's tokens do not
 // depend on what else is in the batch (up to the matmul's rounding across row counts).
 //
-// Sampling: temperature 0 is greedy (argmax, lowest id on ties). Otherwise the logits are
-// divided by the temperature, cut to the top_k largest (0: all) and then to the smallest set
-// whose probability reaches top_p (1: all), renormalized, and sampled by inverse CDF with the
-// uniform number of a counter-based RNG keyed by (seed, "sample", step * B + b): the draw
-// depends only on the seed, the step and the prompt's index, never on timing or threads.
+// Sampling (engine/sampling.h) draws with the uniform number of a counter-based RNG keyed
+// by (seed, "sample", step * B + b): the draw depends only on the seed, the step and the
+// prompt's index, never on timing or threads.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "engine/sampling.h"
 #include "nn/gpt.h"
 
 namespace dt::engine {
 
-struct GenerateOptions {
+struct GenerateOptions : SamplingOptions {
   int64_t max_new_tokens = 16;
-  float temperature = 0.0f;  // 0: greedy
-  int64_t top_k = 0;         // 0: no cut
-  float top_p = 1.0f;        // 1: no cut
-  uint64_t seed = 0;
-  std::vector<int32_t> stop_tokens;  // generation of a prompt ends after one of these
   // Called with (prompt index, token) as each token is chosen, in order: streaming output.
   std::function<void(int64_t prompt, int32_t token)> on_token;
 };
@@ -78,8 +72,5 @@ const float* host_f32_logits(const Tensor& logits, Tensor& f32, Tensor& host);
 // res.stats' new-token count, inter-token latency and tokens/s from the decode steps' and
 // the whole call's seconds.
 void finish_generate_stats(GenerateResult& res, int64_t decode_steps, double decode_s, double total_s);
-
-// One token from a row of V logits (exposed for tests). `u` is a uniform number in [0, 1).
-int32_t sample_token(const float* logits, int64_t V, const GenerateOptions& opt, float u);
 
 }  // namespace dt::engine

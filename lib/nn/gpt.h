@@ -19,6 +19,7 @@
 // block's input resid[i]; backward recomputes the block's forward into one scratch Acts shared
 // by all blocks, then runs its backward. The ops are the same, so gradients are bitwise equal.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,7 @@ namespace dt::nn {
 
 struct KvCache;     // nn/kv_cache.h
 struct PagedKv;     // nn/paged_kv.h
+struct InferenceScratch;  // nn/kv_cache.h
 struct PagedBatch;  // nn/paged_kv.h
 
 // Everything one micro-batch keeps between forward and backward.
@@ -162,6 +164,9 @@ class GPT : public Module {
   // Shared by the contiguous and the paged cache: ids and positions (host i32 [B, T]) into
   // x [B, T, d_model]; the final norm and head of x [B, T, d_model] into logits [B, T, V].
   void embed_at(const Tensor& host_ids, const Tensor& host_pos, Tensor& pos_ids, Tensor& pos, Tensor& x);
+  // Block l on x in place, as TransformerBlock::forward, with the cache's attention.
+  void block_inference(int l, Tensor& x, InferenceScratch& s,
+                       const std::function<const Tensor&(CausalSelfAttention&, const Tensor&)>& attend);
   void head_into(const Tensor& x, Norm::Acts& ln, Tensor& part, Tensor& parts, Tensor& logits);
   std::unique_ptr<Norm> lnf_;
   std::unique_ptr<Linear> lm_head_;  // null when tied

@@ -66,7 +66,7 @@ Tensor cache_prefix(const Tensor& cache, int64_t r, int64_t n) {
 const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache& c, int l,
                                const std::vector<int64_t>& rows) {
   const int64_t B = x.dim(0), Tq = x.dim(1), D = at.head_dim, Hq = at.hq, Hkv = at.hkv;  // this rank's heads
-  KvCache::Scratch& s = c.s;
+  InferenceScratch& s = c.s;
   project_qkv(at, x, s.q, s.kn, s.vn);
   ensure(s.out, {B, Tq, Hq, D}, x.dtype());
   ensure(s.lse, {1, Hq, Tq});
@@ -176,16 +176,21 @@ void GPT::cached_blocks(int begin, int end, Tensor& x, KvCache& c, const std::ve
   DT_CHECK(x.ndim() == 3 && x.dim(2) == cfg_.d_model && x.dtype() == cfg_.dtype,
            "cached_blocks: x must be [B, Tq, d_model] in the model's dtype, got " + shape_str(x.shape()));
   check_cached(c, rows, x.dim(0), x.dim(1));
-  KvCache::Scratch& s = c.s;
-  for (int l = begin; l < end; ++l) {  // TransformerBlock::forward with cached attention
-    TransformerBlock& blk = block(l);
-    const Tensor& h1 = blk.ln1.forward(x, s.ln);
-    const Tensor& att = attention_cached(blk.attn, h1, c, l, rows);
-    kernels::add(x, att.reshape(x.shape()), x);
-    const Tensor& h2 = blk.ln2.forward(x, s.ln);
-    const Tensor& m = blk.mlp.forward(h2, s.mlp);
-    kernels::add(x, m.reshape(x.shape()), x);
-  }
+  for (int l = begin; l < end; ++l)
+    block_inference(l, x, c.s, [&](CausalSelfAttention& at, const Tensor& h) -> const Tensor& {
+      return attention_cached(at, h, c, l, rows);
+    });
+}
+
+void GPT::block_inference(int l, Tensor& x, InferenceScratch& s,
+                          const std::function<const Tensor&(CausalSelfAttention&, const Tensor&)>& attend) {
+  TransformerBlock& blk = block(l);  // TransformerBlock::forward, with the cache's attention
+  const Tensor& h1 = blk.ln1.forward(x, s.ln);
+  const Tensor& att = attend(blk.attn, h1);
+  kernels::add(x, att.reshape(x.shape()), x);
+  const Tensor& h2 = blk.ln2.forward(x, s.ln);
+  const Tensor& m = blk.mlp.forward(h2, s.mlp);
+  kernels::add(x, m.reshape(x.shape()), x);
 }
 
 void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits) {

@@ -112,7 +112,7 @@ namespace {
 // Attention of the packed tokens x [1, N, C] of layer l; returns y [N, C].
 const Tensor& attention_paged(CausalSelfAttention& at, const Tensor& x, PagedKv& kv, int l) {
   const int64_t N = x.dim(1), D = at.head_dim, Hq = at.hq, Hkv = at.hkv;
-  PagedKv::Scratch& s = kv.s;
+  InferenceScratch& s = kv.s;
   const PagedKv::Step& st = kv.step;
   project_qkv(at, x, s.q, s.kn, s.vn);
   Tensor q = s.q.reshape({N, Hq, D}), k = s.kn.reshape({N, Hkv, D}), v = s.vn.reshape({N, Hkv, D});
@@ -160,19 +160,14 @@ void GPT::paged_blocks(int begin, int end, Tensor& x, PagedKv& kv) {
                x.dtype() == cfg_.dtype,
            "paged_blocks: x must be [1, N, d_model] in the model's dtype for the step begun, got " +
                shape_str(x.shape()));
-  PagedKv::Scratch& s = kv.s;
-  for (int l = begin; l < end; ++l) {  // TransformerBlock::forward with paged attention
-    TransformerBlock& blk = block(l);
+  for (int l = begin; l < end; ++l) {
     const Tensor& k = kv.k[static_cast<size_t>(l)];
     DT_CHECK(k.defined() && k.dim(2) == local_kv_heads() && k.dtype() == cfg_.dtype && k.device() == device_,
              "kv cache: does not hold layer " + std::to_string(l) + " as this rank's attention needs it; accepted: "
              "PagedKv::create with this model's config, local_kv_heads() and its stage's chunks, on its device");
-    const Tensor& h1 = blk.ln1.forward(x, s.ln);
-    const Tensor& att = attention_paged(blk.attn, h1, kv, l);
-    kernels::add(x, att.reshape(x.shape()), x);
-    const Tensor& h2 = blk.ln2.forward(x, s.ln);
-    const Tensor& m = blk.mlp.forward(h2, s.mlp);
-    kernels::add(x, m.reshape(x.shape()), x);
+    block_inference(l, x, kv.s, [&](CausalSelfAttention& at, const Tensor& h) -> const Tensor& {
+      return attention_paged(at, h, kv, l);
+    });
   }
 }
 

@@ -16,16 +16,19 @@
 
 namespace dt::nn {
 
+// Scratch of the inference forwards (this cache's and the paged one's, nn/paged_kv.h), kept
+// so that steps of one shape reuse it.
+struct InferenceScratch {
+  Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, h, logits_part, logits_parts;
+  Norm::Acts ln;
+  MLP::Acts mlp;
+};
+
 struct KvCache {
   int64_t batch = 0, max_len = 0;
   std::vector<Tensor> k, v;   // one per layer
   std::vector<int64_t> len;   // per row: positions filled
-  // Scratch of the cached forward, kept so that decode steps of one shape reuse it.
-  struct Scratch {
-    Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, logits_part, logits_parts;
-    Norm::Acts ln;
-    MLP::Acts mlp;
-  } s;
+  InferenceScratch s;
 
   // cfg as given to the GPT (resolved here). max_len in [1, context]. kv_heads: the KV heads
   // this rank holds (a tensor-parallel model's: GPT::local_kv_heads); 0: the config's.

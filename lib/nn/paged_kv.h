@@ -9,7 +9,7 @@
 
 #include "core/tensor.h"
 #include "nn/config.h"
-#include "nn/layers.h"
+#include "nn/kv_cache.h"
 
 namespace dt::nn {
 
@@ -38,11 +38,7 @@ struct PagedKv {
     std::vector<int64_t> first, start, count;  // per sequence: first row, first position, tokens
     std::vector<int64_t> logit_rows;           // rows whose logits are wanted
   } step;
-  struct Scratch {
-    Tensor x, pos_ids, pos, q, kn, vn, out, y, h, logits_part, logits_parts;
-    Norm::Acts ln;
-    MLP::Acts mlp;
-  } s;
+  InferenceScratch s;
 
   // num_blocks, block_size >= 1; kv_heads and layers as KvCache::create takes them.
   static PagedKv create(const GPTConfig& cfg, int64_t num_blocks, int64_t block_size, int64_t kv_heads = 0,

@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "engine/generate.h"
 
 namespace dt::serve {
 namespace {
@@ -61,13 +60,7 @@ void ServingEngine::check_request(const std::vector<int32_t>& prompt, const Samp
     DT_CHECK(t >= 0 && t < V, "prompt: token id " + std::to_string(t) + " is outside [0, vocab_size = " +
                                   std::to_string(V) + ")");
   DT_CHECK(p.max_tokens >= 1, "max_tokens = " + std::to_string(p.max_tokens) + "; accepted: >= 1");
-  DT_CHECK(std::isfinite(p.temperature) && p.temperature >= 0,
-           "temperature = " + std::to_string(p.temperature) + "; accepted: >= 0 (0: greedy)");
-  DT_CHECK(p.top_k >= 0, "top_k = " + std::to_string(p.top_k) + "; accepted: >= 0 (0: no cut)");
-  DT_CHECK(p.top_p > 0 && p.top_p <= 1, "top_p = " + std::to_string(p.top_p) + "; accepted: (0, 1]");
-  for (int32_t t : p.stop_tokens)
-    DT_CHECK(t >= 0 && t < V, "stop: token id " + std::to_string(t) + " is outside [0, vocab_size = " +
-                                  std::to_string(V) + ")");
+  p.check(V);
 }
 
 void ServingEngine::add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& p,
@@ -144,13 +137,9 @@ void ServingEngine::step(std::vector<Event>& events) {
       if (!c.sample) continue;
       Sequence& s = *c.seq;
       DT_ASSERT((row + 1) * static_cast<size_t>(V) <= logits[r].size());
-      engine::GenerateOptions o;
-      o.temperature = s.params.temperature;
-      o.top_k = s.params.top_k;
-      o.top_p = s.params.top_p;
       // Keyed by the token's index in the output: generate()'s draw for a lone prompt.
       const float u = CounterRng(s.params.seed, "sample").uniform(static_cast<uint64_t>(s.output_len()));
-      sampled.push_back(engine::sample_token(logits[r].data() + row * static_cast<size_t>(V), V, o, u));
+      sampled.push_back(engine::sample_token(logits[r].data() + row * static_cast<size_t>(V), V, s.params, u));
       who.push_back(&s);
       prev.push_back(s.output_len() == 0 ? s.arrival : s.last_token);
       ++row;

@@ -6,19 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling.h"
+
 namespace dt::serve {
 
-// Per-request sampling, as engine::GenerateOptions samples: temperature 0 is greedy; else
-// top_k, then top_p, then a draw from the counter-based RNG keyed by (seed, "sample",
-// index of the token in the output), so a request's tokens depend on its prompt and seed
-// only, never on what else is in the batch, on preemption, or on timing.
-struct SamplingParams {
+// Per-request sampling, as generation samples (engine/sampling.h), with the draw keyed by
+// (seed, "sample", index of the token in the output), so a request's tokens depend on its
+// prompt and seed only, never on what else is in the batch, on preemption, or on timing.
+struct SamplingParams : engine::SamplingOptions {
   int64_t max_tokens = 16;  // >= 1
-  float temperature = 0.0f;
-  int64_t top_k = 0;
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-  std::vector<int32_t> stop_tokens;  // the output ends after one of these (it is included)
 };
 
 enum class SeqState { Waiting, Running, Preempted, Finished, Aborted, Rejected };

@@ -138,7 +138,8 @@ int run_serve(const ServeArgs& a) {
   http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
     const nlohmann::json j = {{"object", "list"},
                               {"data", {{{"id", a.model_name}, {"object", "model"}, {"created", 0},
-                                         {"owned_by", "dtrain"}, {"max_model_len", context}}}}};
+                                         {"owned_by", "dtrain"}, {"max_model_len", context},
+                                         {"vocab_size", vocab}}}}};
     res.set_content(j.dump(), "application/json");
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
