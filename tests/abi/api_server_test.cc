@@ -70,7 +70,20 @@ void serve_from_threads(dt_mesh* mesh) {
   dt_server* s = nullptr;
   Opts so;
   so.i("block_size", 4).i("kv_blocks", 24).i("max_num_seqs", 4).i("max_batched_tokens", 8);
+  int64_t kv_before = 0;
+  OK(dt_memory_stats("cpu", DT_MEM_KV_CACHE, &kv_before, nullptr));
   OK(dt_server_create(mesh, m, so.o, &s));
+  {  // the pool is in the memory ledger as kv_cache: 24 blocks on each rank
+    int64_t kv = 0;
+    OK(dt_memory_stats("cpu", DT_MEM_KV_CACHE, &kv, nullptr));
+    const std::string st = stats(s);
+    const size_t at = st.find("\"bytes_per_block\":");
+    ASSERT_NE(at, std::string::npos) << st;
+    const int64_t per_block = std::atoll(st.c_str() + at + 18);
+    int32_t ranks = 1;
+    if (mesh) OK(dt_mesh_world_size(mesh, &ranks));
+    EXPECT_EQ(kv - kv_before, 24 * per_block * ranks) << st;
+  }
   Collected got;
   std::map<int, std::vector<int32_t>> polled;
   std::map<int, int64_t> ids;
