@@ -70,11 +70,17 @@ bool Server::cancel(int64_t id) {
 
 Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
   std::unique_lock<std::mutex> lk(mu_);
-  auto it = buffers_.find(id);
-  if (it == buffers_.end())
+  auto unknown = [&] {
     fail(DT_ERR_NOT_FOUND, "request " + std::to_string(id) + ": unknown, already fully polled, or delivered to a callback");
-  news_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, timeout_s)),
-                 [&] { return !it->second.p.tokens.empty() || it->second.ended; });
+  };
+  if (!buffers_.count(id)) unknown();
+  // Looked up again after the wait: another thread polling the same id may have taken it.
+  news_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, timeout_s)), [&] {
+    auto b = buffers_.find(id);
+    return b == buffers_.end() || !b->second.p.tokens.empty() || b->second.ended;
+  });
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) unknown();
   Buffer& b = it->second;
   Polled out;
   const size_t n = std::min(b.p.tokens.size(), static_cast<size_t>(std::max<int64_t>(max_tokens, 0)));
