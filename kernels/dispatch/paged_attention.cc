@@ -13,6 +13,9 @@ void check_cache(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
   DT_CHECK(k_cache.ndim() == 4, std::string(op) + ": k_cache has shape " + shape_str(k_cache.shape()) +
                                     "; required: [num_blocks, block_size, Hkv, D]");
   require_same_shape(op, {{k_cache, "k_cache"}, {v_cache, "v_cache"}});
+  for (int i = 0; i < 4; ++i)
+    DT_CHECK(k_cache.dim(i) >= 1, std::string(op) + ": k_cache has shape " + shape_str(k_cache.shape()) +
+                                      "; required: every dimension >= 1");
 }
 
 }  // namespace

@@ -99,23 +99,24 @@ uint64_t BlockPool::chain_hash(uint64_t parent, const int32_t* tokens, int64_t n
   return h == 0 ? 1 : h;
 }
 
-int32_t BlockPool::lookup(uint64_t hash, const int32_t* tokens) {
+int32_t BlockPool::lookup(uint64_t hash, uint64_t parent, const int32_t* tokens) {
   ++lookups_;
   auto it = by_hash_.find(hash);
   if (it == by_hash_.end()) return -1;
   const Block& blk = blocks_[static_cast<size_t>(it->second)];
-  if (!std::equal(blk.tokens.begin(), blk.tokens.end(), tokens)) return -1;  // a collision
+  if (blk.parent != parent || !std::equal(blk.tokens.begin(), blk.tokens.end(), tokens)) return -1;  // a collision
   ++hits_;
   ref(it->second);
   return it->second;
 }
 
-void BlockPool::publish(int32_t b, uint64_t hash, const int32_t* tokens) {
+void BlockPool::publish(int32_t b, uint64_t hash, uint64_t parent, const int32_t* tokens) {
   DT_CHECK(b >= 0 && b < num_blocks() && blocks_[static_cast<size_t>(b)].refs > 0,
            "kv cache: publish of a block not in use: " + std::to_string(b));
   Block& blk = blocks_[static_cast<size_t>(b)];
   if (blk.hash != 0 || by_hash_.count(hash)) return;
   blk.hash = hash;
+  blk.parent = parent;
   blk.tokens.assign(tokens, tokens + block_size_);
   by_hash_[hash] = b;
 }

@@ -10,8 +10,9 @@
 //   free    refcount 0, holding nothing anyone can find.
 // Prefix caching: a full block is published under the hash of every token up to its end
 // (the chain hash of its parent's hash and its own tokens), so two prompts that share their
-// first k full blocks share those k blocks. The tokens are kept beside the hash and compared
-// on lookup, so a hash collision costs a miss, never a wrong cache hit. Allocation takes a
+// first k full blocks share those k blocks. The tokens and the parent's hash are kept beside
+// the hash and compared on lookup, so a collision costs a miss, never a wrong cache hit
+// (short of one of the parent's hash as well). Allocation takes a
 // free block first, then evicts the least recently released cached block (LRU).
 //
 // Not thread-safe: one scheduler owns a pool.
@@ -51,11 +52,12 @@ class BlockPool {
   // The chain hash of a full block of `tokens` (block_size of them) after a prefix whose
   // hash is `parent` (0 for the first block).
   static uint64_t chain_hash(uint64_t parent, const int32_t* tokens, int64_t n);
-  // The block published under (hash, tokens), ref'ed for the caller; -1 if none.
-  int32_t lookup(uint64_t hash, const int32_t* tokens);
-  // Publishes a used, full block under (hash, tokens). No-op if another block already holds
-  // that prefix or this one is already published.
-  void publish(int32_t block, uint64_t hash, const int32_t* tokens);
+  // The block published under hash = chain_hash(parent, tokens), ref'ed for the caller; -1
+  // if none. The parent's hash and the tokens are compared too: a collision is a miss.
+  int32_t lookup(uint64_t hash, uint64_t parent, const int32_t* tokens);
+  // Publishes a used, full block under hash = chain_hash(parent, tokens). No-op if another
+  // block already holds that prefix or this one is already published.
+  void publish(int32_t block, uint64_t hash, uint64_t parent, const int32_t* tokens);
 
   int64_t hits() const { return hits_; }        // lookups that found a block
   int64_t lookups() const { return lookups_; }  // lookups made
@@ -70,7 +72,7 @@ class BlockPool {
  private:
   struct Block {
     int refs = 0;
-    uint64_t hash = 0;  // 0: not published
+    uint64_t hash = 0, parent = 0;  // hash 0: not published
     std::vector<int32_t> tokens;
     std::list<int32_t>::iterator lru_pos;  // valid while cached
     bool in_lru = false;

@@ -59,7 +59,12 @@ void ServingEngine::check_request(const std::vector<int32_t>& prompt, const Samp
   for (int32_t t : prompt)
     DT_CHECK(t >= 0 && t < V, "prompt: token id " + std::to_string(t) + " is outside [0, vocab_size = " +
                                   std::to_string(V) + ")");
-  DT_CHECK(p.max_tokens >= 1, "max_tokens = " + std::to_string(p.max_tokens) + "; accepted: >= 1");
+  const int64_t context = runner_->config().context;
+  DT_CHECK(p.max_tokens >= 1 && p.max_tokens <= context,
+           "max_tokens = " + std::to_string(p.max_tokens) + "; accepted: [1, context = " + std::to_string(context) + "]");
+  // A prompt longer than the context is not a bad argument but a request that can never
+  // run: add() rejects it with the reason. (Its length is bounded, so the sum cannot overflow.)
+  DT_CHECK(prompt.size() <= (size_t{1} << 30), "prompt: " + std::to_string(prompt.size()) + " tokens; accepted: up to 2^30");
   p.check(V);
 }
 

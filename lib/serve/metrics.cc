@@ -11,7 +11,13 @@ Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), c
 void Histogram::observe(double v) {
   const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
   ++counts_[i];
-  values_.push_back(v);
+  if (values_.size() < kRecent) {
+    values_.push_back(v);
+  } else {
+    values_[next_] = v;
+    next_ = (next_ + 1) % kRecent;
+  }
+  ++count_;
   sum_ += v;
 }
 

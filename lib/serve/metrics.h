@@ -15,16 +15,21 @@ class Histogram {
   void observe(double v);
   // Prometheus text: name_bucket{le=".."}, name_sum, name_count.
   std::string prometheus(const std::string& name, const std::string& help) const;
-  // The q-quantile (0..1) of what was observed, exactly (the values are kept); 0 if none.
+  // The q-quantile (0..1) of the last kRecent observations, exactly; 0 if none. (The
+  // buckets, count and sum cover them all; only so many values are kept, so that a server
+  // that runs for days holds a bounded amount and a scrape costs a bounded time.)
   double quantile(double q) const;
-  int64_t count() const { return static_cast<int64_t>(values_.size()); }
-  double mean() const { return values_.empty() ? 0.0 : sum_ / static_cast<double>(values_.size()); }
+  static constexpr size_t kRecent = 10000;
+  int64_t count() const { return count_; }
+  double mean() const { return count_ == 0 ? 0.0 : sum_ / static_cast<double>(count_); }
   nlohmann::json json() const;  // {"count":..,"mean":..,"p50":..,"p90":..,"p99":..}
 
  private:
   std::vector<double> bounds_;
   std::vector<int64_t> counts_;  // per bucket, not cumulative; the last is +Inf
-  std::vector<double> values_;
+  std::vector<double> values_;  // the last kRecent, a ring from next_
+  size_t next_ = 0;
+  int64_t count_ = 0;
   double sum_ = 0;
 };
 

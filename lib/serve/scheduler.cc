@@ -124,7 +124,7 @@ void Scheduler::admit_prefix(Sequence& s) {
   for (int64_t j = 0; j < most; ++j) {
     const int32_t* t = s.tokens.data() + j * bs;
     const uint64_t h = BlockPool::chain_hash(s.last_hash, t, bs);
-    const int32_t b = pool_.lookup(h, t);
+    const int32_t b = pool_.lookup(h, s.last_hash, t);
     if (b < 0) break;
     s.blocks.push_back(b);
     s.last_hash = h;
@@ -188,8 +188,9 @@ std::vector<std::unique_ptr<Sequence>> Scheduler::commit(const StepPlan& plan, c
     if (cfg_.prefix_caching)
       while ((s.published + 1) * bs <= s.computed) {  // newly full blocks become findable
         const int32_t* t = s.tokens.data() + s.published * bs;
-        s.last_hash = BlockPool::chain_hash(s.last_hash, t, bs);
-        pool_.publish(s.blocks[static_cast<size_t>(s.published)], s.last_hash, t);
+        const uint64_t parent = s.last_hash;
+        s.last_hash = BlockPool::chain_hash(parent, t, bs);
+        pool_.publish(s.blocks[static_cast<size_t>(s.published)], s.last_hash, parent, t);
         ++s.published;
       }
     if (!c.sample) continue;

@@ -96,8 +96,10 @@ Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
 bool Server::drain(double timeout_s) {
   std::unique_lock<std::mutex> lk(mu_);
   draining_ = true;
-  return news_.wait_for(lk, std::chrono::duration<double>(timeout_s),
-                        [&] { return leader_ ? live_ == 0 : followed_; });
+  const bool done = news_.wait_for(lk, std::chrono::duration<double>(timeout_s),
+                                   [&] { return leader_ ? live_ == 0 : followed_; });
+  if (done && !leader_ && !failed_.empty()) fail(DT_ERR_COMM, "server: following world rank 0 failed: " + failed_);
+  return done;
 }
 
 nlohmann::json Server::stats_json() {
@@ -119,19 +121,23 @@ void Server::deliver(const std::vector<Event>& events) {
     Callback cb;
     {
       std::lock_guard<std::mutex> lk(mu_);
+      // Only a request still registered counts: an end is delivered once.
       auto it = callbacks_.find(e.id);
       if (it != callbacks_.end()) {
         cb = it->second;
-        if (e.done) callbacks_.erase(it);
-      } else if (auto b = buffers_.find(e.id); b != buffers_.end()) {
+        if (e.done) {
+          callbacks_.erase(it);
+          --live_;
+        }
+      } else if (auto b = buffers_.find(e.id); b != buffers_.end() && !b->second.ended) {
         if (e.token >= 0) b->second.p.tokens.push_back(e.token);
         b->second.p.state = e.state;
         if (e.done) {
           b->second.ended = true;
           b->second.p.reason = e.reason;
+          --live_;
         }
       }
-      if (e.done) --live_;
     }
     if (cb) cb(e);
   }
@@ -139,21 +145,32 @@ void Server::deliver(const std::vector<Event>& events) {
 }
 
 void Server::loop() {
+  using Clock = std::chrono::steady_clock;
+  // A multi-process mesh's followers wait in a collective for each plan: the leader sends
+  // one at least every second (a step, or an idle tick), whatever wakes it.
+  Clock::time_point last_sent = Clock::now();
   for (;;) {
     std::deque<Pending> adds;
     std::vector<int64_t> cancels;
-    bool stop, tick;
+    bool stop;
+    std::string failed;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      // Idle for a second: a tick keeps the followers of a multi-process mesh waiting.
-      tick = !wake_.wait_for(lk, std::chrono::seconds(1),
-                             [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || busy_; });
+      wake_.wait_until(lk, last_sent + std::chrono::seconds(1),
+                       [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || busy_; });
       adds.swap(inbox_);
       cancels.swap(cancels_);
       stop = stopping_;
+      failed = failed_;
     }
     std::vector<Event> ev;
     bool busy = false;
+    if (!failed.empty()) {  // the engine is not used again: what arrives ends at once
+      for (const Pending& p : adds) ev.push_back({p.id, -1, true, SeqState::Aborted, "error: " + failed});
+      deliver(ev);
+      if (stop) return;
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lk(engine_mu_);
       try {
@@ -164,12 +181,15 @@ void Server::loop() {
           engine_->runner().stop();
         } else if (!engine_->idle()) {
           engine_->step(ev);
-        } else if (tick && failed_.empty()) {
+          last_sent = Clock::now();
+        } else if (Clock::now() - last_sent >= std::chrono::seconds(1)) {
           engine_->runner().idle_tick();
+          last_sent = Clock::now();
         }
       } catch (const std::exception& e) {
         // A failed step (a peer rank gone, a device error) ends every request: the engine's
-        // state is no longer trusted. Later submits are refused with this message.
+        // state is no longer trusted, so it is never used again (see above), and later
+        // submits are refused with this message.
         {
           std::lock_guard<std::mutex> lk2(mu_);
           failed_ = e.what();

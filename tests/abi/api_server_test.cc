@@ -161,7 +161,7 @@ TEST(ApiServer, CancelMetricsAndBadArguments) {
   EXPECT_EQ(vocab, kVocab);
   const std::vector<int32_t> p = {1, 2, 3};
   int64_t id = 0;
-  { Opts o; o.i("max_tokens", 0); expect_error(dt_server_submit(s, p.data(), 3, o.o, nullptr, nullptr, &id), DT_ERR_INVALID_ARGUMENT, {"max_tokens = 0", ">= 1"}); }
+  { Opts o; o.i("max_tokens", 0); expect_error(dt_server_submit(s, p.data(), 3, o.o, nullptr, nullptr, &id), DT_ERR_INVALID_ARGUMENT, {"max_tokens = 0", "[1, context = 48]"}); }
   { Opts o; o.s("stop_tokens", "3,x"); expect_error(dt_server_submit(s, p.data(), 3, o.o, nullptr, nullptr, &id), DT_ERR_INVALID_ARGUMENT, {"stop_tokens"}); }
   const std::vector<int32_t> bad = {1, 99};
   expect_error(dt_server_submit(s, bad.data(), 2, nullptr, nullptr, nullptr, &id), DT_ERR_INVALID_ARGUMENT, {"token id 99", "vocab_size = 40"});

@@ -23,23 +23,24 @@ TEST(ServeBlockPool, RefcountsPrefixCacheAndLru) {
   const int32_t ta[2] = {7, 8}, tb[2] = {9, 9};
   const uint64_t ha = BlockPool::chain_hash(0, ta, 2), hb = BlockPool::chain_hash(ha, tb, 2);
   EXPECT_NE(ha, BlockPool::chain_hash(1, ta, 2));  // the parent is part of the key
-  p.publish(a, ha, ta);
-  p.publish(b, hb, tb);
-  EXPECT_EQ(p.lookup(ha, ta), a);  // shared: refcount 2
+  p.publish(a, ha, 0, ta);
+  p.publish(b, hb, ha, tb);
+  EXPECT_EQ(p.lookup(ha, 0, ta), a);  // shared: refcount 2
   EXPECT_EQ(p.refcount(a), 2);
   const int32_t other[2] = {7, 9};
-  EXPECT_EQ(p.lookup(ha, other), -1) << "same hash, other tokens: a collision must miss";
+  EXPECT_EQ(p.lookup(ha, 0, other), -1) << "same hash, other tokens: a collision must miss";
+  EXPECT_EQ(p.lookup(ha, 5, ta), -1) << "same hash and tokens, another prefix: a collision must miss";
   p.release(a);
   p.release(a);
   p.release(b);
   EXPECT_EQ(p.counts(), (serve::BlockCounts{0, 2, 2}));  // both cached, still findable
   EXPECT_EQ(p.check(), "");
-  EXPECT_EQ(p.lookup(hb, tb), b);  // a cached block comes back into use
+  EXPECT_EQ(p.lookup(hb, ha, tb), b);  // a cached block comes back into use
   p.release(b);                    // now b was released after a: a is the LRU victim
   EXPECT_GE(p.allocate(), 2);
   EXPECT_GE(p.allocate(), 2);  // the free ones first
   EXPECT_EQ(p.allocate(), a);  // then evict the least recently released
-  EXPECT_EQ(p.lookup(ha, ta), -1);
+  EXPECT_EQ(p.lookup(ha, 0, ta), -1);
   EXPECT_EQ(p.allocate(), b);
   EXPECT_EQ(p.allocate(), -1);
   EXPECT_EQ(p.evictions(), 2);

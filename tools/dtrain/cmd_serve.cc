@@ -26,8 +26,14 @@ struct ServeArgs {
   bool no_prefix_caching = false;
 };
 
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop = true; }
+// The first Ctrl-C drains; a second one (or the end of --drain-seconds) ends the requests
+// still running.
+std::atomic<bool> g_stop{false}, g_force{false};
+std::atomic<int> g_open{0};  // completions whose response is not finished
+extern "C" void on_signal(int) {
+  if (g_stop) g_force = true;
+  g_stop = true;
+}
 
 using Server = std::unique_ptr<dt_server, Deleter<dt_server, dt_server_destroy>>;
 
@@ -44,20 +50,34 @@ std::string sse(const nlohmann::json& j) {
   return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
-void handle_completion(dt_server* server, const ServeArgs& a, int64_t context, int64_t vocab,
-                       std::atomic<int64_t>& next_id, const httplib::Request& req, httplib::Response& res) {
+struct Model {
+  int64_t context = 0, vocab = 0, kv_positions = 0;
+};
+
+void handle_completion(dt_server* server, const ServeArgs& a, const Model& m, std::atomic<int64_t>& next_id,
+                       const httplib::Request& req, httplib::Response& res) {
   CompletionRequest r;
   std::shared_ptr<Completion> c;
   try {
-    r = parse_completion(req.body, a.model_name, context, vocab);
-    c = std::make_shared<Completion>(server, r);
+    r = parse_completion(req.body, a.model_name, m.context, m.vocab, m.kv_positions);
+    c = std::shared_ptr<Completion>(new Completion(server, r), [](Completion* p) {
+      delete p;
+      --g_open;
+    });
+    ++g_open;
   } catch (const HttpError& e) {
     return send_error(res, e);
   }
   const std::string id = "cmpl-" + std::to_string(next_id++);
   if (!r.stream) {
     std::string text;
-    while (!c->done()) text += c->advance(1000);
+    while (!c->done()) {
+      if (g_force) c->cancel();
+      text += c->advance(1000);
+    }
+    if (c->finish_reason() == "rejected")
+      return send_error(res, HttpError{400, "the server cannot run this request (its KV cache or context is too small)",
+                                       "invalid_request_error", "", "rejected"});
     res.set_content(completion_json(id, a.model_name, text, c->finish_reason(), c->prompt_tokens(),
                                     c->completion_tokens())
                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
@@ -71,6 +91,7 @@ void handle_completion(dt_server* server, const ServeArgs& a, int64_t context, i
   res.set_chunked_content_provider(
       "text/event-stream",
       [c, id, model = a.model_name](size_t, httplib::DataSink& sink) {
+        if (g_force) c->cancel();
         const std::string piece = c->advance(200);
         if (!piece.empty()) {
           const std::string ev = sse(chunk_json(id, model, piece, ""));
@@ -125,15 +146,18 @@ int run_serve(const ServeArgs& a) {
     check(st, "following world rank 0");
     return 0;
   }
-  int64_t context = 0, vocab = 0;
-  check(dt_server_model_info(raw, &context, &vocab), "dt_server_model_info");
+  Model model;
+  check(dt_server_model_info(raw, &model.context, &model.vocab), "dt_server_model_info");
+  const nlohmann::json st0 = nlohmann::json::parse(text_of(raw, dt_server_stats_json, "dt_server_stats_json"));
+  model.kv_positions = st0["kv_cache"]["blocks_per_replica"].get<int64_t>() * a.block_size;
+  const int64_t context = model.context, vocab = model.vocab;
 
   httplib::Server http;
   http.new_task_queue = [] { return new httplib::ThreadPool(64); };  // one per open stream
   std::atomic<int64_t> next_id{1};
   std::atomic<bool> draining{false};
   http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    handle_completion(raw, a, context, vocab, next_id, req, res);
+    handle_completion(raw, a, model, next_id, req, res);
   });
   http.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
     const nlohmann::json j = {{"object", "list"},
@@ -161,7 +185,15 @@ int run_serve(const ServeArgs& a) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
   std::thread listener([&] { http.listen_after_bind(); });
-  const nlohmann::json st0 = nlohmann::json::parse(text_of(raw, dt_server_stats_json, "dt_server_stats_json"));
+  struct StopListener {  // also when something below throws: a joinable thread must not die
+    httplib::Server& http;
+    std::thread& t;
+    ~StopListener() {
+      if (!t.joinable()) return;
+      http.stop();
+      t.join();
+    }
+  } stop_listener{http, listener};
   std::fprintf(stderr, "dtrain serve: %s on http://%s:%d (%s, %lld KV blocks of %lld positions per replica)\n",
                a.model_name.c_str(), a.host.c_str(), port, st0["layout"].get<std::string>().c_str(),
                static_cast<long long>(st0["kv_cache"]["blocks_per_replica"].get<int64_t>()),
@@ -173,7 +205,9 @@ int run_serve(const ServeArgs& a) {
   std::fprintf(stderr, "dtrain serve: draining the requests in flight (up to %llds)\n",
                static_cast<long long>(a.drain_seconds));
   const dt_status drained = dt_server_drain(raw, static_cast<int32_t>(a.drain_seconds * 1000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last stream chunks go out
+  g_force = true;  // what is still running past the drain ends now
+  // The responses' last chunks go out before the listener stops (a few seconds at most).
+  for (int i = 0; i < 500 && g_open > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   http.stop();
   listener.join();
   const std::string stats = text_of(raw, dt_server_stats_json, "dt_server_stats_json");

@@ -44,6 +44,19 @@ int64_t integer(const nlohmann::json& v, const std::string& key, int64_t lo, int
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+// The longest prefix of text[0, n) that does not end inside a UTF-8 character: a byte-level
+// model makes a multi-byte character one token at a time, and a chunk that split it would
+// reach the client as replacement characters.
+size_t utf8_complete(const std::string& text, size_t n) {
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const unsigned char c = static_cast<unsigned char>(text[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return back < len ? n - back : n;  // the character starting here is not whole yet
+  }
+  return n;
+}
+
 }  // namespace
 
 std::string HttpError::body() const {
@@ -54,7 +67,7 @@ std::string HttpError::body() const {
 }
 
 CompletionRequest parse_completion(const std::string& body, const std::string& model_name, int64_t context,
-                                   int64_t vocab_size) {
+                                   int64_t vocab_size, int64_t kv_positions) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded()) throw bad("", "the request body is not valid JSON");
   if (!j.is_object()) throw bad("", "the request body must be a JSON object");
@@ -98,6 +111,10 @@ CompletionRequest parse_completion(const std::string& body, const std::string& m
                             " in the prompt, " + std::to_string(r.max_tokens) +
                             " for the completion); shorten the prompt or max_tokens",
               "context_length_exceeded");
+  if (n + r.max_tokens > kv_positions)
+    throw bad("max_tokens", "the request needs " + std::to_string(n + r.max_tokens) + " positions of KV cache; this "
+                            "server holds " + std::to_string(kv_positions) + " per replica (dtrain serve --kv-blocks)",
+              "kv_cache_exceeded");
   if (j.contains("temperature") && !j["temperature"].is_null())
     r.temperature = number(j["temperature"], "temperature", 0, 2, "0 to 2");
   if (j.contains("top_p") && !j["top_p"].is_null()) r.top_p = number(j["top_p"], "top_p", 1e-9, 1, "(0, 1]");
@@ -173,11 +190,12 @@ std::string Completion::advance(int32_t timeout_ms) {
     if (!fin) dt_server_cancel(server_, id_);
     done_ = true;
   } else if (fin) {
-    finish_ = state == DT_REQUEST_FINISHED ? "length" : "abort";
+    finish_ = state == DT_REQUEST_FINISHED ? "length" : state == DT_REQUEST_REJECTED ? "rejected" : "abort";
     done_ = true;
   }
   forgotten_ = forgotten_ || fin;
-  const size_t ready = done_ ? text_.size() : (text_.size() > hold_ ? text_.size() - hold_ : 0);
+  size_t ready = done_ ? text_.size() : (text_.size() > hold_ ? text_.size() - hold_ : 0);
+  if (!done_) ready = utf8_complete(text_, ready);
   std::string out = ready > sent_ ? text_.substr(sent_, ready - sent_) : "";
   sent_ = std::max(sent_, ready);
   return out;

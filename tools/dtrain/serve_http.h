@@ -27,9 +27,10 @@ struct CompletionRequest {
 };
 
 // Checks a POST /v1/completions body against the model (`model_name`, its context and
-// vocabulary); throws HttpError (400, or 404 for another model) naming the field.
+// vocabulary) and the KV cache (`kv_positions` per replica); throws HttpError (400, or 404
+// for another model) naming the field.
 CompletionRequest parse_completion(const std::string& body, const std::string& model_name, int64_t context,
-                                   int64_t vocab_size);
+                                   int64_t vocab_size, int64_t kv_positions);
 
 // One completion in flight: submits it (polled, no callback), then each advance() waits up
 // to timeout_ms for tokens and returns the text that can be released (held back while it
@@ -40,6 +41,7 @@ class Completion {
   ~Completion();
   std::string advance(int32_t timeout_ms);
   bool done() const { return done_; }
+  // "stop", "length", "abort", or "rejected" (the engine found it can never run).
   const std::string& finish_reason() const { return finish_; }
   int64_t completion_tokens() const { return tokens_; }
   int64_t prompt_tokens() const { return prompt_tokens_; }
