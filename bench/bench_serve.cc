@@ -87,8 +87,7 @@ Run drive(const nn::GPTConfig& cfg, nn::GPT& model, const serve::EngineConfig& e
       continue;
     }
     e.step(ev);
-    const nlohmann::json st = e.stats_json();
-    r.peak_running = std::max(r.peak_running, st["requests"]["running"].get<int64_t>());
+    r.peak_running = std::max(r.peak_running, e.scheduler(0).stats().running);
     const double now = now_s() - t0;
     for (const serve::Event& x : ev) {
       const size_t i = static_cast<size_t>(x.id);

@@ -2,7 +2,6 @@
 // Trainer over the module (an SGD optimizer without state, never stepped), which gives it
 // the replicas, tp parts and pipeline stages of the mesh; serve::Server owns the thread.
 #include <cstring>
-#include <sstream>
 
 #include "comm/mesh.h"
 #include "engine/trainer.h"
@@ -47,27 +46,17 @@ dt::serve::EngineConfig engine_config(const dt_options* options, dt::engine::Par
   return c;
 }
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    DT_CHECK(!item.empty() && end && *end == '\0' && v >= 0 && v <= INT32_MAX,
-             "option \"stop_tokens\" = \"" + text + "\"; accepted: token ids separated by commas, such as \"3,7\"");
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  return ids;
-}
-
 dt::serve::SamplingParams sampling(const dt_options* options) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_server_submit",
                      {"max_tokens", "temperature", "top_k", "top_p", "seed", "stop_tokens"});
   dt::serve::SamplingParams p;
   p.max_tokens = r.get_int("max_tokens", p.max_tokens);
   dt::api::read_sampling(r, p);
-  p.stop_tokens = parse_ids(r.get_string("stop_tokens", ""));
+  const std::string stops = r.get_string("stop_tokens", "");
+  for (int64_t t : dt::parse_int_list(stops, 0, INT32_MAX, [&](const std::string&) {
+         return "option \"stop_tokens\" = \"" + stops + "\"; accepted: token ids separated by commas, such as \"3,7\"";
+       }))
+    p.stop_tokens.push_back(static_cast<int32_t>(t));
   return p;
 }
 

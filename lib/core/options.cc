@@ -1,5 +1,8 @@
 #include "core/options.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace dt {
@@ -58,6 +61,22 @@ std::string OptionReader::get_string(const std::string& key, const std::string& 
   if (!v) return fallback;
   if (auto p = std::get_if<std::string>(v)) return *p;
   wrong_type(key, "a string", *v);
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, int64_t lo, int64_t hi,
+                                    const std::function<std::string(const std::string& item)>& bad_item) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long long v = std::strtoll(item.c_str(), &stop, 10);
+    DT_CHECK(!item.empty() && *stop == '\0' && v >= lo && v <= hi, bad_item(item));
+    out.push_back(v);
+    at = end + 1;
+  }
+  return out;
 }
 
 }  // namespace dt

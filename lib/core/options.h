@@ -3,6 +3,7 @@
 // list what is accepted.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <variant>
@@ -40,5 +41,10 @@ class OptionReader {
   const Options* opts_;
   std::string what_;
 };
+
+// A string option holding integers separated by commas ("3,1"; "" is none), each in
+// [lo, hi]. INVALID_ARGUMENT with bad_item(item) for the first item that is not.
+std::vector<int64_t> parse_int_list(const std::string& text, int64_t lo, int64_t hi,
+                                    const std::function<std::string(const std::string& item)>& bad_item);
 
 }  // namespace dt

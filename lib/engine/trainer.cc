@@ -7,6 +7,7 @@
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/gpu_runtime.h"
+#include "core/options.h"
 #include "core/tensor_copy.h"
 #include "core/rank_scope.h"
 #include "core/thread_pool.h"
@@ -41,20 +42,11 @@ std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptio
 }  // namespace
 
 std::vector<int> parse_block_counts(const std::string& text, const std::string& what) {
-  std::vector<int> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    char* stop = nullptr;
-    const long v = std::strtol(item.c_str(), &stop, 10);
-    DT_CHECK(!item.empty() && *stop == '\0' && v >= 1 && v <= 1000000,
-             what + " = \"" + text + "\": item \"" + item + "\" is not a block count; accepted: comma-separated "
-             "integers >= 1, one per stage (e.g. \"3,1\")");
-    out.push_back(static_cast<int>(v));
-    at = end + 1;
-  }
-  return out;
+  const std::vector<int64_t> counts = parse_int_list(text, 1, 1000000, [&](const std::string& item) {
+    return what + " = \"" + text + "\": item \"" + item + "\" is not a block count; accepted: comma-separated "
+           "integers >= 1, one per stage (e.g. \"3,1\")";
+  });
+  return std::vector<int>(counts.begin(), counts.end());
 }
 
 void ParallelOptions::check() const {

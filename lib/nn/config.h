@@ -14,6 +14,13 @@ struct BlockRange {
   int begin = 0, end = 0;
   bool operator==(const BlockRange& o) const { return begin == o.begin && end == o.end; }
 };
+// Whether block `layer` is in one of the ranges; an empty list holds every block.
+inline bool holds_layer(const std::vector<BlockRange>& ranges, int64_t layer) {
+  if (ranges.empty()) return true;
+  for (const BlockRange& r : ranges)
+    if (r.begin <= layer && layer < r.end) return true;
+  return false;
+}
 
 
 enum class PosKind { Learned, RoPE };

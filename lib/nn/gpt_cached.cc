@@ -25,18 +25,21 @@ KvCache KvCache::create(const GPTConfig& raw, int64_t batch, int64_t max_len, in
   kv.batch = batch;
   kv.max_len = max_len;
   kv.len.assign(batch, 0);
-  kv.k.resize(static_cast<size_t>(c.n_layer));
-  kv.v.resize(static_cast<size_t>(c.n_layer));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    bool held = layers.empty();
-    for (const BlockRange& r : layers) held = held || (r.begin <= l && l < r.end);
-    if (!held) continue;  // another pipeline stage's layer
-    Shape s = {batch, max_len, kv_heads > 0 ? kv_heads : c.n_kv_head, c.head_dim()};
-    // The model's dtype, on the current device (the model's, under the engine).
-    kv.k[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
-    kv.v[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
-  }
+  make_layer_caches(c, batch, max_len, kv_heads, layers, kv.k, kv.v);
   return kv;
+}
+
+void make_layer_caches(const GPTConfig& c, int64_t d0, int64_t d1, int64_t kv_heads,
+                       const std::vector<BlockRange>& layers, std::vector<Tensor>& k, std::vector<Tensor>& v) {
+  k.assign(static_cast<size_t>(c.n_layer), Tensor());
+  v.assign(static_cast<size_t>(c.n_layer), Tensor());
+  const Shape s = {d0, d1, kv_heads > 0 ? kv_heads : c.n_kv_head, c.head_dim()};
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (!holds_layer(layers, l)) continue;  // another pipeline stage's layer
+    // The model's dtype, on the current device (the model's, under the engine).
+    k[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
+    v[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, current_device(), MemTag::KvCache);
+  }
 }
 
 void project_qkv(CausalSelfAttention& at, const Tensor& x, Tensor& q, Tensor& k, Tensor& v) {

@@ -27,16 +27,7 @@ PagedKv PagedKv::create(const GPTConfig& raw, int64_t num_blocks, int64_t block_
   kv.block_size = block_size;
   kv.context = c.context;
   kv.device = current_device();
-  kv.k.resize(static_cast<size_t>(c.n_layer));
-  kv.v.resize(static_cast<size_t>(c.n_layer));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    bool held = layers.empty();
-    for (const BlockRange& r : layers) held = held || (r.begin <= l && l < r.end);
-    if (!held) continue;
-    const Shape s = {num_blocks, block_size, kv_heads > 0 ? kv_heads : c.n_kv_head, c.head_dim()};
-    kv.k[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, kv.device, MemTag::KvCache);
-    kv.v[static_cast<size_t>(l)] = Tensor::zeros(s, c.dtype, kv.device, MemTag::KvCache);
-  }
+  make_layer_caches(c, num_blocks, block_size, kv_heads, layers, kv.k, kv.v);
   return kv;
 }
 
@@ -44,11 +35,7 @@ int64_t PagedKv::bytes_per_block(const GPTConfig& raw, int64_t block_size, int64
                                  const std::vector<BlockRange>& layers) {
   const GPTConfig c = raw.resolved();
   int64_t held = 0;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    bool h = layers.empty();
-    for (const BlockRange& r : layers) h = h || (r.begin <= l && l < r.end);
-    held += h ? 1 : 0;
-  }
+  for (int64_t l = 0; l < c.n_layer; ++l) held += holds_layer(layers, l) ? 1 : 0;
   return 2 * held * block_size * (kv_heads > 0 ? kv_heads : c.n_kv_head) * c.head_dim() *
          static_cast<int64_t>(dtype_size(c.dtype));
 }

@@ -24,6 +24,12 @@ struct InferenceScratch {
   MLP::Acts mlp;
 };
 
+// A cache's k and v per layer: [d0, d1, kv_heads (0: the config's), head_dim] in the
+// resolved config's dtype on the current device (MemTag::KvCache), for the layers `layers`
+// holds (empty: all; the others stay undefined). Shared by KvCache and PagedKv.
+void make_layer_caches(const GPTConfig& resolved, int64_t d0, int64_t d1, int64_t kv_heads,
+                       const std::vector<BlockRange>& layers, std::vector<Tensor>& k, std::vector<Tensor>& v);
+
 struct KvCache {
   int64_t batch = 0, max_len = 0;
   std::vector<Tensor> k, v;   // one per layer
