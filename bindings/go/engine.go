@@ -17,12 +17,9 @@ type Engine struct{ obj *owned[cdt.Engine] }
 // "micro_batches", "max_grad_norm", "schedule", "warmup_steps", "total_steps",
 // "min_lr_ratio", "loss_scale_init", "loss_scale_growth_interval", "bucket_bytes", "zero".
 func NewEngine(mesh *Mesh, model *Model, optimizer *Optimizer, opts Options) (*Engine, error) {
-	var hmesh cdt.Mesh
-	if mesh != nil {
-		var err error
-		if hmesh, err = mesh.handle(); err != nil {
-			return nil, err
-		}
+	hmesh, err := optionalMesh(mesh)
+	if err != nil {
+		return nil, err
 	}
 	hm, err := model.handle()
 	if err != nil {

@@ -38,6 +38,16 @@ func NewMesh(backend string, worldSize int, opts Options) (*Mesh, error) {
 
 func (m *Mesh) handle() (cdt.Mesh, error) { return handleOf(m) }
 
+// optionalMesh is m's handle, or the null handle for a nil mesh (the C API's NULL: this
+// process alone).
+func optionalMesh(m *Mesh) (cdt.Mesh, error) {
+	if m == nil {
+		var none cdt.Mesh
+		return none, nil
+	}
+	return m.handle()
+}
+
 // Close releases the handle; mesh tensors and engines made on it keep the mesh alive.
 // Idempotent.
 func (m *Mesh) Close() error { return closeHandle(m) }

@@ -10,8 +10,8 @@ package dtrain
 #cgo pkg-config: dtrain
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <dtrain/dtrain.h>
+#include "dtgo_errors.h"
 
 extern void dtgoOnRequestEvent(uintptr_t user, int32_t token, int32_t done, int32_t state, char* reason);
 
@@ -30,17 +30,7 @@ static dt_status dtgo_server_submit(uintptr_t server, const int32_t* prompt, int
   dt_status status = dt_server_submit((dt_server*)server, prompt, prompt_len,
                                       (const dt_options*)options, dtgo_on_request_event,
                                       (void*)user, out_id);
-  *message = NULL;
-  if (status != DT_OK) {
-    const char* msg = dt_last_error_message();
-    size_t len = msg ? strlen(msg) : 0;
-    char* copy = (char*)malloc(len + 1);
-    if (copy != NULL) {
-      if (len) memcpy(copy, msg, len);
-      copy[len] = '\0';
-    }
-    *message = copy;
-  }
+  *message = dtgo_error_copy(status);
   return status;
 }
 */
@@ -88,12 +78,9 @@ type Server struct{ obj *owned[cdt.Server] }
 // replicas, tp splits heads and pp places blocks. opts: nil or "block_size", "kv_blocks",
 // "kv_cache_bytes", "max_num_seqs", "max_batched_tokens", "prefix_caching", "pp_blocks".
 func NewServer(mesh *Mesh, model *Model, opts Options) (*Server, error) {
-	var hmesh cdt.Mesh
-	if mesh != nil {
-		var err error
-		if hmesh, err = mesh.handle(); err != nil {
-			return nil, err
-		}
+	hmesh, err := optionalMesh(mesh)
+	if err != nil {
+		return nil, err
 	}
 	hm, err := model.handle()
 	if err != nil {

@@ -10,8 +10,8 @@ package dtrain
 #cgo pkg-config: dtrain
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <dtrain/dtrain.h>
+#include "dtgo_errors.h"
 
 extern void dtgoOnToken(uintptr_t user, int32_t prompt_index, int32_t token);
 
@@ -31,17 +31,7 @@ static dt_status dtgo_generate_stream(uintptr_t engine, const int32_t* prompt_to
   dt_status status = dt_engine_generate_stream(
       (dt_engine*)engine, prompt_tokens, prompt_lengths, n_prompts, (const dt_options*)options,
       dtgo_on_token, (void*)user, out_tokens, out_capacity_per_prompt, out_lengths);
-  *message = NULL;
-  if (status != DT_OK) {
-    const char* msg = dt_last_error_message();
-    size_t len = msg ? strlen(msg) : 0;
-    char* copy = (char*)malloc(len + 1);
-    if (copy != NULL) {
-      if (len) memcpy(copy, msg, len);
-      copy[len] = '\0';
-    }
-    *message = copy;
-  }
+  *message = dtgo_error_copy(status);
   return status;
 }
 */
