@@ -87,9 +87,11 @@ int main(int argc, char** argv) {
   using namespace dt::bench;
   const std::string usage =
       "usage: bench_ddp [--layers N] [--d-model N] [--heads N] [--context N] [--batch b] [--steps N]\n"
-      "                 [--quick] [--json PATH]\n"
+      "                 [--quick] [--json PATH] [--filter S]\n"
       "  default: gpt-small (6 layers, d_model 384, 6 heads, context 256), per-rank batch 4\n"
-      "  --quick  2 layers, d_model 64, context 64, batch 2, 2 steps\n";
+      "  --quick  2 layers, d_model 64, context 64, batch 2, 2 steps\n"
+      "  --filter S  sections whose name contains S: anchors (A, C), ddp (B, always runs), zero (D);\n"
+      "              e.g. --filter ddp runs B alone (bench/compare_pytorch.py does)\n";
   Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps"});
   auto flag = [&](const char* k, int64_t def) { return positive_flag(opt, k, def, usage, "bench_ddp"); };
   const nn::GPTConfig cfg = gpt_from_flags(opt, opt.quick ? GptShape{2, 64, 2, 64} : GptShape{6, 384, 6, 256},
@@ -101,55 +103,63 @@ int main(int argc, char** argv) {
   std::printf("bench_ddp: %s, per-rank batch %lld x %lld tokens; load average at start: %s\n\n", cfg.str().c_str(),
               static_cast<long long>(b), static_cast<long long>(cfg.context), load_before.c_str());
   try {
-    set_kernel_threads(1);
-    const Timed a = time_steps(nullptr, cfg, b, warmup, steps, "A: 1 rank, 1 thread");
+    const bool anchors = selected(opt, "anchors"), zeros = selected(opt, "zero");
+    const double tokens = static_cast<double>(2 * b * cfg.context);
     comm::BackendOptions bo;
+    set_kernel_threads(1);
     const Timed d = time_steps(comm::Mesh::create("local", {2, 1, 1, 1, 1}, bo), cfg, 2 * b, warmup, steps,
                                "B: dp 2");
-    set_kernel_threads(2);
-    const Timed c = time_steps(nullptr, cfg, 2 * b, warmup, steps, "C: 1 rank, 2 threads");
-    const double tokens = static_cast<double>(2 * b * cfg.context);
-    std::printf("\n  A  1 rank, 1 thread, batch %lld:   %8.1f ms/step\n", static_cast<long long>(b), a.step_s * 1e3);
-    std::printf("  B  dp 2 (DDP), global batch %lld: %8.1f ms/step, %.0f tokens/s\n", static_cast<long long>(2 * b),
-                d.step_s * 1e3, tokens / d.step_s);
-    std::printf("  C  1 rank, 2 threads, batch %lld:  %8.1f ms/step, %.0f tokens/s\n", static_cast<long long>(2 * b),
-                c.step_s * 1e3, tokens / c.step_s);
-    // Waiting can exceed the ledger's time (queueing on the progress thread): then none was hidden.
-    const double hidden = d.allreduce_s > 0 ? std::max(0.0, 1.0 - d.exposed_s / d.allreduce_s) : 0.0;
-    std::printf("\n  scaling efficiency t_A / t_B = %.3f (1: DDP costs nothing over one rank's share)\n", a.step_s / d.step_s);
-    std::printf("  DDP vs threading one model: t_C / t_B = %.3f\n", c.step_s / d.step_s);
-    std::printf("  all-reduce per step %.2f ms, of which waited for after backward %.2f ms: %.0f%% hidden\n",
-                d.allreduce_s * 1e3, d.exposed_s * 1e3, 100.0 * hidden);
     report.add("ddp", "dp2").num("step_s", d.step_s).num("tokens_per_s", tokens / d.step_s)
-        .num("allreduce_s", d.allreduce_s).num("exposed_s", d.exposed_s).num("hidden_fraction", hidden);
-    report.add("anchor", "one_rank_one_thread").num("step_s", a.step_s);
-    report.add("anchor", "one_rank_two_threads").num("step_s", c.step_s).num("tokens_per_s", tokens / c.step_s);
-    report.add("ratio", "scaling").num("efficiency", a.step_s / d.step_s).num("vs_threads", c.step_s / d.step_s);
-    std::printf("\n  D  ZeRO over dp 2 against B (DDP): rank 0's peaks over the timed steps (param + grad +\n"
-                "     optimizer, and every tag), wire bytes per step on dp\n");
-    std::printf("     %-6s %10s %8s %14s %8s %14s %12s %8s\n", "", "ms/step", "vs DDP", "states peak", "vs DDP",
-                "all peak", "wire/step", "vs DDP");
-    auto row = [&](const char* name, const Timed& z) {
-      std::printf("     %-6s %10.1f %8.3f %11.2f MB %8.3f %11.2f MB %9.2f MB %8.3f\n", name, z.step_s * 1e3, z.step_s / d.step_s,
-                  static_cast<double>(z.peak_states) / 1e6, static_cast<double>(z.peak_states) / static_cast<double>(d.peak_states),
-                  static_cast<double>(z.peak_all) / 1e6, static_cast<double>(z.wire_per_step) / 1e6,
-                  static_cast<double>(z.wire_per_step) / static_cast<double>(d.wire_per_step));
-    };
-    row("DDP", d);
-    for (int zero : {1, 2, 3}) {
-      set_kernel_threads(1);
-      const Timed z = time_steps(comm::Mesh::create("local", {2, 1, 1, 1, 1}, bo), cfg, 2 * b, warmup, steps,
-                                 "D: dp 2, ZeRO-" + std::to_string(zero), zero);
-      const std::string name = "zero" + std::to_string(zero);
-      row(name.c_str(), z);
-      report.add("zero", name).num("step_s", z.step_s).num("vs_ddp_time", z.step_s / d.step_s)
-          .num("peak_states_bytes", static_cast<double>(z.peak_states)).num("peak_all_bytes", static_cast<double>(z.peak_all))
-          .num("vs_ddp_states", static_cast<double>(z.peak_states) / static_cast<double>(d.peak_states))
-          .num("wire_bytes_per_step", static_cast<double>(z.wire_per_step))
-          .num("vs_ddp_wire", static_cast<double>(z.wire_per_step) / static_cast<double>(d.wire_per_step));
+        .num("allreduce_s", d.allreduce_s).num("exposed_s", d.exposed_s);
+    if (!anchors) std::printf("  B  dp 2 (DDP), global batch %lld: %8.1f ms/step, %.0f tokens/s\n",
+                              static_cast<long long>(2 * b), d.step_s * 1e3, tokens / d.step_s);
+    if (anchors) {
+      const Timed a = time_steps(nullptr, cfg, b, warmup, steps, "A: 1 rank, 1 thread");
+      set_kernel_threads(2);
+      const Timed c = time_steps(nullptr, cfg, 2 * b, warmup, steps, "C: 1 rank, 2 threads");
+      std::printf("\n  A  1 rank, 1 thread, batch %lld:   %8.1f ms/step\n", static_cast<long long>(b), a.step_s * 1e3);
+      std::printf("  B  dp 2 (DDP), global batch %lld: %8.1f ms/step, %.0f tokens/s\n", static_cast<long long>(2 * b),
+                  d.step_s * 1e3, tokens / d.step_s);
+      std::printf("  C  1 rank, 2 threads, batch %lld:  %8.1f ms/step, %.0f tokens/s\n", static_cast<long long>(2 * b),
+                  c.step_s * 1e3, tokens / c.step_s);
+      // Waiting can exceed the ledger's time (queueing on the progress thread): then none was hidden.
+      const double hidden = d.allreduce_s > 0 ? std::max(0.0, 1.0 - d.exposed_s / d.allreduce_s) : 0.0;
+      std::printf("\n  scaling efficiency t_A / t_B = %.3f (1: DDP costs nothing over one rank's share)\n", a.step_s / d.step_s);
+      std::printf("  DDP vs threading one model: t_C / t_B = %.3f\n", c.step_s / d.step_s);
+      std::printf("  all-reduce per step %.2f ms, of which waited for after backward %.2f ms: %.0f%% hidden\n",
+                  d.allreduce_s * 1e3, d.exposed_s * 1e3, 100.0 * hidden);
+      report.add("ddp", "dp2_overlap").num("hidden_fraction", hidden);
+      report.add("anchor", "one_rank_one_thread").num("step_s", a.step_s);
+      report.add("anchor", "one_rank_two_threads").num("step_s", c.step_s).num("tokens_per_s", tokens / c.step_s);
+      report.add("ratio", "scaling").num("efficiency", a.step_s / d.step_s).num("vs_threads", c.step_s / d.step_s);
     }
-    report.add("ddp", "dp2_memory").num("peak_states_bytes", static_cast<double>(d.peak_states))
-        .num("peak_all_bytes", static_cast<double>(d.peak_all)).num("wire_bytes_per_step", static_cast<double>(d.wire_per_step));
+    if (zeros) {
+      std::printf("\n  D  ZeRO over dp 2 against B (DDP): rank 0's peaks over the timed steps (param + grad +\n"
+                  "     optimizer, and every tag), wire bytes per step on dp\n");
+      std::printf("     %-6s %10s %8s %14s %8s %14s %12s %8s\n", "", "ms/step", "vs DDP", "states peak", "vs DDP",
+                  "all peak", "wire/step", "vs DDP");
+      auto row = [&](const char* name, const Timed& z) {
+        std::printf("     %-6s %10.1f %8.3f %11.2f MB %8.3f %11.2f MB %9.2f MB %8.3f\n", name, z.step_s * 1e3, z.step_s / d.step_s,
+                    static_cast<double>(z.peak_states) / 1e6, static_cast<double>(z.peak_states) / static_cast<double>(d.peak_states),
+                    static_cast<double>(z.peak_all) / 1e6, static_cast<double>(z.wire_per_step) / 1e6,
+                    static_cast<double>(z.wire_per_step) / static_cast<double>(d.wire_per_step));
+      };
+      row("DDP", d);
+      for (int zero : {1, 2, 3}) {
+        set_kernel_threads(1);
+        const Timed z = time_steps(comm::Mesh::create("local", {2, 1, 1, 1, 1}, bo), cfg, 2 * b, warmup, steps,
+                                   "D: dp 2, ZeRO-" + std::to_string(zero), zero);
+        const std::string name = "zero" + std::to_string(zero);
+        row(name.c_str(), z);
+        report.add("zero", name).num("step_s", z.step_s).num("vs_ddp_time", z.step_s / d.step_s)
+            .num("peak_states_bytes", static_cast<double>(z.peak_states)).num("peak_all_bytes", static_cast<double>(z.peak_all))
+            .num("vs_ddp_states", static_cast<double>(z.peak_states) / static_cast<double>(d.peak_states))
+            .num("wire_bytes_per_step", static_cast<double>(z.wire_per_step))
+            .num("vs_ddp_wire", static_cast<double>(z.wire_per_step) / static_cast<double>(d.wire_per_step));
+      }
+      report.add("ddp", "dp2_memory").num("peak_states_bytes", static_cast<double>(d.peak_states))
+          .num("peak_all_bytes", static_cast<double>(d.peak_all)).num("wire_bytes_per_step", static_cast<double>(d.wire_per_step));
+    }
   } catch (const std::exception& e) {
     std::printf("failed: %s\n", e.what());
     report.note("ddp", "failed", e.what());

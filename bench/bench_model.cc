@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
       "                   [--steps N] [--precision f32|bf16|f16] [--threads N] [--quick] [--json PATH]\n"
       "  default: gpt-small (6 layers, d_model 384, 6 heads, context 256, byte vocab, GELU,\n"
       "  LayerNorm, learned positions), batch 8, 10 timed steps after 2 warm-up steps\n"
-      "  --quick   tiny config (2 layers, d_model 64, 2 heads, context 64, batch 4; < 20 s)\n";
+      "  --quick   tiny config (2 layers, d_model 64, 2 heads, context 64, batch 4; < 20 s)\n"
+      "  --filter S  sections whose name contains S besides training (always): split, generate;\n"
+      "              e.g. --filter train runs training alone (bench/compare_pytorch.py does)\n";
   Options opt = parse_args(argc, argv, usage, {"layers", "d-model", "heads", "context", "batch", "steps", "precision"});
   if (opt.threads > 0) set_kernel_threads(opt.threads);
   const int threads = kernel_threads();
@@ -162,34 +164,44 @@ int main(int argc, char** argv) {
         .num("params", static_cast<double>(n_params)).num("matmul_params", static_cast<double>(n_mm));
 
     // ---- split per op family: separate steps with op profiling on ---------------------------
-    const int prof_steps = opt.quick ? 2 : std::max(3, steps / 2);
-    std::map<std::string, std::vector<double>> fam_s;
-    std::vector<double> prof_step_s;
-    kernels::set_op_profiling(true);
-    for (int i = 0; i < prof_steps; ++i) {
-      progress("split", i + 1, prof_steps, "profiled step");
-      kernels::reset_op_profile();
-      double t0 = now_s();
-      eng.train_step(batch.in, batch.tg);
-      double total = now_s() - t0, in_ops = 0;
-      prof_step_s.push_back(total);
-      std::map<std::string, double> f;
-      for (const kernels::OpProfileEntry& e : kernels::op_profile()) {
-        f[family_of(e.name)] += e.seconds;
-        in_ops += e.seconds;
+    if (selected(opt, "split")) {
+      const int prof_steps = opt.quick ? 2 : std::max(3, steps / 2);
+      std::map<std::string, std::vector<double>> fam_s, other_ops_s;  // other_ops: the ops in "other", by name
+      std::vector<double> prof_step_s;
+      kernels::set_op_profiling(true);
+      for (int i = 0; i < prof_steps; ++i) {
+        progress("split", i + 1, prof_steps, "profiled step");
+        kernels::reset_op_profile();
+        double t0 = now_s();
+        eng.train_step(batch.in, batch.tg);
+        double total = now_s() - t0, in_ops = 0;
+        prof_step_s.push_back(total);
+        std::map<std::string, double> f;
+        for (const kernels::OpProfileEntry& e : kernels::op_profile()) {
+          f[family_of(e.name)] += e.seconds;
+          in_ops += e.seconds;
+          if (std::string(family_of(e.name)) == "other") other_ops_s[e.name].push_back(e.seconds);
+        }
+        f["other"] += total - in_ops;  // outside any op: engine, allocation, copies
+        for (const std::string& k : kFamilies) fam_s[k].push_back(f[k]);
       }
-      f["other"] += total - in_ops;  // outside any op: engine, allocation, copies
-      for (const std::string& k : kFamilies) fam_s[k].push_back(f[k]);
-    }
-    kernels::set_op_profiling(false);
-    const double prof_med = median(prof_step_s);
-    std::printf("\nsplit of a step (op profiling on, median of %d steps of %.1f ms; off: %.1f ms):\n", prof_steps,
-                prof_med * 1e3, step_med * 1e3);
-    Report::Record& split = report.add("split", "families").num("profiled_step_median_s", prof_med);
-    for (const std::string& k : kFamilies) {
-      double s = median(fam_s[k]);
-      std::printf("  %-13s %8.2f ms  %5.1f%%\n", k.c_str(), s * 1e3, 100.0 * s / prof_med);
-      split.num(k + "_s", s).num(k + "_frac", s / prof_med);
+      kernels::set_op_profiling(false);
+      const double prof_med = median(prof_step_s);
+      std::printf("\nsplit of a step (op profiling on, median of %d steps of %.1f ms; off: %.1f ms):\n", prof_steps,
+                  prof_med * 1e3, step_med * 1e3);
+      Report::Record& split = report.add("split", "families").num("profiled_step_median_s", prof_med);
+      for (const std::string& k : kFamilies) {
+        double s = median(fam_s[k]);
+        std::printf("  %-13s %8.2f ms  %5.1f%%\n", k.c_str(), s * 1e3, 100.0 * s / prof_med);
+        split.num(k + "_s", s).num(k + "_frac", s / prof_med);
+      }
+      std::printf("  other, in ops:");
+      for (auto& [op_name, v] : other_ops_s) {
+        double s = median(v);
+        if (s * 1e3 >= 0.1) std::printf(" %s %.1f ms;", op_name.c_str(), s * 1e3);
+        split.num("op_" + op_name + "_s", s);
+      }
+      std::printf(" the rest outside ops (engine, allocation)\n");
     }
 
     // ---- MFU against the library's sgemm on the largest matmul (timed with the steps) ----------
@@ -207,34 +219,54 @@ int main(int argc, char** argv) {
                 static_cast<long long>(n_mm), flops_causal);
     std::printf("model: %.1f GFLOP/s; MFU vs sgemm = %.3f (target >= %.1f: %s); with 12·L·d·T: %.3f\n",
                 flops_causal * tok_s * 1e-9, mfu, kMfuTarget, mfu >= kMfuTarget ? "PASS" : "MISS", mfu_full);
+    const double peak = fma.median_gflops * threads, mfu_peak = flops_causal * tok_s * 1e-9 / peak;
+    std::printf("model: MFU vs the FMA peak (%.0f GFLOP/s = 1-core median x %d threads) = %.3f\n", peak, threads,
+                mfu_peak);
     report.add("mfu", "sgemm_largest").num("sgemm_gflops", sgemm_gflops).num("flops_per_token", flops_causal)
         .num("flops_per_token_full_attn", flops_full).num("mfu", mfu).num("mfu_full_attn", mfu_full)
         .num("target", kMfuTarget).flag("pass", mfu >= kMfuTarget);
+    report.add("mfu", "fma_peak").num("peak_gflops", peak).num("mfu", mfu_peak);
 
     // ---- generation ---------------------------------------------------------------------------
-    const int64_t prompt_len = 16, new_tokens = std::min<int64_t>(64, T - prompt_len);
-    std::printf("\ngeneration: greedy, KV cache, prompt %lld tokens, %lld new tokens\n",
-                static_cast<long long>(prompt_len), static_cast<long long>(new_tokens));
-    for (int64_t gb : {int64_t{1}, int64_t{16}}) {
-      std::vector<std::vector<int32_t>> prompts(gb, std::vector<int32_t>(prompt_len));
-      for (int64_t r = 0; r < gb; ++r)
-        for (int64_t t = 0; t < prompt_len; ++t) prompts[r][t] = batch.in.data<int32_t>()[(r % B) * T + t + r / B];
-      engine::GenerateOptions go;
-      go.max_new_tokens = new_tokens;
-      const int reps = opt.quick ? 2 : 5;
-      std::vector<double> tps, ttft, itl;
-      for (int i = 0; i <= reps; ++i) {  // i == 0: warm-up
-        progress("generate", i + 1, reps + 1, "batch " + std::to_string(gb));
-        engine::GenerateResult res = engine::generate(model, prompts, go);
-        if (i == 0) continue;
-        tps.push_back(res.stats.tokens_per_s);
-        ttft.push_back(res.stats.time_to_first_token_s);
-        itl.push_back(res.stats.inter_token_latency_s);
+    if (selected(opt, "generate")) {
+      const int64_t prompt_len = 16, new_tokens = std::min<int64_t>(64, T - prompt_len);
+      std::printf("\ngeneration: greedy, KV cache, prompt %lld tokens, %lld new tokens\n",
+                  static_cast<long long>(prompt_len), static_cast<long long>(new_tokens));
+      for (int64_t gb : {int64_t{1}, int64_t{16}}) {
+        std::vector<std::vector<int32_t>> prompts(gb, std::vector<int32_t>(prompt_len));
+        for (int64_t r = 0; r < gb; ++r)
+          for (int64_t t = 0; t < prompt_len; ++t) prompts[r][t] = batch.in.data<int32_t>()[(r % B) * T + t + r / B];
+        engine::GenerateOptions go;
+        go.max_new_tokens = new_tokens;
+        const int reps = opt.quick ? 2 : 5;
+        std::vector<double> tps, ttft, itl;
+        for (int i = 0; i <= reps; ++i) {  // i == 0: warm-up
+          progress("generate", i + 1, reps + 1, "batch " + std::to_string(gb));
+          engine::GenerateResult res = engine::generate(model, prompts, go);
+          if (i == 0) continue;
+          tps.push_back(res.stats.tokens_per_s);
+          ttft.push_back(res.stats.time_to_first_token_s);
+          itl.push_back(res.stats.inter_token_latency_s);
+        }
+        std::printf("  batch %2lld: %8.1f tokens/s, time to first token %.2f ms, inter-token latency %.2f ms\n",
+                    static_cast<long long>(gb), median(tps), median(ttft) * 1e3, median(itl) * 1e3);
+        report.add("generate", "batch" + std::to_string(gb)).num("tokens_per_s", median(tps))
+            .num("ttft_s", median(ttft)).num("itl_s", median(itl)).num("new_tokens", static_cast<double>(new_tokens));
+        if (gb != 1) continue;
+        // Batch 1 decodes one token per pass over every parameter: the bound is the memory
+        // bandwidth (memcpy's read + write rate on the same threads, measured now) over the
+        // parameter bytes. The KV cache adds a little on top, ignored here.
+        const double param_bytes = static_cast<double>(n_params) * (precision == "f32" ? 4.0 : 2.0);
+        std::vector<CopyBandwidth> bw = measure_copy_bandwidth(size_t{256} << 20, {threads}, opt.quick);
+        if (bw.empty()) continue;
+        const double bound_tps = bw[0].median_gbps * 1e9 / param_bytes, got_tps = 1.0 / median(itl);
+        std::printf("  batch  1 decode: %.0f tokens/s (1 / inter-token latency) against the bandwidth bound %.0f "
+                    "(memcpy %.1f GB/s over %.1f MB of parameters): %.2f of the bound\n",
+                    got_tps, bound_tps, bw[0].median_gbps, param_bytes / 1e6, got_tps / bound_tps);
+        report.add("generate", "batch1_bandwidth_bound").num("memcpy_gbps", bw[0].median_gbps)
+            .num("param_bytes", param_bytes).num("bound_tokens_per_s", bound_tps).num("decode_tokens_per_s", got_tps)
+            .num("fraction_of_bound", got_tps / bound_tps);
       }
-      std::printf("  batch %2lld: %8.1f tokens/s, time to first token %.2f ms, inter-token latency %.2f ms\n",
-                  static_cast<long long>(gb), median(tps), median(ttft) * 1e3, median(itl) * 1e3);
-      report.add("generate", "batch" + std::to_string(gb)).num("tokens_per_s", median(tps))
-          .num("ttft_s", median(ttft)).num("itl_s", median(itl)).num("new_tokens", static_cast<double>(new_tokens));
     }
   } catch (const std::exception& e) {
     std::printf("failed: %s\n", e.what());

@@ -7,7 +7,7 @@ set(DTRAIN_WITH_CUDA AUTO CACHE STRING "Build CUDA device support (AUTO, ON, OFF
 set(DTRAIN_WITH_NCCL AUTO CACHE STRING "Build the NCCL backend (AUTO, ON, OFF)")
 set(DTRAIN_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures (never 'native': build hosts may have no GPU)")
 set(DTRAIN_ARCH "native" CACHE STRING "Value for -march (native, x86-64-v3, ..., or empty for the compiler default)")
-set(DTRAIN_BLAS "openblas" CACHE STRING "CPU BLAS: openblas or blis (see docs/dependencies.md)")
+set(DTRAIN_BLAS "onednn" CACHE STRING "CPU GEMM backend: onednn, openblas or blis (see docs/dependencies.md)")
 
 function(dtrain_resolve_option name found what)
   if(${name} STREQUAL "AUTO")
@@ -63,30 +63,55 @@ if(DTRAIN_WITH_CUDA AND NOT DTRAIN_WITH_NCCL STREQUAL "OFF")
 endif()
 dtrain_resolve_option(DTRAIN_WITH_NCCL ${_nccl_found} "NCCL (nccl.h and libnccl.so; needs DTRAIN_WITH_CUDA)")
 
-# ---- BLAS: one library, chosen at configure time; kernels call it single-threaded
-#      and split the work over their own blocking thread pool.
+# ---- GEMM backend: one library, chosen at configure time (bench_blas_choice measured the
+#      default); kernels call it single-threaded and split the work over their own blocking
+#      thread pool. kernels/cpu/blas/ holds one source file per backend.
 find_package(PkgConfig QUIET)
 add_library(dtrain_blas INTERFACE)
-if(DTRAIN_BLAS STREQUAL "openblas")
-  find_library(DTRAIN_BLAS_LIBRARY NAMES openblas
+if(DTRAIN_BLAS STREQUAL "onednn")
+  # Debian's libdnnl is built on OpenMP: libgomp is linked too, so that every pool thread can
+  # set its own OpenMP team size to 1 (kernels/cpu/blas/onednn.cc says why).
+  find_library(DTRAIN_ONEDNN_LIBRARY NAMES dnnl)
+  find_path(DTRAIN_ONEDNN_INCLUDE oneapi/dnnl/dnnl.h)
+  find_library(DTRAIN_GOMP_LIBRARY NAMES gomp libgomp.so.1
+               PATHS /usr/lib/gcc/x86_64-linux-gnu/12 /usr/lib/x86_64-linux-gnu)
+  if(NOT DTRAIN_GOMP_LIBRARY)
+    message(FATAL_ERROR "DTRAIN_BLAS=onednn needs libgomp (Debian: libgomp1)")
+  endif()
+  target_link_libraries(dtrain_blas INTERFACE ${DTRAIN_GOMP_LIBRARY})
+  target_compile_definitions(dtrain_blas INTERFACE DTRAIN_BLAS_ONEDNN=1)
+  set(DTRAIN_BLAS_SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/blas/onednn.cc)
+  set(_blas_package libdnnl-dev)
+  set(_blas_library ${DTRAIN_ONEDNN_LIBRARY})
+  set(_blas_include ${DTRAIN_ONEDNN_INCLUDE})
+elseif(DTRAIN_BLAS STREQUAL "openblas")
+  find_library(DTRAIN_OPENBLAS_LIBRARY NAMES openblas
                PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread /usr/lib/x86_64-linux-gnu)
-  find_path(DTRAIN_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread)
+  find_path(DTRAIN_OPENBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas x86_64-linux-gnu/openblas-pthread)
   target_compile_definitions(dtrain_blas INTERFACE DTRAIN_BLAS_OPENBLAS=1)
+  set(DTRAIN_BLAS_SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/blas/cblas.cc)
+  set(_blas_package libopenblas-dev)
+  set(_blas_library ${DTRAIN_OPENBLAS_LIBRARY})
+  set(_blas_include ${DTRAIN_OPENBLAS_INCLUDE})
 elseif(DTRAIN_BLAS STREQUAL "blis")
-  find_library(DTRAIN_BLAS_LIBRARY NAMES blis
+  find_library(DTRAIN_BLIS_LIBRARY NAMES blis
                PATHS /usr/lib/x86_64-linux-gnu/blis-pthread /usr/lib/x86_64-linux-gnu/blis-openmp)
-  find_path(DTRAIN_CBLAS_INCLUDE cblas.h
+  find_path(DTRAIN_BLIS_INCLUDE cblas.h
             PATHS /usr/include/x86_64-linux-gnu/blis-pthread /usr/include/x86_64-linux-gnu/blis-openmp
             NO_DEFAULT_PATH)
   target_compile_definitions(dtrain_blas INTERFACE DTRAIN_BLAS_BLIS=1)
+  set(DTRAIN_BLAS_SOURCE ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cpu/blas/cblas.cc)
+  set(_blas_package libblis-dev)
+  set(_blas_library ${DTRAIN_BLIS_LIBRARY})
+  set(_blas_include ${DTRAIN_BLIS_INCLUDE})
 else()
-  message(FATAL_ERROR "DTRAIN_BLAS='${DTRAIN_BLAS}': accepted values are openblas, blis")
+  message(FATAL_ERROR "DTRAIN_BLAS='${DTRAIN_BLAS}': accepted values are onednn, openblas, blis")
 endif()
-if(NOT DTRAIN_BLAS_LIBRARY OR NOT DTRAIN_CBLAS_INCLUDE)
-  message(FATAL_ERROR "DTRAIN_BLAS=${DTRAIN_BLAS} not found (Debian: libopenblas-dev or libblis-dev)")
+if(NOT _blas_library OR NOT _blas_include)
+  message(FATAL_ERROR "DTRAIN_BLAS=${DTRAIN_BLAS} not found (Debian: ${_blas_package})")
 endif()
-target_link_libraries(dtrain_blas INTERFACE ${DTRAIN_BLAS_LIBRARY})
-target_include_directories(dtrain_blas INTERFACE ${DTRAIN_CBLAS_INCLUDE})
+target_link_libraries(dtrain_blas INTERFACE ${_blas_library})
+target_include_directories(dtrain_blas INTERFACE ${_blas_include})
 
 set(DTRAIN_ARCH_FLAGS -fopenmp-simd)
 if(DTRAIN_ARCH)

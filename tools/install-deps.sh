@@ -10,7 +10,7 @@ set -euo pipefail
 # turns the tests, benchmarks, MPI and CUDA off).
 demo_packages=(
   build-essential cmake                       # compiler and build
-  libopenblas-dev                             # the CPU BLAS the kernels call
+  libdnnl-dev                                 # oneDNN: the default CPU GEMM backend (AVX-512 JIT kernels)
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libcli11-dev                                # the dtrain command line's flags and --help
   libcpp-httplib-dev pkg-config               # dtrain serve's HTTP server (found through its .pc file)
@@ -18,7 +18,7 @@ demo_packages=(
 # The rest of what tools/test.sh builds and runs.
 test_packages=(
   binutils                                    # nm/objdump for the ABI test (pkg-config: above)
-  libblis-dev                                 # the BLAS it was chosen against (bench_blas_choice)
+  libopenblas-dev libblis-dev                 # the other GEMM backends: the ASan and TSan passes build with them
   libgtest-dev                                # unit tests
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
   swig                                        # the Python, Java and Go bindings' wrappers

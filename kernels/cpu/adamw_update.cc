@@ -11,13 +11,21 @@ namespace {
 
 using rules::AdamWCoef;
 
-// copy is null when there is no param_copy.
+// copy is null when there is no param_copy. The two loops are written out so that each
+// vectorizes (16 lanes: the update is a handful of FMAs, a square root and a division);
+// the tensors never overlap, which `omp simd` asserts.
 template <class G, class C>
 void adamw_chunk(const AdamWCoef& k, float* param, const G* grad, float* m, float* v, C* copy, int64_t lo, int64_t hi) {
+  if (!copy) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) param[i] = rules::adamw_element(k, to_f32(grad[i]), param[i], m[i], v[i]);
+    return;
+  }
+#pragma omp simd
   for (int64_t i = lo; i < hi; ++i) {
     float p = rules::adamw_element(k, to_f32(grad[i]), param[i], m[i], v[i]);
     param[i] = p;
-    if (copy) copy[i] = from_f32<C>(p);
+    copy[i] = from_f32<C>(p);
   }
 }
 

@@ -1,6 +1,7 @@
-// matmul on the CPU: one single-threaded sgemm per (batch, block of rows or columns), the
-// blocks spread over the kernel pool. bf16/f16 operands are widened to f32 scratch first
-// (CPU compute is f32), and the result rounded once.
+// matmul on the CPU: one single-threaded GEMM per (batch, block of rows or columns), the
+// blocks spread over the kernel pool. bf16 operands run as bf16 x bf16 -> f32 where the
+// backend and CPU can (gemm_bf16_native); otherwise bf16/f16 operands are widened to f32
+// scratch first. Either way the product is accumulated in f32 and rounded once.
 #include <algorithm>
 #include <climits>
 
@@ -18,19 +19,24 @@ struct Gemm {
   float alpha, beta;
 };
 
-// Block j of `blocks` along M or N of one batch's gemm; a, b, c point at that batch.
-void gemm_block(const Gemm& g, const float* a, const float* b, float* c, bool split_m, int64_t lo, int64_t hi) {
-  int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
-  if (split_m) {
-    const float* ab = g.ta ? a + lo : a + lo * lda;
-    sgemm(g.ta, g.tb, hi - lo, g.n, g.k, g.alpha, ab, lda, b, ldb, g.beta, c + lo * g.n, g.n);
-  } else {
-    const float* bb = g.tb ? b + lo * ldb : b + lo;
-    sgemm(g.ta, g.tb, g.m, hi - lo, g.k, g.alpha, a, lda, bb, ldb, g.beta, c + lo, g.n);
-  }
+void gemm_call(const Gemm& g, int64_t m, int64_t n, const float* a, int64_t lda, const float* b, int64_t ldb, float* c) {
+  sgemm(g.ta, g.tb, m, n, g.k, g.alpha, a, lda, b, ldb, g.beta, c, g.n);
+}
+void gemm_call(const Gemm& g, int64_t m, int64_t n, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+               float* c) {
+  gemm_bf16(g.ta, g.tb, m, n, g.k, g.alpha, a, lda, b, ldb, g.beta, c, g.n);
 }
 
-void gemm_f32(const Gemm& g, int64_t batch, bool b_batched, const float* a, const float* b, float* c) {
+// Block [lo, hi) along M or N of one batch's gemm; a, b, c point at that batch.
+template <class T>
+void gemm_block(const Gemm& g, const T* a, const T* b, float* c, bool split_m, int64_t lo, int64_t hi) {
+  int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+  if (split_m) gemm_call(g, hi - lo, g.n, g.ta ? a + lo : a + lo * lda, lda, b, ldb, c + lo * g.n);
+  else gemm_call(g, g.m, hi - lo, a, lda, g.tb ? b + lo * ldb : b + lo, ldb, c + lo);
+}
+
+template <class T>
+void gemm_blocks(const Gemm& g, int64_t batch, bool b_batched, const T* a, const T* b, float* c) {
   // Split the larger of M and N into fixed blocks of kBlock lines and spread the blocks over
   // the pool. The blocks never depend on the thread count: the BLAS may round a row
   // differently depending on the size of the call it sits in, so a thread-count-dependent
@@ -57,16 +63,21 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
   int64_t batch = c.numel() / (g.m * g.n);
   bool b_batched = b.ndim() > 2;
   if (a.dtype() == DType::F32) {
-    gemm_f32(g, batch, b_batched, a.data<float>(), b.data<float>(), c.data<float>());
+    gemm_blocks(g, batch, b_batched, a.data<float>(), b.data<float>(), c.data<float>());
     return;
   }
-  Tensor a32 = Tensor::uninit(a.shape(), DType::F32), b32 = Tensor::uninit(b.shape(), DType::F32);
-  Tensor c32 = Tensor::uninit(c.shape(), DType::F32);
-  cast(a, a32);
-  cast(b, b32);
-  if (beta != 0.0f) cast(c, c32);
-  gemm_f32(g, batch, b_batched, a32.data<float>(), b32.data<float>(), c32.data<float>());
-  cast(c32, c);
+  Tensor c32 = c.dtype() == DType::F32 ? c : Tensor::uninit(c.shape(), DType::F32);
+  if (beta != 0.0f && c.dtype() != DType::F32) cast(c, c32);
+  if (a.dtype() == DType::BF16 && gemm_bf16_native()) {
+    gemm_blocks(g, batch, b_batched, reinterpret_cast<const uint16_t*>(a.data<bf16>()),
+                reinterpret_cast<const uint16_t*>(b.data<bf16>()), c32.data<float>());
+  } else {
+    Tensor a32 = Tensor::uninit(a.shape(), DType::F32), b32 = Tensor::uninit(b.shape(), DType::F32);
+    cast(a, a32);
+    cast(b, b32);
+    gemm_blocks(g, batch, b_batched, a32.data<float>(), b32.data<float>(), c32.data<float>());
+  }
+  if (c.dtype() != DType::F32) cast(c32, c);
 }
 
 }  // namespace dt::kernels::cpu

@@ -1,8 +1,12 @@
+// The CBLAS backends (OpenBLAS, BLIS): f32 only; bf16 operands are widened by the callers.
 #include "kernels/cpu/blas.h"
 
 #include <cblas.h>
 
 #include <mutex>
+#include <string>
+
+#include "core/error.h"
 
 #if defined(DTRAIN_BLAS_OPENBLAS)
 extern "C" void openblas_set_num_threads(int);
@@ -29,6 +33,13 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda),
               b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+bool gemm_bf16_native() { return false; }
+
+void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, int64_t, float,
+               float*, int64_t) {
+  fail(DT_ERR_INTERNAL, "gemm_bf16: the " + std::string(blas_name()) + " backend has no bf16 GEMM");
 }
 
 const char* blas_name() {

@@ -1,0 +1,175 @@
+// The oneDNN backend: f32 GEMM through dnnl_sgemm, bf16 x bf16 -> f32 through a matmul
+// primitive (oneDNN's public C API has no bf16 gemm call), both AVX-512 JIT kernels.
+//
+// Threading. Debian builds oneDNN on OpenMP: a call made from a thread whose OpenMP team
+// size is above 1 forks a team, whose threads then spin after the call and take the core
+// our pool's other thread needs. Every thread that calls in therefore sets its own team
+// size to 1 first (omp_set_num_threads is per thread for threads OpenMP did not create), so
+// oneDNN runs on the calling thread only and no OpenMP thread is ever started.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/blas.h"
+
+extern "C" void omp_set_num_threads(int);
+
+namespace dt::kernels::cpu {
+namespace {
+
+void one_openmp_thread() {
+  thread_local bool set = false;
+  if (!set) {
+    omp_set_num_threads(1);
+    set = true;
+  }
+}
+
+void check_dnnl(dnnl_status_t st, const char* what) {
+  if (st != dnnl_success) fail(DT_ERR_INTERNAL, std::string("oneDNN: ") + what + " failed (status " + std::to_string(st) + ")");
+}
+
+// A beta-scaled C for k == 0, which oneDNN's matmul cannot express.
+void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+// ---- bf16: one matmul primitive per distinct call (shape, strides, alpha, beta).
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+
+struct Matmul {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
+  ~Matmul() {
+    if (prim) dnnl_primitive_destroy(prim);
+  }
+};
+
+dnnl_engine_t cpu_engine() {
+  static dnnl_engine_t engine = [] {
+    dnnl_engine_t e = nullptr;
+    check_dnnl(dnnl_engine_create(&e, dnnl_cpu, 0), "creating the CPU engine");
+    return e;
+  }();
+  return engine;
+}
+
+dnnl_memory_desc_t strided(int64_t rows, int64_t cols, bool transposed, int64_t ld, dnnl_data_type_t type) {
+  dnnl_memory_desc_t md;
+  dnnl_dims_t dims = {rows, cols};
+  dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
+  check_dnnl(dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides), "describing a matrix");
+  return md;
+}
+
+std::unique_ptr<Matmul> build(const Key& key) {
+  auto [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  auto mm = std::make_unique<Matmul>();
+  mm->a = strided(m, k, ta, lda, dnnl_bf16);
+  mm->b = strided(k, n, tb, ldb, dnnl_bf16);
+  mm->c = strided(m, n, false, ldc, dnnl_f32);
+  dnnl_matmul_desc_t desc;
+  check_dnnl(dnnl_matmul_desc_init(&desc, &mm->a, &mm->b, nullptr, &mm->c), "describing a matmul");
+  dnnl_primitive_attr_t attr;
+  check_dnnl(dnnl_primitive_attr_create(&attr), "creating attributes");
+  std::unique_ptr<dnnl_primitive_attr, decltype(&dnnl_primitive_attr_destroy)> attr_guard(attr, dnnl_primitive_attr_destroy);
+  // The scratchpad comes from the caller (per thread), so one primitive runs on many threads.
+  check_dnnl(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "setting the scratchpad mode");
+  if (alpha != 1.0f) check_dnnl(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "setting alpha");
+  dnnl_post_ops_t ops = nullptr;
+  if (beta != 0.0f) {
+    check_dnnl(dnnl_post_ops_create(&ops), "creating post-ops");
+    check_dnnl(dnnl_post_ops_append_sum(ops, beta), "adding beta * C");
+    check_dnnl(dnnl_primitive_attr_set_post_ops(attr, ops), "setting post-ops");
+    dnnl_post_ops_destroy(ops);
+  }
+  dnnl_primitive_desc_t pd;
+  check_dnnl(dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine(), nullptr), "creating a bf16 matmul");
+  mm->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  dnnl_status_t st = dnnl_primitive_create(&mm->prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  check_dnnl(st, "creating a bf16 matmul primitive");
+  return mm;
+}
+
+// Distinct calls are few in training (fixed blocks of fixed shapes); the cap only bounds a
+// workload whose shapes never repeat.
+// Shared pointers: a call still running keeps its primitive alive across a clear().
+std::shared_ptr<const Matmul> matmul_for(const Key& key) {
+  static std::mutex mu;
+  static std::map<Key, std::shared_ptr<const Matmul>> cache;
+  constexpr size_t kMaxPrimitives = 4096;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= kMaxPrimitives) cache.clear();
+  return cache.emplace(key, build(key)).first->second;
+}
+
+struct ThreadStream {
+  dnnl_stream_t stream = nullptr;
+  std::vector<char> scratch;
+  ThreadStream() { check_dnnl(dnnl_stream_create(&stream, cpu_engine(), dnnl_stream_default_flags), "creating a stream"); }
+  ~ThreadStream() { dnnl_stream_destroy(stream); }
+};
+
+dnnl_memory_t wrap(const dnnl_memory_desc_t& md, const void* p) {
+  dnnl_memory_t mem;
+  check_dnnl(dnnl_memory_create(&mem, &md, cpu_engine(), const_cast<void*>(p)), "wrapping a buffer");
+  return mem;
+}
+
+bool detect_bf16() {
+  const char* env = std::getenv("DTRAIN_CPU_BF16_GEMM");
+  if (!env || std::strcmp(env, "1") != 0) return false;
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+}  // namespace
+
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  one_openmp_thread();
+  check_dnnl(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
+             "sgemm");
+}
+
+bool gemm_bf16_native() {
+  static const bool native = detect_bf16();
+  return native;
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, beta, c, ldc);
+  one_openmp_thread();
+  std::shared_ptr<const Matmul> held = matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta});
+  const Matmul& mm = *held;
+  thread_local ThreadStream ts;
+  size_t scratch_bytes = dnnl_memory_desc_get_size(&mm.scratch);
+  if (ts.scratch.size() < scratch_bytes) ts.scratch.resize(scratch_bytes);
+  dnnl_memory_t mems[4] = {wrap(mm.a, a), wrap(mm.b, b), wrap(mm.c, c), wrap(mm.scratch, ts.scratch.data())};
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mems[0]}, {DNNL_ARG_WEIGHTS, mems[1]}, {DNNL_ARG_DST, mems[2]},
+                             {DNNL_ARG_SCRATCHPAD, mems[3]}};
+  dnnl_status_t st = dnnl_primitive_execute(mm.prim, ts.stream, 4, args);
+  if (st == dnnl_success) st = dnnl_stream_wait(ts.stream);
+  for (dnnl_memory_t mem : mems) dnnl_memory_destroy(mem);
+  check_dnnl(st, "running a bf16 matmul");
+}
+
+const char* blas_name() { return "onednn"; }
+
+}  // namespace dt::kernels::cpu
