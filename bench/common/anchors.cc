@@ -76,21 +76,38 @@ __attribute__((noinline)) double fma_scalar(long iters) {
 }
 constexpr double kFlopsPerIterScalar = 8 * 2;
 
+// 12 chains of acc = acc + a . b (pairs of bf16), as fma_avx512.
+__attribute__((target("avx512f,avx512bf16"), noinline)) double dot_bf16(long iters) {
+  __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, ~6e-8
+  __m512 x[12];
+  for (int j = 0; j < 12; ++j) x[j] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(j));
+  for (long i = 0; i < iters; ++i) {
+    x[0] = _mm512_dpbf16_ps(x[0], a, b);
+    x[1] = _mm512_dpbf16_ps(x[1], a, b);
+    x[2] = _mm512_dpbf16_ps(x[2], a, b);
+    x[3] = _mm512_dpbf16_ps(x[3], a, b);
+    x[4] = _mm512_dpbf16_ps(x[4], a, b);
+    x[5] = _mm512_dpbf16_ps(x[5], a, b);
+    x[6] = _mm512_dpbf16_ps(x[6], a, b);
+    x[7] = _mm512_dpbf16_ps(x[7], a, b);
+    x[8] = _mm512_dpbf16_ps(x[8], a, b);
+    x[9] = _mm512_dpbf16_ps(x[9], a, b);
+    x[10] = _mm512_dpbf16_ps(x[10], a, b);
+    x[11] = _mm512_dpbf16_ps(x[11], a, b);
+  }
+  float out[16];
+  __m512 s = x[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, x[j]);
+  _mm512_storeu_ps(out, s);
+  return out[0] + out[15];
+}
+constexpr double kFlopsPerIterBf16 = 12 * 32 * 2;
+
 volatile double g_sink;  // keeps results alive
 
-}  // namespace
-
-FmaPeak measure_fma_peak(bool quick) {
+FmaPeak time_peak(double (*kernel)(long), double flops_per_iter, const char* isa, bool quick) {
   FmaPeak r;
-  double (*kernel)(long) = fma_scalar;
-  double flops_per_iter = kFlopsPerIterScalar;
-  r.isa = "scalar";
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
-    kernel = fma_avx512, flops_per_iter = kFlopsPerIterAvx512, r.isa = "avx512f";
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    kernel = fma_avx2, flops_per_iter = kFlopsPerIterAvx2, r.isa = "avx2+fma";
-  }
+  r.isa = isa;
   // Size one run to about 20 ms (10 ms quick) from a short calibration run.
   long iters = 1 << 20;
   double t0 = now_s();
@@ -103,6 +120,22 @@ FmaPeak measure_fma_peak(bool quick) {
   r.best_gflops = iters * flops_per_iter / s.min_s / 1e9;
   r.reps = s.reps;
   return r;
+}
+
+}  // namespace
+
+FmaPeak measure_fma_peak(bool quick) {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return time_peak(fma_avx512, kFlopsPerIterAvx512, "avx512f", quick);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return time_peak(fma_avx2, kFlopsPerIterAvx2, "avx2+fma", quick);
+  return time_peak(fma_scalar, kFlopsPerIterScalar, "scalar", quick);
+}
+
+FmaPeak measure_bf16_dot_peak(bool quick) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) return FmaPeak{"none", 0, 0, 0};
+  return time_peak(dot_bf16, kFlopsPerIterBf16, "avx512bf16", quick);
 }
 
 std::vector<CopyBandwidth> measure_copy_bandwidth(size_t bytes, const std::vector<int>& thread_counts, bool quick) {
@@ -151,6 +184,12 @@ void report_anchors(const FmaPeak& fma, int kernel_threads, const std::vector<Co
       .num("fma_peak_gflops_1core_best", fma.best_gflops)
       .num("fma_peak_gflops_x_threads", fma.median_gflops * kernel_threads)
       .num("fma_reps", fma.reps);
+  const FmaPeak dot = measure_bf16_dot_peak(true);
+  if (dot.reps > 0) {
+    std::printf("bf16 dot peak, 1 core (%s): %8.1f GFLOP/s [%.1f]: %.2f x the fma peak (the most a bf16 GEMM can "
+                "gain)\n", dot.isa.c_str(), dot.median_gflops, dot.best_gflops, dot.median_gflops / fma.median_gflops);
+    a.num("bf16_dot_peak_gflops_1core", dot.median_gflops).num("bf16_dot_over_fma", dot.median_gflops / fma.median_gflops);
+  }
   for (const auto& c : copies) {
     std::printf("memcpy 2 x %4zu MiB, %d thread%s : %8.1f GB/s [%.1f] (read + write bytes), %d runs\n", c.bytes >> 20,
                 c.threads, c.threads == 1 ? " " : "s", c.median_gbps, c.best_gbps, c.reps);

@@ -20,6 +20,12 @@ struct FmaPeak {
 // FMA the CPU reports (__builtin_cpu_supports); 2 FLOPs per lane per FMA.
 FmaPeak measure_fma_peak(bool quick);
 
+// The same loop with the AVX512-BF16 dot product (vdpbf16ps: 16 lanes x 2 bf16 products
+// accumulated in f32, 64 FLOPs per instruction), the instruction a bf16 x bf16 -> f32 GEMM
+// is built on; 0 GFLOP/s (isa "none") when the CPU lacks it. Its ratio to the FMA peak is
+// the most a bf16 GEMM can gain over an f32 one on this CPU.
+FmaPeak measure_bf16_dot_peak(bool quick);
+
 struct CopyBandwidth {
   int threads = 1;
   size_t bytes = 0;       // size of each of the two buffers
@@ -32,7 +38,8 @@ struct CopyBandwidth {
 // of that many threads). Counts read + write bytes.
 std::vector<CopyBandwidth> measure_copy_bandwidth(size_t bytes, const std::vector<int>& thread_counts, bool quick);
 
-// Prints the anchors and records them in the report (keys fma_*, memcpy_*).
+// Prints the anchors and records them in the report (keys fma_*, bf16_dot_*, memcpy_*);
+// measures the bf16 dot-product peak itself (quick) when the CPU has AVX512-BF16.
 void report_anchors(const FmaPeak& fma, int kernel_threads, const std::vector<CopyBandwidth>& copies, Report& report);
 
 }  // namespace dt::bench

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/small_m_matmul.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -60,6 +61,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
   DT_CHECK(g.m < INT_MAX && g.n < INT_MAX && g.k < INT_MAX,
            "matmul: dims M=" + std::to_string(g.m) + " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) +
                " exceed the BLAS limit of 2^31-1");
+  if (small_m_matmul(a, b, c, trans_a, trans_b, alpha, beta)) return;
   int64_t batch = c.numel() / (g.m * g.n);
   bool b_batched = b.ndim() > 2;
   if (a.dtype() == DType::F32) {

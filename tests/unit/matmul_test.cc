@@ -62,6 +62,39 @@ TEST(Matmul, HalfPrecisionComputesInF32) {
   }
 }
 
+// bf16 on whichever path this build and CPU take (widened to f32, or bf16 x bf16 -> f32 when
+// gemm_bf16_native; ctest runs this test once more with DTRAIN_CPU_BF16_GEMM=1): every
+// transpose, batched, alpha/beta, and the same bits at any thread count. The reference
+// takes the bf16 inputs exactly; the tolerance is the one rounding of the bf16 output.
+TEST(Matmul, Bf16EveryTransposeAlphaBetaAndThreadCount) {
+  for (Case cs : {Case{1, 300, 70, 33, false}, Case{2, 130, 17, 200, true}, Case{1, 3, 260, 9, false}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape sa = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k}, sb = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
+        Shape sc{cs.m, cs.n};
+        if (cs.batch > 1) {
+          sa.insert(sa.begin(), cs.batch);
+          sc.insert(sc.begin(), cs.batch);
+          if (cs.b_batched) sb.insert(sb.begin(), cs.batch);
+        }
+        Tensor a = test::randn(sa, DType::BF16, 5, "a"), b = test::randn(sb, DType::BF16, 5, "b");
+        Tensor c0 = test::randn(sc, DType::BF16, 5, "c");
+        auto want = ref(test::to_f64(a), test::to_f64(b), test::to_f64(c0), cs.batch, cs.m, cs.n, cs.k, ta, tb,
+                        cs.b_batched, 0.5, 2.0);
+        std::vector<Tensor> got;
+        for (int threads : {1, 2, 3}) {
+          test::KernelThreads scoped(threads);
+          got.push_back(Tensor::uninit(sc, DType::BF16));
+          kernels::cast(c0, got.back());
+          kernels::matmul(a, b, got.back(), ta, tb, 0.5f, 2.0f);
+        }
+        std::string what = "m=" + std::to_string(cs.m) + " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
+        test::expect_close(test::to_f64(got[0]), want, 1e-2, 2e-2, what);
+        EXPECT_TRUE(test::same_bits(got[0], got[1])) << what;
+        EXPECT_TRUE(test::same_bits(got[0], got[2])) << what;
+      }
+}
+
 TEST(Matmul, ResultDoesNotDependOnThreadCount) {
   // 130x70x33 once differed in the last bits between 1 and 2 threads (the BLAS rounds a row
   // by the size of the call it sits in); the others cover both split directions.
