@@ -1,12 +1,40 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 namespace dt {
 namespace {
 thread_local bool t_in_worker = false;
+
+int64_t spin_ns() {
+  static const int64_t ns = [] {
+    const char* env = std::getenv("DTRAIN_POOL_SPIN_US");
+    char* end = nullptr;
+    long us = env ? std::strtol(env, &end, 10) : 50;
+    if (env && (*env == '\0' || *end != '\0' || us < 0 || us > 100000)) us = 50;  // ignored when malformed
+    return static_cast<int64_t>(us) * 1000;
+  }();
+  return ns;
 }
+
+// Busy-waits until done() or the spin window passes; true if done() held.
+template <class Done> bool spin_until(Done done) {
+  const int64_t window = spin_ns();
+  if (window == 0) return done();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(window);
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+}  // namespace
 
 ScopedSerialKernels::ScopedSerialKernels() : previous_(t_in_worker) { t_in_worker = true; }
 ScopedSerialKernels::~ScopedSerialKernels() { t_in_worker = previous_; }
@@ -43,15 +71,19 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     job_ = &fn;
     job_n_ = n;
     job_chunks_ = chunks;
-    pending_ = chunks - 1;
+    pending_.store(chunks - 1, std::memory_order_relaxed);
     ++generation_;
+    published_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   t_in_worker = true;  // nested calls from the caller's own chunk run serially too
   run_chunk(fn, n, chunks, 0);
   t_in_worker = false;
-  std::unique_lock<std::mutex> lk(mu_);
-  done_.wait(lk, [&] { return pending_ == 0; });
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lk(mu_);
+    done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+  std::lock_guard<std::mutex> g(mu_);
   job_ = nullptr;
 }
 
@@ -59,6 +91,7 @@ void ThreadPool::worker_loop(int index) {
   t_in_worker = true;
   uint64_t seen = 0;
   for (;;) {
+    spin_until([&] { return stop_.load(std::memory_order_acquire) || published_.load(std::memory_order_acquire) != seen; });
     std::unique_lock<std::mutex> lk(mu_);
     wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;
@@ -69,8 +102,13 @@ void ThreadPool::worker_loop(int index) {
     int chunks = job_chunks_;
     lk.unlock();
     run_chunk(*fn, n, chunks, index);
-    lk.lock();
-    if (--pending_ == 0) done_.notify_one();
+    // The caller may be spinning on pending_ or asleep on done_: taking mu_ before the
+    // notify means it is either still to check pending_ or already waiting.
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      lk.lock();
+      lk.unlock();
+      done_.notify_one();
+    }
   }
 }
 

@@ -1,9 +1,15 @@
-// A fixed pool of worker threads that block (never spin) when idle: on a machine where
-// several ranks share two cores, a spinning pool steals the cores the other ranks need.
+// A fixed pool of worker threads that block when idle: on a machine where several ranks
+// share two cores, a spinning pool steals the cores the other ranks need. Only right after
+// a job do they spin, for a few tens of microseconds (DTRAIN_POOL_SPIN_US, default 50; 0
+// turns it off), and the caller likewise before waiting for the last chunk: a futex wake
+// costs about as much as a small kernel, and decoding runs ~100 small kernels per token
+// back to back (blocking at once doubled batch-1 decode time). An idle pool costs at most
+// one spin window per thread before it sleeps.
 // parallel_for splits [0, n) into contiguous chunks, one per thread; the caller runs the
 // first chunk itself. A parallel_for called from inside a worker runs serially, so
 // kernels can nest without deadlock or oversubscription.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,8 +40,9 @@ class ThreadPool {
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
   uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> published_{0};  // generation_, readable without mu_ (the spin phase)
+  std::atomic<int> pending_{0};         // chunks not yet finished by the workers
+  std::atomic<bool> stop_{false};
   std::mutex run_mu_;  // one parallel_for at a time per pool
 };
 
