@@ -11,7 +11,9 @@ in its best thread setting on this machine:
 Each round runs the four in turn (torch single, dtrain single, torch ddp, dtrain ddp), so a
 machine that slows down slows both sides; the figures are medians over rounds.
 PyTorch runs with OMP_WAIT_POLICY=PASSIVE (its best setting here: without it, its OpenMP
-threads spin and fight each other). Skips, with a message and exit 0, when the Python that
+threads spin and fight each other). Both sides get the same OPENBLAS_CORETYPE (Haswell
+unless set: the project's machines set it, and Debian's PyTorch calls OpenBLAS for its
+linear layers; unset, PyTorch ran 2x slower here). Skips, with a message and exit 0, when the Python that
 runs it cannot import torch (Debian: apt-get install python3-torch, then run it with
 /usr/bin/python3).
 
@@ -107,8 +109,12 @@ def child(a):
     return 0
 
 
+def base_env():
+    return dict(os.environ, OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
+
+
 def run_torch(a, setting):
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env = dict(base_env(), OMP_WAIT_POLICY="PASSIVE")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", setting, "--steps", str(a.steps)]
     if a.quick:
         cmd.append("--quick")
@@ -126,8 +132,7 @@ def run_dtrain(a, setting):
         cmd = [os.path.join(a.build, "bench", exe), "--steps", str(a.steps), "--json", f.name] + extra
         if a.quick:
             cmd.insert(1, "--quick")
-        subprocess.run(cmd, capture_output=True, text=True, check=True,
-                       env=dict(os.environ, OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "Haswell")))
+        subprocess.run(cmd, capture_output=True, text=True, check=True, env=base_env())
         rep = json.load(open(f.name))
     want = ("train", "step") if setting == "single" else ("ddp", "dp2")
     for r in rep.get("results", []):
@@ -170,9 +175,10 @@ def main():
             runs[("dtrain", setting)].append(run_dtrain(a, setting)["tokens_per_s"])
     cfg = QUICK if a.quick else FULL
     print(f"compare_pytorch: GPT {cfg['layers']} layers, d_model {cfg['d_model']}, context {cfg['context']}, "
-          f"batch {cfg['batch']} per replica, f32 AdamW; PyTorch {version}; medians of {a.rounds} rounds")
+          f"batch {cfg['batch']} per replica, f32 AdamW; PyTorch {version}; medians of {a.rounds} rounds; "
+          f"OPENBLAS_CORETYPE={base_env()['OPENBLAS_CORETYPE']}")
     print(f"{'setting':<34} {'PyTorch tok/s':>14} {'libdtrain tok/s':>16} {'ratio':>7}")
-    report = {"torch": version, "config": cfg, "rounds": a.rounds, "steps": a.steps, "settings": {}}
+    report = {"torch": version, "openblas_coretype": base_env()["OPENBLAS_CORETYPE"], "config": cfg, "rounds": a.rounds, "steps": a.steps, "settings": {}}
     names = {"single": "1 process, 2 threads", "ddp": "DDP x 2 (1 thread each)"}
     for setting in ("single", "ddp"):
         t, d = statistics.median(runs[("torch", setting)]), statistics.median(runs[("dtrain", setting)])
