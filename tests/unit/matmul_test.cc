@@ -1,4 +1,7 @@
 // matmul: every transpose combination, batched and shared-b, alpha/beta, bf16/f16.
+#include <fstream>
+#include <string>
+
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "unit/test_util.h"
@@ -93,6 +96,36 @@ TEST(Matmul, Bf16EveryTransposeAlphaBetaAndThreadCount) {
         EXPECT_TRUE(test::same_bits(got[0], got[1])) << what;
         EXPECT_TRUE(test::same_bits(got[0], got[2])) << what;
       }
+}
+
+// The GEMM backend must never start threads of its own (oneDNN's OpenMP team would spin
+// after each call and take the core the kernel pool needs): the process's thread count
+// after matmuls of every kind equals the count once the pool exists. (ctest runs each test
+// in its own process, so this one sees the backend's first call.)
+int process_threads() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+TEST(Matmul, GemmBackendStartsNoThreadsOfItsOwn) {
+  test::KernelThreads scoped(2);
+  Tensor a = test::randn({300, 200}, DType::F32, 6, "a"), b = test::randn({200, 260}, DType::F32, 6, "b");
+  Tensor c = Tensor::zeros({300, 260}, DType::F32);
+  kernel_pool();  // the pool's workers start here, before any GEMM call of this process
+  const int before = process_threads();
+  ASSERT_GT(before, 0) << "no Threads: line in /proc/self/status";
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor x = ta ? test::randn({200, 300}, DType::F32, 7, "x") : a;
+      Tensor y = tb ? test::randn({260, 200}, DType::F32, 7, "y") : b;
+      kernels::matmul(x, y, c, ta, tb);
+      Tensor x16 = test::converted(x, DType::BF16), y16 = test::converted(y, DType::BF16);
+      Tensor c16 = Tensor::zeros({300, 260}, DType::BF16);
+      kernels::matmul(x16, y16, c16, ta, tb);
+    }
+  EXPECT_EQ(process_threads(), before);
 }
 
 TEST(Matmul, ResultDoesNotDependOnThreadCount) {
