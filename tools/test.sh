@@ -13,6 +13,8 @@
 # all but the long end-to-end training runs that repeat the Release pass with more ranks;
 # TSan runs the tests where threads share memory (thread pool, collectives, mesh, DDP,
 # ZeRO, the threaded C API, MPI). Every test still runs in full in the Release pass.
+# Each pass also covers one CPU GEMM backend (CMakePresets.json): Release and fuzz oneDNN
+# (the default), ASan OpenBLAS, TSan BLIS.
 # DTRAIN_TEST_SKIP_SANITIZERS=1 skips the sanitizer and fuzzing passes (quicker local runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
