@@ -1,6 +1,7 @@
 // matmul: every transpose combination, batched and shared-b, alpha/beta, bf16/f16.
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
@@ -32,18 +33,23 @@ struct Case {
   bool b_batched;
 };
 
+// The stored shapes of a, b and c for a case and transpose pair.
+std::tuple<Shape, Shape, Shape> shapes_of(const Case& cs, bool ta, bool tb) {
+  Shape sa = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k}, sb = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
+  Shape sc{cs.m, cs.n};
+  if (cs.batch > 1) {
+    sa.insert(sa.begin(), cs.batch);
+    sc.insert(sc.begin(), cs.batch);
+    if (cs.b_batched) sb.insert(sb.begin(), cs.batch);
+  }
+  return {sa, sb, sc};
+}
+
 TEST(Matmul, AllTransposesBatchedAndShared) {
   for (Case cs : {Case{1, 5, 7, 3, false}, Case{3, 130, 17, 33, true}, Case{2, 4, 200, 9, false}, Case{1, 1, 64, 40, false}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        Shape sa = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k};
-        Shape sb = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
-        Shape sc{cs.m, cs.n};
-        if (cs.batch > 1) {
-          sa.insert(sa.begin(), cs.batch);
-          sc.insert(sc.begin(), cs.batch);
-          if (cs.b_batched) sb.insert(sb.begin(), cs.batch);
-        }
+        auto [sa, sb, sc] = shapes_of(cs, ta, tb);
         Tensor a = test::randn(sa, DType::F32, 1, "a"), b = test::randn(sb, DType::F32, 1, "b");
         Tensor c = test::randn(sc, DType::F32, 1, "c");
         auto want = ref(test::to_f64(a), test::to_f64(b), test::to_f64(c), cs.batch, cs.m, cs.n, cs.k, ta, tb,
@@ -73,13 +79,7 @@ TEST(Matmul, Bf16EveryTransposeAlphaBetaAndThreadCount) {
   for (Case cs : {Case{1, 300, 70, 33, false}, Case{2, 130, 17, 200, true}, Case{1, 3, 260, 9, false}})
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
-        Shape sa = ta ? Shape{cs.k, cs.m} : Shape{cs.m, cs.k}, sb = tb ? Shape{cs.n, cs.k} : Shape{cs.k, cs.n};
-        Shape sc{cs.m, cs.n};
-        if (cs.batch > 1) {
-          sa.insert(sa.begin(), cs.batch);
-          sc.insert(sc.begin(), cs.batch);
-          if (cs.b_batched) sb.insert(sb.begin(), cs.batch);
-        }
+        auto [sa, sb, sc] = shapes_of(cs, ta, tb);
         Tensor a = test::randn(sa, DType::BF16, 5, "a"), b = test::randn(sb, DType::BF16, 5, "b");
         Tensor c0 = test::randn(sc, DType::BF16, 5, "c");
         auto want = ref(test::to_f64(a), test::to_f64(b), test::to_f64(c0), cs.batch, cs.m, cs.n, cs.k, ta, tb,
