@@ -2,22 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
-#include <string>
+
+#include "core/env.h"
 
 namespace dt {
 namespace {
 thread_local bool t_in_worker = false;
 
 int64_t spin_ns() {
-  static const int64_t ns = [] {
-    const char* env = std::getenv("DTRAIN_POOL_SPIN_US");
-    char* end = nullptr;
-    long us = env ? std::strtol(env, &end, 10) : 50;
-    if (env && (*env == '\0' || *end != '\0' || us < 0 || us > 100000)) us = 50;  // ignored when malformed
-    return static_cast<int64_t>(us) * 1000;
-  }();
+  static const int64_t ns = env_int("DTRAIN_POOL_SPIN_US", 50, 0, 100000) * 1000;
   return ns;
 }
 

@@ -1,7 +1,9 @@
 // The blocking pool: every index exactly once, nesting runs serially, sizes change safely.
 #include <atomic>
+#include <cstdlib>
 #include <vector>
 
+#include "core/env.h"
 #include "core/thread_pool.h"
 #include "unit/test_util.h"
 
@@ -56,6 +58,20 @@ TEST(ThreadPool, KernelPoolSizeFollowsTheSetting) {
   set_kernel_threads(1);
   EXPECT_EQ(kernel_pool().size(), 1);
   set_kernel_threads(keep);
+}
+
+// Tuning knobs (DTRAIN_POOL_SPIN_US, DTRAIN_CPU_BF16_GEMM) read through env_int: a value
+// in range is taken; unset, malformed or out of range gives the default, never an error.
+TEST(EnvKnob, TakesAnIntegerInRangeAndFallsBackOtherwise) {
+  const char* name = "DTRAIN_TEST_KNOB_FOR_ENV_INT";
+  ::unsetenv(name);
+  EXPECT_EQ(env_int(name, 50, 0, 100), 50);
+  for (auto [value, want] : std::vector<std::pair<const char*, int64_t>>{
+           {"0", 0}, {"100", 100}, {"7", 7}, {"101", 50}, {"-1", 50}, {"", 50}, {"12us", 50}, {"abc", 50}}) {
+    ::setenv(name, value, 1);
+    EXPECT_EQ(env_int(name, 50, 0, 100), want) << "'" << value << "'";
+  }
+  ::unsetenv(name);
 }
 
 }  // namespace

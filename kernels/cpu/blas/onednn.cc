@@ -8,7 +8,6 @@
 // oneDNN runs on the calling thread only and no OpenMP thread is ever started.
 #include <oneapi/dnnl/dnnl.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -17,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
 
@@ -43,8 +43,15 @@ void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
 }
 
-// ---- bf16: one matmul primitive per distinct call (shape, strides, alpha, beta).
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+// ---- bf16: one matmul primitive per distinct call (shape, strides, alpha, beta). alpha and
+// beta enter the key as bit patterns, so that a NaN cannot break the map's ordering.
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t>;
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
 
 struct Matmul {
   dnnl_primitive_t prim = nullptr;
@@ -72,7 +79,10 @@ dnnl_memory_desc_t strided(int64_t rows, int64_t cols, bool transposed, int64_t 
 }
 
 std::unique_ptr<Matmul> build(const Key& key) {
-  auto [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta] = key;
+  auto [ta, tb, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits] = key;
+  float alpha, beta;
+  std::memcpy(&alpha, &alpha_bits, sizeof alpha);
+  std::memcpy(&beta, &beta_bits, sizeof beta);
   auto mm = std::make_unique<Matmul>();
   mm->a = strided(m, k, ta, lda, dnnl_bf16);
   mm->b = strided(k, n, tb, ldb, dnnl_bf16);
@@ -129,8 +139,7 @@ dnnl_memory_t wrap(const dnnl_memory_desc_t& md, const void* p) {
 }
 
 bool detect_bf16() {
-  const char* env = std::getenv("DTRAIN_CPU_BF16_GEMM");
-  if (!env || std::strcmp(env, "1") != 0) return false;
+  if (env_int("DTRAIN_CPU_BF16_GEMM", 0, 0, 1) != 1) return false;
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
@@ -156,7 +165,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, beta, c, ldc);
   one_openmp_thread();
-  std::shared_ptr<const Matmul> held = matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta});
+  std::shared_ptr<const Matmul> held =
+      matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, float_bits(alpha), float_bits(beta)});
   const Matmul& mm = *held;
   thread_local ThreadStream ts;
   size_t scratch_bytes = dnnl_memory_desc_get_size(&mm.scratch);
