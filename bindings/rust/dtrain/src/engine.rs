@@ -45,6 +45,9 @@ impl std::fmt::Debug for Engine {
 
 /// Default capacity per prompt when the options do not say "max_new_tokens".
 const DEFAULT_MAX_NEW_TOKENS: i64 = 16;
+/// Bounds what generate allocates per prompt for an absurd "max_new_tokens", which the
+/// library then rejects (it must fit the context), as the Go and Java bindings do.
+const MAX_GENERATE_CAPACITY: i64 = 1 << 20;
 
 struct Prompts {
     tokens: Vec<i32>,
@@ -214,9 +217,17 @@ impl Engine {
         // default (the library rejects a wrong type itself).
         let cap = find_int(options, "max_new_tokens")
             .unwrap_or(DEFAULT_MAX_NEW_TOKENS)
-            .max(1);
+            .clamp(1, MAX_GENERATE_CAPACITY);
         let rows = prompts.len().max(1);
-        let mut out = vec![0i32; rows * cap as usize];
+        // Many prompts times the capacity can still exceed memory: an Err, never an abort.
+        let total = rows
+            .checked_mul(cap as usize)
+            .ok_or_else(|| Error::invalid("dtrain: generate: prompts x max_new_tokens overflows"))?;
+        let mut out: Vec<i32> = Vec::new();
+        out.try_reserve_exact(total).map_err(|_| {
+            Error::invalid("dtrain: generate: cannot allocate the output for prompts x max_new_tokens")
+        })?;
+        out.resize(total, 0);
         let mut lengths = vec![0i64; rows];
         let _g = self.lock_with(&[]);
         // SAFETY: the buffers hold n prompts' tokens and lengths, and n rows of `cap` out

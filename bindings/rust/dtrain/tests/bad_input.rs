@@ -156,6 +156,14 @@ fn generate_argument_errors() {
         .generate(&[[1, 2, 3]], &[("max_new_tokens", 10_000.into())])
         .unwrap_err();
     assert_eq!(err.status, Status::INVALID_ARGUMENT);
+    // Huge values are refused by the library, not a panic ("capacity overflow") here.
+    for huge in [i64::MAX, 1 << 40, i64::from(i32::MAX)] {
+        let err = s
+            .engine
+            .generate(&[[1, 2, 3]], &[("max_new_tokens", huge.into())])
+            .unwrap_err();
+        assert_eq!(err.status, Status::INVALID_ARGUMENT, "{huge}: {err}");
+    }
     let err = s
         .engine
         .generate(&[[1, 2, 3]], &[("max_new_tokens", "five".into())])
