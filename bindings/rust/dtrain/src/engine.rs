@@ -220,12 +220,14 @@ impl Engine {
             .clamp(1, MAX_GENERATE_CAPACITY);
         let rows = prompts.len().max(1);
         // Many prompts times the capacity can still exceed memory: an Err, never an abort.
-        let total = rows
-            .checked_mul(cap as usize)
-            .ok_or_else(|| Error::invalid("dtrain: generate: prompts x max_new_tokens overflows"))?;
+        let total = rows.checked_mul(cap as usize).ok_or_else(|| {
+            Error::invalid("dtrain: generate: prompts x max_new_tokens overflows")
+        })?;
         let mut out: Vec<i32> = Vec::new();
         out.try_reserve_exact(total).map_err(|_| {
-            Error::invalid("dtrain: generate: cannot allocate the output for prompts x max_new_tokens")
+            Error::invalid(
+                "dtrain: generate: cannot allocate the output for prompts x max_new_tokens",
+            )
         })?;
         out.resize(total, 0);
         let mut lengths = vec![0i64; rows];
