@@ -68,8 +68,9 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
     gemm_blocks(g, batch, b_batched, a.data<float>(), b.data<float>(), c.data<float>());
     return;
   }
-  Tensor c32 = c.dtype() == DType::F32 ? c : Tensor::uninit(c.shape(), DType::F32);
-  if (beta != 0.0f && c.dtype() != DType::F32) cast(c, c32);
+  // a, b and c share one dtype (dispatch checks it): here bf16 or f16, so c has an f32 twin.
+  Tensor c32 = Tensor::uninit(c.shape(), DType::F32);
+  if (beta != 0.0f) cast(c, c32);
   if (a.dtype() == DType::BF16 && gemm_bf16_native()) {
     gemm_blocks(g, batch, b_batched, reinterpret_cast<const uint16_t*>(a.data<bf16>()),
                 reinterpret_cast<const uint16_t*>(b.data<bf16>()), c32.data<float>());
@@ -79,7 +80,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
     cast(b, b32);
     gemm_blocks(g, batch, b_batched, a32.data<float>(), b32.data<float>(), c32.data<float>());
   }
-  if (c.dtype() != DType::F32) cast(c32, c);
+  cast(c32, c);
 }
 
 }  // namespace dt::kernels::cpu

@@ -66,8 +66,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     job_n_ = n;
     job_chunks_ = chunks;
     pending_.store(chunks - 1, std::memory_order_relaxed);
-    ++generation_;
-    published_.store(generation_, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   t_in_worker = true;  // nested calls from the caller's own chunk run serially too
@@ -85,7 +84,7 @@ void ThreadPool::worker_loop(int index) {
   t_in_worker = true;
   uint64_t seen = 0;
   for (;;) {
-    spin_until([&] { return stop_.load(std::memory_order_acquire) || published_.load(std::memory_order_acquire) != seen; });
+    spin_until([&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; });
     std::unique_lock<std::mutex> lk(mu_);
     wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
     if (stop_) return;

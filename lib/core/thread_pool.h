@@ -39,9 +39,8 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  std::atomic<uint64_t> published_{0};  // generation_, readable without mu_ (the spin phase)
-  std::atomic<int> pending_{0};         // chunks not yet finished by the workers
+  std::atomic<uint64_t> generation_{0};  // bumped under mu_; read without it while spinning
+  std::atomic<int> pending_{0};          // chunks not yet finished by the workers
   std::atomic<bool> stop_{false};
   std::mutex run_mu_;  // one parallel_for at a time per pool
 };

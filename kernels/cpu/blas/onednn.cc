@@ -8,7 +8,6 @@
 // oneDNN runs on the calling thread only and no OpenMP thread is ever started.
 #include <oneapi/dnnl/dnnl.h>
 
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
@@ -47,12 +47,6 @@ void scale_c(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
 // beta enter the key as bit patterns, so that a NaN cannot break the map's ordering.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t>;
 
-uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
 struct Matmul {
   dnnl_primitive_t prim = nullptr;
   dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
@@ -80,9 +74,7 @@ dnnl_memory_desc_t strided(int64_t rows, int64_t cols, bool transposed, int64_t 
 
 std::unique_ptr<Matmul> build(const Key& key) {
   auto [ta, tb, m, n, k, lda, ldb, ldc, alpha_bits, beta_bits] = key;
-  float alpha, beta;
-  std::memcpy(&alpha, &alpha_bits, sizeof alpha);
-  std::memcpy(&beta, &beta_bits, sizeof beta);
+  const float alpha = bits_f32(alpha_bits), beta = bits_f32(beta_bits);
   auto mm = std::make_unique<Matmul>();
   mm->a = strided(m, k, ta, lda, dnnl_bf16);
   mm->b = strided(k, n, tb, ldb, dnnl_bf16);
@@ -95,12 +87,12 @@ std::unique_ptr<Matmul> build(const Key& key) {
   // The scratchpad comes from the caller (per thread), so one primitive runs on many threads.
   check_dnnl(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "setting the scratchpad mode");
   if (alpha != 1.0f) check_dnnl(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "setting alpha");
-  dnnl_post_ops_t ops = nullptr;
   if (beta != 0.0f) {
+    dnnl_post_ops_t ops = nullptr;
     check_dnnl(dnnl_post_ops_create(&ops), "creating post-ops");
+    std::unique_ptr<dnnl_post_ops, decltype(&dnnl_post_ops_destroy)> ops_guard(ops, dnnl_post_ops_destroy);
     check_dnnl(dnnl_post_ops_append_sum(ops, beta), "adding beta * C");
     check_dnnl(dnnl_primitive_attr_set_post_ops(attr, ops), "setting post-ops");
-    dnnl_post_ops_destroy(ops);
   }
   dnnl_primitive_desc_t pd;
   check_dnnl(dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine(), nullptr), "creating a bf16 matmul");
@@ -166,7 +158,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
   if (k == 0) return scale_c(m, n, beta, c, ldc);
   one_openmp_thread();
   std::shared_ptr<const Matmul> held =
-      matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, float_bits(alpha), float_bits(beta)});
+      matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, f32_bits(alpha), f32_bits(beta)});
   const Matmul& mm = *held;
   thread_local ThreadStream ts;
   size_t scratch_bytes = dnnl_memory_desc_get_size(&mm.scratch);
