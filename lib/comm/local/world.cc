@@ -91,9 +91,18 @@ void Group::wait_for(int me, const std::function<bool()>& done, const char* what
     if (!ignore_failure && w.failed()) {
       give_up = true;
     } else {
+      // Departures are read first, then done() and missing() again: a member can do its
+      // part (arrive, send), see the wait complete and depart after the done() above, and
+      // would then look like one that left without doing it. A departure read here carries
+      // everything its member did before it, so the second look sees that part.
+      std::vector<char> left(members_.size());
+      bool any_left = false;
+      for (size_t i = 0; i < members_.size(); ++i) any_left |= (left[i] = w.departed(members_[i])) != 0;
+      if (any_left && done()) return;
       std::vector<int> gone, gone_members;
-      for (int m : missing())
-        if (w.departed(members_[m])) gone.push_back(members_[m]), gone_members.push_back(m);
+      if (any_left)
+        for (int m : missing())
+          if (left[m]) gone.push_back(members_[m]), gone_members.push_back(m);
       if (!gone.empty()) {
         give_up = true;
         code = DT_ERR_COMM;
