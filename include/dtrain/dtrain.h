@@ -65,7 +65,9 @@ enum {
   DT_ERR_TIMEOUT = 7,          /* a blocking operation passed its deadline */
   DT_ERR_ABORTED = 8,          /* the operation was cancelled by an abort */
   DT_ERR_INTERNAL = 9,         /* a bug in libdtrain: please report the message */
-  DT_ERR_UNAVAILABLE = 10      /* a service cannot take the request now (a server draining or failed) */
+  DT_ERR_UNAVAILABLE = 10,     /* a service cannot take the request now (a server draining or failed) */
+  DT_ERR_CANCELLED = 11        /* the call was cancelled (dt_cancel_request, or a stream callback asked to
+                                  stop); the handles it used stay usable */
 };
 
 /** Name of a status code ("DT_OK", "DT_ERR_TIMEOUT", ...; "DT_ERR_UNKNOWN" for others).
@@ -217,6 +219,28 @@ DT_API dt_status dt_tensor_shape(const dt_tensor* tensor, int64_t* dims, int32_t
 DT_API dt_status dt_tensor_numel(const dt_tensor* tensor, int64_t* out);
 DT_API dt_status dt_tensor_nbytes(const dt_tensor* tensor, size_t* out);
 DT_API dt_status dt_tensor_device(const dt_tensor* tensor, const char** out);
+
+/** The address of the tensor's first element, for sharing its memory without a copy
+ *  (DLPack, numpy, a slice): a host address for "cpu", a device address for "cuda:N". The
+ *  elements are dense and row-major, aligned to their size at least. Valid until the tensor
+ *  is destroyed; writes through it change the tensor. Thread-safe. */
+DT_API dt_status dt_tensor_data(const dt_tensor* tensor, void** out);
+
+/** Called once when libdtrain no longer uses memory it was lent (see below). */
+typedef void (*dt_release_callback)(void* user);
+
+/** Creates a tensor over memory the caller lends instead of allocating (a numpy array, a
+ *  DLPack tensor of another library): no copy; writes to either side are seen by the
+ *  other. data: `ndim` dims as for dt_tensor_create, dense and row-major, aligned to the
+ *  element size, on `device` ("cpu", or "cuda:N" with a device address), holding at least
+ *  the tensor's byte size. release: NULL, or called with `user` exactly once, when the
+ *  tensor is destroyed (on any thread), and also when this call fails: the lender's
+ *  reference ends either way. The bytes are not counted in the memory ledger (they are not
+ *  libdtrain's). Caller owns *out; release with dt_tensor_destroy. Thread-safe. */
+DT_API dt_status dt_tensor_create_from_memory(dt_dtype dtype, const int64_t* shape, int32_t ndim,
+                                              const char* device, void* data,
+                                              dt_release_callback release, void* user,
+                                              dt_tensor** out);
 
 /** Fills a floating tensor with values keyed by (seed, name, element index): element i of
  *  a tensor equals element i of any other tensor filled with the same seed and name, so a
@@ -671,7 +695,8 @@ DT_API dt_status dt_engine_load(dt_engine* engine, const char* path_stem);
 DT_API dt_status dt_engine_step(dt_engine* engine, int64_t* out);
 
 /** Receives each generated token as soon as it is chosen: `prompt_index` is the prompt it
- *  continues (0 to n_prompts - 1). Called on the thread that called generate. */
+ *  continues (0 to n_prompts - 1). Called on the thread that called generate.
+ *  (Version 1: it cannot stop the generation; dt_token_callback_v2 can.) */
 typedef void (*dt_token_callback)(void* user, int32_t prompt_index, int32_t token);
 
 /** dt_engine_generate, calling on_token (required) with every new token in the order the
@@ -682,6 +707,59 @@ DT_API dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* pro
                                            const dt_options* options, dt_token_callback on_token,
                                            void* user, int32_t* out_tokens,
                                            int64_t out_capacity_per_prompt, int64_t* out_lengths);
+
+/** A token callback that can stop the generation: return 0 to go on, anything else to
+ *  stop. Called on the thread that called generate, as dt_token_callback is. */
+typedef int32_t (*dt_token_callback_v2)(void* user, int32_t prompt_index, int32_t token);
+
+/** dt_engine_generate_stream with a callback that can stop it: once on_token returns
+ *  nonzero it is not called again, the generation ends within one decode step, and the
+ *  call returns DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw
+ *  are the answer so far). An attached dt_cancel (dt_engine_set_cancel) stops it too. */
+DT_API dt_status dt_engine_generate_stream_v2(dt_engine* engine, const int32_t* prompt_tokens,
+                                              const int64_t* prompt_lengths, int32_t n_prompts,
+                                              const dt_options* options, dt_token_callback_v2 on_token,
+                                              void* user, int32_t* out_tokens,
+                                              int64_t out_capacity_per_prompt, int64_t* out_lengths);
+
+/* ------------------------------------------------------------------------------------ */
+/* Cancellation                                                                         */
+/* ------------------------------------------------------------------------------------ */
+
+/** A flag that any thread may raise to stop the engine calls watching it. Cheap: make one
+ *  per call that may be cancelled (a Go context, a stream that may be left early). */
+typedef struct dt_cancel dt_cancel;
+
+/** Creates a flag, not raised. Caller owns *out; release with dt_cancel_destroy (an engine
+ *  it is attached to keeps its own reference). Thread-safe. */
+DT_API dt_status dt_cancel_create(dt_cancel** out);
+
+/** Releases the caller's reference. NULL: no-op. Thread-safe, but not concurrently with a
+ *  dt_cancel_request on the same handle. */
+DT_API void dt_cancel_destroy(dt_cancel* cancel);
+
+/** Raises the flag. Idempotent; never blocks (one atomic store). Thread-safe: the call to
+ *  make from another thread, a signal handler or a deadline timer. */
+DT_API dt_status dt_cancel_request(dt_cancel* cancel);
+
+/** Lowers the flag again (for reuse). Thread-safe. */
+DT_API dt_status dt_cancel_reset(dt_cancel* cancel);
+
+/** *out = 1 when the flag is raised, else 0. Thread-safe. */
+DT_API dt_status dt_cancel_is_requested(const dt_cancel* cancel, int32_t* out);
+
+/** Attaches `cancel` (NULL: detaches) to the engine: while it is raised, the engine's calls
+ *  (dt_engine_train_step, dt_engine_eval, dt_engine_generate and its stream forms) end
+ *  with DT_ERR_CANCELLED, and the engine, its module, optimizer and mesh stay usable. A
+ *  call already running stops at its next check: a train step between micro-batches and
+ *  before its update (on a mesh of several ranks, once its gradients are complete: the
+ *  ranks agree to stop with one small all-reduce, so that none updates alone), evaluation
+ *  between micro-batches, generation before each decode step. A cancelled train step
+ *  changes nothing: no update, the step count and optimizer state as before, the gradients
+ *  cleared. Raised before a call starts, it fails that call at once. The engine keeps a
+ *  reference until detached or destroyed. Same thread rules as the engine's other calls
+ *  (dt_cancel_request is the call for other threads). */
+DT_API dt_status dt_engine_set_cancel(dt_engine* engine, dt_cancel* cancel);
 
 /** The last successful generate's statistics as JSON ({"new_tokens":..,"tokens_per_s":..,
  *  "time_to_first_token_s":..,"inter_token_latency_s":..}; "" before any), written as

@@ -1,5 +1,6 @@
 // dt_engine: training steps, evaluation, generation and checkpoints over a GPT module.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -114,9 +115,16 @@ std::string generate_stats_json(const dt::engine::GenerateStats& st) {
   return j.dump();
 }
 
-// The body of dt_engine_generate and dt_engine_generate_stream (on_token may be NULL).
+// The streaming callback of either version (both may be NULL: no stream).
+struct TokenSink {
+  dt_token_callback v1 = nullptr;
+  dt_token_callback_v2 v2 = nullptr;
+  void* user = nullptr;
+};
+
+// The body of dt_engine_generate and its stream forms.
 void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* prompt_lengths, int32_t n_prompts,
-                   const dt_options* options, dt_token_callback on_token, void* user, int32_t* out_tokens,
+                   const dt_options* options, const TokenSink& sink, int32_t* out_tokens,
                    int64_t out_capacity_per_prompt, int64_t* out_lengths) {
   DT_CHECK(n_prompts >= 1, "n_prompts = " + std::to_string(n_prompts) + "; accepted: >= 1");
   need(prompt_tokens, "prompt_tokens");
@@ -142,11 +150,22 @@ void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* pr
     prompts[static_cast<size_t>(i)].assign(prompt_tokens + at, prompt_tokens + at + L);
     at += L;
   }
-  if (on_token)
-    g.on_token = [&](int64_t prompt, int32_t token) { on_token(user, static_cast<int32_t>(prompt), token); };
+  // A v2 callback's stop: read by the engine before its next step (on tp replicas, from
+  // their threads too, hence atomic); the callback is not called after it.
+  std::atomic<bool> stop{false};
+  if (sink.v1)
+    g.on_token = [&](int64_t prompt, int32_t token) { sink.v1(sink.user, static_cast<int32_t>(prompt), token); };
+  if (sink.v2) {
+    g.on_token = [&](int64_t prompt, int32_t token) {
+      if (!stop.load(std::memory_order_relaxed) && sink.v2(sink.user, static_cast<int32_t>(prompt), token) != 0)
+        stop.store(true, std::memory_order_release);
+    };
+    g.should_stop = [&] { return stop.load(std::memory_order_acquire); };
+  }
   // The engine's: on the tp replicas, or on the module after gathering (ZeRO-3).
-  const dt::engine::GenerateResult res =
-      e.engine ? e.engine->generate(prompts, g) : dt::engine::generate(*e.gpt, prompts, g);
+  const dt::engine::GenerateResult res = e.engine->generate(prompts, g);
+  if (res.cancelled)
+    dt::throw_cancelled("generate", stop.load() ? "the token callback asked to stop" : "dt_cancel_request");
   for (int32_t i = 0; i < n_prompts; ++i) {
     const auto& t = res.tokens[static_cast<size_t>(i)];
     std::copy(t.begin(), t.end(), out_tokens + static_cast<int64_t>(i) * out_capacity_per_prompt);
@@ -213,7 +232,7 @@ dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tokens, co
                              int32_t n_prompts, const dt_options* options, int32_t* out_tokens,
                              int64_t out_capacity_per_prompt, int64_t* out_lengths) {
   return guard("dt_engine_generate", [&] {
-    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, nullptr, nullptr, out_tokens,
+    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, TokenSink{}, out_tokens,
                   out_capacity_per_prompt, out_lengths);
   });
 }
@@ -224,9 +243,24 @@ dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* prompt_tok
                                     int64_t* out_lengths) {
   return guard("dt_engine_generate_stream", [&] {
     need(on_token, "on_token");
-    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, on_token, user, out_tokens,
-                  out_capacity_per_prompt, out_lengths);
+    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, TokenSink{on_token, nullptr, user},
+                  out_tokens, out_capacity_per_prompt, out_lengths);
   });
+}
+
+dt_status dt_engine_generate_stream_v2(dt_engine* engine, const int32_t* prompt_tokens, const int64_t* prompt_lengths,
+                                       int32_t n_prompts, const dt_options* options, dt_token_callback_v2 on_token,
+                                       void* user, int32_t* out_tokens, int64_t out_capacity_per_prompt,
+                                       int64_t* out_lengths) {
+  return guard("dt_engine_generate_stream_v2", [&] {
+    need(on_token, "on_token");
+    generate_into(engine_of(engine), prompt_tokens, prompt_lengths, n_prompts, options, TokenSink{nullptr, on_token, user},
+                  out_tokens, out_capacity_per_prompt, out_lengths);
+  });
+}
+
+dt_status dt_engine_set_cancel(dt_engine* engine, dt_cancel* cancel) {
+  return guard("dt_engine_set_cancel", [&] { engine_of(engine).engine->set_cancel(dt::api::cancel_flag_of(cancel)); });
 }
 
 dt_status dt_engine_last_generate_stats_json(dt_engine* engine, char* buf, size_t capacity, size_t* needed) {

@@ -34,6 +34,7 @@ const char* dt_status_string(dt_status status) {
     case DT_ERR_ABORTED: return "DT_ERR_ABORTED";
     case DT_ERR_INTERNAL: return "DT_ERR_INTERNAL";
     case DT_ERR_UNAVAILABLE: return "DT_ERR_UNAVAILABLE";
+    case DT_ERR_CANCELLED: return "DT_ERR_CANCELLED";
   }
   return "DT_ERR_UNKNOWN";
 }

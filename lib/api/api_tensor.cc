@@ -1,6 +1,8 @@
 // dt_tensor: create/destroy, host copies, queries, random fills, and the ops a host can
 // call directly.
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/device.h"
@@ -141,6 +143,40 @@ dt_status dt_tensor_device(const dt_tensor* tensor, const char** out) {
     need(tensor, "tensor");
     *out = tensor->device_name.c_str();
   });
+}
+
+dt_status dt_tensor_data(const dt_tensor* tensor, void** out) {
+  return guard("dt_tensor_data", [&] {
+    need(out, "out");
+    *out = tensor_of(tensor, "tensor").raw();
+  });
+}
+
+dt_status dt_tensor_create_from_memory(dt_dtype dtype, const int64_t* shape, int32_t ndim, const char* device,
+                                       void* data, dt_release_callback release, void* user, dt_tensor** out) {
+  bool lent = false;  // once the storage holds the loan, its destructor ends it
+  dt_status st = guard("dt_tensor_create_from_memory", [&] {
+    need(out, "out");
+    need(data, "data");
+    dt::DType t = dt::dtype_from_raw(dtype, "dtype");
+    DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
+             "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
+    if (ndim > 0) need(shape, "shape");
+    dt::Shape s(shape, shape + ndim);
+    const int64_t n = dt::checked_numel(s, t, "shape");
+    dt::Device d = dt::parse_device(device, "device");
+    dt::require_available(d);
+    auto h = std::make_unique<dt_tensor>();
+    std::function<void()> end;
+    if (release) end = [release, user] { release(user); };
+    auto storage = dt::Storage::borrow(d, data, static_cast<size_t>(n) * dt::dtype_size(t), std::move(end));
+    lent = true;
+    h->t = dt::Tensor::over(s, t, std::move(storage));
+    h->device_name = d.str();
+    *out = h.release();
+  });
+  if (st != DT_OK && !lent && release) release(user);
+  return st;
 }
 
 dt_status dt_tensor_fill_normal(dt_tensor* tensor, uint64_t seed, const char* name, int64_t offset, float a, float b) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cancel.h"
 #include "core/error.h"
 #include "core/options.h"
 #include "core/tensor.h"
@@ -64,6 +65,9 @@ struct dt_optimizer {
 namespace dt::api {
 
 void set_last_error(dt_status status, const std::string& message);
+
+// The flag of a dt_cancel handle, shared (null for NULL); api_cancel.cc.
+std::shared_ptr<CancelFlag> cancel_flag_of(dt_cancel* cancel);
 
 template <class F> dt_status guard(const char* fn, F&& body) noexcept {
   try {

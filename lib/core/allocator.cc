@@ -134,7 +134,22 @@ std::shared_ptr<Storage> Storage::create(Device device, size_t bytes, MemTag tag
   return s;
 }
 
+std::shared_ptr<Storage> Storage::borrow(Device device, void* ptr, size_t bytes, std::function<void()> release) {
+  DT_ASSERT(ptr != nullptr && bytes > 0);
+  std::shared_ptr<Storage> s(new Storage());
+  s->ptr_ = ptr;
+  s->bytes_ = s->capacity_ = bytes;
+  s->device_ = device;
+  s->borrowed_ = true;
+  s->release_ = std::move(release);
+  return s;
+}
+
 Storage::~Storage() {
+  if (borrowed_) {
+    if (release_) release_();
+    return;
+  }
   if (!ptr_) return;
   Pools& pools = Pools::get();
   DevicePool& dp = pools.pool(device_);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,10 @@ class Storage {
   // false (scratch that is written before it is read). Throws OUT_OF_MEMORY when the device
   // or the configured limit cannot satisfy it.
   static std::shared_ptr<Storage> create(Device device, size_t bytes, MemTag tag, bool zero = true);
+  // Storage over `bytes` at `ptr` that someone else owns (memory lent through the C API):
+  // not counted in any ledger, never pooled; `release` (may be empty) runs when the last
+  // view of it goes, on whatever thread that is.
+  static std::shared_ptr<Storage> borrow(Device device, void* ptr, size_t bytes, std::function<void()> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -44,6 +49,8 @@ class Storage {
   Device device_;
   MemTag tag_ = MemTag::Workspace;
   int rank_ = -1;
+  bool borrowed_ = false;          // borrow(): the lender's memory
+  std::function<void()> release_;  // borrow(): what ends the loan
 };
 
 constexpr int kMaxRankLedgers = 1024;

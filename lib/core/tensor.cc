@@ -39,6 +39,20 @@ Tensor Tensor::make(const Shape& shape, DType dtype, Device device, MemTag tag, 
   return t;
 }
 
+Tensor Tensor::over(const Shape& shape, DType dtype, std::shared_ptr<Storage> storage) {
+  Tensor t;
+  t.numel_ = checked_numel(shape, dtype, "shape");
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  DT_CHECK(storage && storage->bytes() >= t.nbytes(), "the memory holds fewer bytes than shape " + shape_str(shape) +
+                                                          " of " + dtype_name(dtype) + " needs");
+  DT_CHECK(reinterpret_cast<uintptr_t>(storage->data()) % dtype_size(dtype) == 0,
+           std::string("the memory is not aligned to the ") + dtype_name(dtype) + " element size (" +
+               std::to_string(dtype_size(dtype)) + " bytes)");
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, MemTag tag) {
   return make(shape, dtype, device, tag, true);
 }

@@ -27,6 +27,10 @@ class Tensor {
   static Tensor uninit(const Shape& shape, DType dtype, Device device = Device::cpu(),
                        MemTag tag = MemTag::Workspace);
 
+  // A tensor over all of `storage` from its start (e.g. Storage::borrow); its byte size
+  // must hold shape x dtype, and its address be aligned to the element size.
+  static Tensor over(const Shape& shape, DType dtype, std::shared_ptr<Storage> storage);
+
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }

@@ -128,7 +128,9 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
   const auto t0 = Clock::now();
   Tensor logits, logits32, host32;
   auto f32_logits = [&] { return host_f32_logits(logits, logits32, host32); };
+  auto stop_here = [&] { return o.should_stop && (res.cancelled = o.should_stop()); };
   for (int64_t b = 0; b < B; ++b) {  // prefill, one prompt per cache row
+    if (stop_here()) return res;
     const int64_t L = static_cast<int64_t>(prompts[b].size());
     Tensor ids = Tensor::zeros({1, L}, DType::I32);
     std::copy(prompts[b].begin(), prompts[b].end(), ids.data<int32_t>());
@@ -142,7 +144,7 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
     std::vector<int64_t> rows;
     for (int64_t b = 0; b < B; ++b)
       if (!done[b]) rows.push_back(b);
-    if (rows.empty()) break;
+    if (rows.empty() || stop_here()) break;
     const int64_t A = static_cast<int64_t>(rows.size());
     Tensor ids = Tensor::zeros({A, 1}, DType::I32);
     for (int64_t j = 0; j < A; ++j) ids.data<int32_t>()[j] = res.tokens[rows[j]].back();

@@ -25,6 +25,10 @@ struct GenerateOptions : SamplingOptions {
   int64_t max_new_tokens = 16;
   // Called with (prompt index, token) as each token is chosen, in order: streaming output.
   std::function<void(int64_t prompt, int32_t token)> on_token;
+  // Read before each prompt's prefill and each decode step (when set): true ends the
+  // generation there, with GenerateResult::cancelled. On tp replicas it is a collective
+  // (the Trainer's agreement), so every replica stops at the same step.
+  std::function<bool()> should_stop;
 };
 
 struct GenerateStats {
@@ -37,6 +41,7 @@ struct GenerateStats {
 struct GenerateResult {
   std::vector<std::vector<int32_t>> tokens;  // per prompt: the new tokens (stop token included)
   GenerateStats stats;
+  bool cancelled = false;  // should_stop ended it early: the tokens are a prefix of the answer
 };
 
 // prompts: B >= 1 non-empty prompts of ids in [0, vocab); each prompt's length plus

@@ -31,6 +31,7 @@ const std::vector<PipeAction>& TrainEngine::actions_for(int64_t M, bool forward_
 
 template <class Compute>
 void TrainEngine::forward_unit(int unit, Part part, const std::string& what, Compute&& compute) {
+  cancel_point(call_);
   for (auto& s : strategies_) s->before_forward(unit, part);
   {
     TraceSpan span("compute", "forward " + what);
@@ -41,6 +42,7 @@ void TrainEngine::forward_unit(int unit, Part part, const std::string& what, Com
 
 template <class Compute>
 void TrainEngine::backward_unit(int unit, Part part, bool last, const std::string& what, Compute&& compute) {
+  cancel_point(call_);
   for (auto& s : strategies_) s->before_backward(unit, part);
   {
     TraceSpan span("compute", "backward " + what);

@@ -98,6 +98,15 @@ double TrainEngine::batch_sum(double x) const {
   return batch_ ? parallel::exact_sum(*batch_, x, model_.device()) : x;
 }
 
+void TrainEngine::set_cancel(std::function<bool()> local, std::function<bool()> agreed) {
+  cancel_local_ = std::move(local);
+  cancel_agreed_ = std::move(agreed);
+}
+
+void TrainEngine::cancel_point(const char* what) {
+  if (cancel_local_ && runs_alone() && cancel_local_()) throw_cancelled(what, "dt_cancel_request");
+}
+
 void TrainEngine::run(const std::function<void()>& fn) {
   // The step runs on the mesh's rank thread, where a data-parallel engine will run one
   // replica per local rank; without a mesh, on the caller's thread.
@@ -149,7 +158,9 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
   const int64_t dp = batch_ ? batch_->size() : 1, M = opt_cfg_.micro_batches;
   const int64_t local = inputs.dim(0) / dp, mb = local / M, r0 = batch_ ? batch_->rank() * local : 0;
   StepStats st;
-  run([&] {
+  cancelled_ = false;
+  call_ = "train_step";
+  auto body = [&] {
     clear_grads();
     for (auto& s : strategies_) s->begin_step();
     const float loss_scale = scaler_ ? scaler_->scale() : 1.0f;
@@ -170,8 +181,21 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
     for (auto& s : strategies_) s->sum_loss(loss_sum);
     loss_sum = batch_sum(loss_sum);
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
+    cancel_point("train_step");
+    if (cancel_agreed_ && cancel_agreed_()) {  // every rank stops here, none updates
+      cancelled_ = true;
+      clear_grads();  // a strategy that keeps the grads zeroes them at the next step
+      return;
+    }
     finish_step(st, loss_scale);
-  });
+  };
+  try {
+    run(body);
+  } catch (const Error& e) {
+    if (e.code() == DT_ERR_CANCELLED) clear_grads();  // stopped between units: nothing is left
+    throw;
+  }
+  if (cancelled_) return st;
   st.step = opt_->steps();
   st.tokens = inputs.numel();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -240,6 +264,8 @@ void TrainEngine::save_scaler_state() {
 
 double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
   check_batch(inputs, targets, "evaluate");
+  cancelled_ = false;
+  call_ = "evaluate";
   const int64_t B = inputs.dim(0), M = opt_cfg_.micro_batches, mb = B / M;
   double sum = 0.0;
   int64_t total = 0;

@@ -29,6 +29,7 @@
 #include <string>
 
 #include "comm/mesh.h"
+#include "core/cancel.h"
 #include "io/checkpoint.h"
 #include "nn/gpt.h"
 #include "optim/loss_scaler.h"
@@ -80,6 +81,17 @@ class TrainEngine {
   double evaluate(const Tensor& inputs, const Tensor& targets);
 
   void set_grad_ready_hook(GradReadyHook hook) { hook_ = std::move(hook); }
+  // Cancellation (dt_engine_set_cancel; engine/trainer.h installs these, either may be
+  // empty). local(): read before every unit of a step or an evaluation and before the
+  // update; when it says stop, the call throws CANCELLED from there with the gradients
+  // cleared. Only an engine that runs alone (runs_alone()) reads it: nothing is in flight
+  // between its units. agreed(): called by every rank where a step's gradients are
+  // complete, a collective with the same answer everywhere; true ends the step there
+  // without an update (as an f16 overflow skips one) and cancelled() then says so.
+  void set_cancel(std::function<bool()> local, std::function<bool()> agreed);
+  bool cancelled() const { return cancelled_; }
+  // No mesh and no strategy: every step runs on the calling thread and talks to nobody.
+  bool runs_alone() const { return !mesh_ && strategies_.empty(); }
   // The model's units, in the order strategies see them (parallel/strategy.h).
   const parallel::ModelUnits& units() const { return units_; }
   // Attaches a strategy (call on the rank thread that will train, before the first step).
@@ -165,6 +177,7 @@ class TrainEngine {
   // and skipped. loss_scale: the scale backward ran with.
   void finish_step(StepStats& st, float loss_scale);
   void clear_grads();         // unless a strategy keeps them
+  void cancel_point(const char* what);  // throws CANCELLED when cancel_local_ says stop
   void save_scaler_state();  // scaler -> its two state tensors
   std::vector<io::CheckpointTensor> scaler_tensors();
 
@@ -173,6 +186,9 @@ class TrainEngine {
   optim::Optimizer* opt_;  // the host's, or a strategy's (ZeRO's shard optimizer)
   TrainOptions opt_cfg_;
   GradReadyHook hook_;
+  std::function<bool()> cancel_local_, cancel_agreed_;
+  bool cancelled_ = false;
+  const char* call_ = "train_step";  // the call running: what a cancellation names
   std::vector<std::unique_ptr<nn::GPTActs>> acts_pool_;  // activations of finished micro-batches, reused
   std::vector<parallel::PipeAction> plain_, executed_;
   std::vector<std::function<void()>>* postponed_ = nullptr;  // a split backward's after-hooks

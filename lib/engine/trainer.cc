@@ -168,8 +168,30 @@ void Trainer::on_all(const std::function<void(int, int)>& fn) {
   });
 }
 
+void Trainer::set_cancel(std::shared_ptr<CancelFlag> flag) {
+  cancel_ = std::move(flag);
+  const bool alone = replicas_.size() == 1 && replicas_[0]->runs_alone();
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    std::function<bool()> local, agreed;
+    if (cancel_ && alone) local = [this] { return cancel_raised(); };
+    if (cancel_ && !alone) agreed = [this, i] { return cancel_agreed(static_cast<int>(i), nullptr); };
+    replicas_[i]->set_cancel(std::move(local), std::move(agreed));
+  }
+}
+
+void Trainer::cancel_at_entry(const char* what) const {
+  if (cancel_raised() && in_process()) throw_cancelled(what, "dt_cancel_request");
+}
+
+bool Trainer::cancel_agreed(int local_index, const std::function<bool()>& also) {
+  int32_t stop = (cancel_raised() || (also && also())) ? 1 : 0;
+  world_comm(local_index).all_reduce(&stop, &stop, 1, DType::I32, kernels::ReduceOp::Max);
+  return stop != 0;
+}
+
 double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
   replicas_[0]->check_batch(inputs, targets, "evaluate");
+  cancel_at_entry("evaluate");
   if (!replicas_[0]->state_sharded() && !model_parallel()) return replicas_[0]->evaluate(inputs, targets);
   std::vector<double> loss(replicas_.size());
   on_all([&](int li, int) { loss[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->evaluate(inputs, targets); });
@@ -184,9 +206,13 @@ void Trainer::gather_model() {
 
 StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   replicas_[0]->check_batch(inputs, targets, "train_step");
+  cancel_at_entry("train_step");
   if (replicas_.size() == 1 && dp_ == 1) return replicas_[0]->train_step(inputs, targets);
   std::vector<StepStats> stats(replicas_.size());
   on_all([&](int li, int) { stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets); });
+  // Cancelled by agreement: every rank stopped before its update (a throw on a rank thread
+  // would fail the mesh, so the step returns and the error is raised here).
+  if (replicas_[0]->cancelled()) throw_cancelled("train_step", "dt_cancel_request");
   return stats[0];
 }
 

@@ -70,6 +70,16 @@ class Trainer {
   Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
           const ParallelOptions& p = {});
 
+  // Cancellation (dt_engine_set_cancel; null detaches). While `flag` is raised, train_step,
+  // evaluate and generate throw CANCELLED and leave the engine as it was before the call:
+  // at once when raised before it (in a process that drives every rank), else at their
+  // check points. Alone on the calling thread (one replica, no strategy): before every
+  // unit and the update. Over several ranks: where the step's gradients are complete, the
+  // ranks agreeing with one small all-reduce over the world (so under mpirun every process
+  // attaches a flag, or none); generation on tp replicas agrees the same way before each
+  // decode step; a pipeline (pp > 1) generation checks only when it starts.
+  void set_cancel(std::shared_ptr<CancelFlag> flag);
+
   // The global batch: i32 [B, T], the same on every process; B divisible by dp x micro_batches.
   StepStats train_step(const Tensor& inputs, const Tensor& targets);
   double evaluate(const Tensor& inputs, const Tensor& targets);
@@ -149,6 +159,14 @@ class Trainer {
   std::vector<std::unique_ptr<nn::GPT>> owned_models_;
   std::vector<std::unique_ptr<optim::Optimizer>> owned_opts_;
   std::vector<std::unique_ptr<TrainEngine>> replicas_;
+  std::shared_ptr<CancelFlag> cancel_;
+  bool cancel_raised() const { return cancel_ && cancel_->requested(); }
+  // Throws CANCELLED naming `what` if the flag is raised and every rank is in this process
+  // (which decides for all of them); under mpirun the ranks' agreement decides instead.
+  void cancel_at_entry(const char* what) const;
+  // The agreement: true on every rank of the world when the flag is raised on any, or
+  // `also` (may be empty) says stop on any. Collective over the world.
+  bool cancel_agreed(int local_index, const std::function<bool()>& also);
 };
 
 }  // namespace dt::engine

@@ -128,14 +128,19 @@ void Trainer::build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const T
 GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt) {
   // One replica of the whole model: the plain path. Interleaved stages: on the host model,
   // gathered (a prompt would go round the ranks v times, each waiting for it).
+  cancel_at_entry("generate");
+  // On this thread: the flag and the caller's own stop are read directly.
+  GenerateOptions here = opt;
+  if (cancel_) here.should_stop = [this, &opt] { return cancel_raised() || (opt.should_stop && opt.should_stop()); };
   if (tp_ == 1 && pp_ == 1) {
     gather_model();
-    return engine::generate(*models_[0], prompts, opt);
+    return engine::generate(*models_[0], prompts, here);
   }
   if (virtual_stages_ > 1) {
     gather_model();
-    return engine::generate(*host_, prompts, opt);
+    return engine::generate(*host_, prompts, here);
   }
+  const bool watch = (cancel_ || opt.should_stop) && pp_ == 1;  // see set_cancel: pp checks at entry only
   // On the replicas themselves: each its tp part of its stage, the KV cache sharded by
   // heads and placed by layers; every replica ends with the same tokens.
   std::vector<GenerateResult> out(replicas_.size());
@@ -144,6 +149,8 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     replicas_[i]->gather_model();  // ZeRO-3 over dp: the values whole until the next step
     GenerateOptions mine = opt;
     if (li != 0) mine.on_token = nullptr;
+    mine.should_stop = nullptr;
+    if (watch) mine.should_stop = [this, li, &opt] { return cancel_agreed(li, opt.should_stop); };
     out[i] = pp_ > 1 ? engine::generate_pipelined(*models_[i], *pp_comms_[i], prompts, mine)
                      : engine::generate(*models_[i], prompts, mine);
   });
