@@ -1,0 +1,386 @@
+// Cancellation and zero-copy memory through the C ABI: a dt_cancel raised from another
+// thread ends a train step, an evaluation or a generation with DT_ERR_CANCELLED soon after,
+// the engine goes on as if the call had not been made (same step, same weights, same
+// answers), on one rank and on meshes of several; a v2 token callback stops a stream; a
+// tensor shares its memory out (dt_tensor_data) and borrows the caller's
+// (dt_tensor_create_from_memory), releasing the loan exactly once.
+#include "abi_util.h"
+
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct Model {
+  dt_module* m = nullptr;
+  dt_optimizer* opt = nullptr;
+  dt_engine* e = nullptr;
+  // A model whose step takes a while (hundreds of ms here), so that a cancel lands inside it.
+  Model(dt_mesh* mesh, int64_t layers, int64_t d_model, const char* engine_keys = nullptr, int64_t micro = 1) {
+    Opts c;
+    c.s("preset", "gpt-tiny").i("n_layer", layers).i("d_model", d_model).i("n_head", 4).i("context", 128).i("seed", 3);
+    EXPECT_EQ(dt_module_create_gpt(c.o, &m), DT_OK) << dt_last_error_message();
+    Opts oo;
+    oo.d("lr", 1e-3);
+    EXPECT_EQ(dt_optimizer_create(m, "adamw", oo.o, &opt), DT_OK) << dt_last_error_message();
+    Opts eo;
+    eo.i("micro_batches", micro);
+    if (engine_keys) eo.i(engine_keys, 1);
+    EXPECT_EQ(dt_engine_create(mesh, m, opt, eo.o, &e), DT_OK) << dt_last_error_message();
+  }
+  ~Model() {
+    dt_engine_destroy(e);
+    dt_optimizer_destroy(opt);
+    dt_module_destroy(m);
+  }
+  int64_t step() {
+    int64_t s = -1;
+    EXPECT_EQ(dt_engine_step(e, &s), DT_OK);
+    return s;
+  }
+};
+
+struct Batch {
+  dt_tensor *in = nullptr, *tg = nullptr;
+  Batch(int64_t B, int64_t T) {
+    const int64_t shape[2] = {B, T};
+    std::vector<int32_t> a(static_cast<size_t>(B * T)), b(a.size());
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int32_t>(i * 7 % 250), b[i] = static_cast<int32_t>((i * 7 + 1) % 250);
+    EXPECT_EQ(dt_tensor_create(DT_I32, shape, 2, "cpu", nullptr, &in), DT_OK);
+    EXPECT_EQ(dt_tensor_create(DT_I32, shape, 2, "cpu", nullptr, &tg), DT_OK);
+    EXPECT_EQ(dt_tensor_copy_from_host(in, a.data(), a.size() * 4), DT_OK);
+    EXPECT_EQ(dt_tensor_copy_from_host(tg, b.data(), b.size() * 4), DT_OK);
+  }
+  ~Batch() {
+    dt_tensor_destroy(in);
+    dt_tensor_destroy(tg);
+  }
+};
+
+struct Cancel {
+  dt_cancel* c = nullptr;
+  Cancel() { EXPECT_EQ(dt_cancel_create(&c), DT_OK); }
+  ~Cancel() { dt_cancel_destroy(c); }
+};
+
+// Raises `c` after `delay_ms` on another thread and records when.
+struct LateCancel {
+  Clock::time_point raised_at{};
+  std::thread th;
+  LateCancel(dt_cancel* c, int delay_ms) {
+    th = std::thread([this, c, delay_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      raised_at = Clock::now();
+      dt_cancel_request(c);
+    });
+  }
+  double ms_until_now() {
+    th.join();
+    return ms_since(raised_at);
+  }
+};
+
+std::vector<float> param0(dt_module* m) {
+  const char* name = nullptr;
+  EXPECT_EQ(dt_module_param_name(m, 0, &name), DT_OK);
+  dt_tensor* p = nullptr;
+  EXPECT_EQ(dt_module_param(m, name, &p), DT_OK) << dt_last_error_message();
+  size_t bytes = 0;
+  EXPECT_EQ(dt_tensor_nbytes(p, &bytes), DT_OK);
+  std::vector<float> v(bytes / 4);
+  EXPECT_EQ(dt_tensor_copy_to_host(p, v.data(), bytes), DT_OK);
+  dt_tensor_destroy(p);
+  return v;
+}
+
+}  // namespace
+
+TEST(Cancel, FlagBasicsAndBadArguments) {
+  Cancel c;
+  int32_t raised = -1;
+  OK(dt_cancel_is_requested(c.c, &raised));
+  EXPECT_EQ(raised, 0);
+  OK(dt_cancel_request(c.c));
+  OK(dt_cancel_request(c.c));  // idempotent
+  OK(dt_cancel_is_requested(c.c, &raised));
+  EXPECT_EQ(raised, 1);
+  OK(dt_cancel_reset(c.c));
+  OK(dt_cancel_is_requested(c.c, &raised));
+  EXPECT_EQ(raised, 0);
+  expect_error(dt_cancel_request(nullptr), DT_ERR_INVALID_ARGUMENT, {"cancel"});
+  expect_error(dt_cancel_create(nullptr), DT_ERR_INVALID_ARGUMENT, {"out"});
+  expect_error(dt_engine_set_cancel(nullptr, c.c), DT_ERR_INVALID_ARGUMENT, {"engine"});
+  EXPECT_STREQ(dt_status_string(DT_ERR_CANCELLED), "DT_ERR_CANCELLED");
+  dt_cancel_destroy(nullptr);
+}
+
+// The bound: the call returns within 100 ms of the cancel, changes nothing, and the
+// next call works. One rank: the engine checks before every layer.
+TEST(Cancel, TrainStepStopsMidStepAndChangesNothing) {
+  Model md(nullptr, 6, 256, nullptr, 4);
+  Batch b(16, 128);
+  Cancel c;
+  OK(dt_engine_set_cancel(md.e, c.c));
+  double loss = 0;
+  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));  // the flag is down: plain steps
+  const auto t0 = Clock::now();
+  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
+  const double step_ms = ms_since(t0);
+  const std::vector<float> before = param0(md.m);
+  const int64_t step = md.step();
+  LateCancel late(c.c, static_cast<int>(step_ms / 3));
+  dt_status st = dt_engine_train_step(md.e, b.in, b.tg, &loss);
+  const double after_cancel_ms = late.ms_until_now();
+  expect_error(st, DT_ERR_CANCELLED, {"dt_engine_train_step", "train_step cancelled"});
+  std::printf("step %.0f ms; returned %.1f ms after the cancel\n", step_ms, after_cancel_ms);
+  EXPECT_LT(after_cancel_ms, 100.0);
+  EXPECT_EQ(md.step(), step);
+  EXPECT_EQ(param0(md.m), before);
+  // Raised before the call: fails at once. Lowered: the next step trains.
+  expect_error(dt_engine_eval(md.e, b.in, b.tg, &loss), DT_ERR_CANCELLED, {"evaluate cancelled"});
+  OK(dt_cancel_reset(c.c));
+  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
+  EXPECT_EQ(md.step(), step + 1);
+  OK(dt_engine_set_cancel(md.e, nullptr));
+  OK(dt_cancel_request(c.c));  // detached: no effect
+  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
+}
+
+// A cancelled step leaves exactly the state an uncancelled engine has: the next steps give
+// bitwise the same losses as an engine that was never cancelled.
+TEST(Cancel, CancelledStepLeavesNoTrace) {
+  Model a(nullptr, 2, 64), ref(nullptr, 2, 64);
+  Batch b(4, 32);
+  Cancel c;
+  OK(dt_engine_set_cancel(a.e, c.c));
+  OK(dt_cancel_request(c.c));
+  double la = 0, lr = 0;
+  expect_error(dt_engine_train_step(a.e, b.in, b.tg, &la), DT_ERR_CANCELLED, {"train_step"});
+  OK(dt_cancel_reset(c.c));
+  for (int i = 0; i < 3; ++i) {
+    OK(dt_engine_train_step(a.e, b.in, b.tg, &la));
+    OK(dt_engine_train_step(ref.e, b.in, b.tg, &lr));
+    EXPECT_EQ(la, lr) << "step " << i;
+  }
+}
+
+TEST(Cancel, EvalStopsMidCall) {
+  Model md(nullptr, 6, 256, nullptr, 8);
+  Batch b(32, 128);
+  Cancel c;
+  OK(dt_engine_set_cancel(md.e, c.c));
+  double loss = 0;
+  const auto t0 = Clock::now();
+  OK(dt_engine_eval(md.e, b.in, b.tg, &loss));
+  const double eval_ms = ms_since(t0);
+  LateCancel late(c.c, static_cast<int>(eval_ms / 3));
+  dt_status st = dt_engine_eval(md.e, b.in, b.tg, &loss);
+  const double after = late.ms_until_now();
+  expect_error(st, DT_ERR_CANCELLED, {"evaluate cancelled"});
+  EXPECT_LT(after, 100.0);
+}
+
+// Several ranks: they agree to stop where the gradients are complete (one all-reduce), so
+// none updates, the mesh stays healthy, and the next step starts from the same weights:
+// its loss (taken before its update) is the loss an evaluation saw before the cancel.
+TEST(Cancel, RanksOfEveryLayoutAgreeAndTheMeshStaysUsable) {
+  struct Layout {
+    const char* axis;
+    const char* engine_key;
+  };
+  for (const Layout& l : {Layout{"dp", nullptr}, Layout{"dp", "zero"}, Layout{"tp", nullptr}, Layout{"pp", nullptr}}) {
+    SCOPED_TRACE(std::string(l.axis) + (l.engine_key ? " zero" : ""));
+    Opts mo;
+    mo.i(l.axis, 2);
+    dt_mesh* mesh = nullptr;
+    OK(dt_mesh_create("local", 2, mo.o, &mesh));
+    {
+      Model md(mesh, 4, 256, l.engine_key, 2);
+      Batch b(8, 128);
+      Cancel c;
+      OK(dt_engine_set_cancel(md.e, c.c));
+      double loss = 0, eval_before = 0;
+      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));  // the first step is the slow one
+      const auto t0 = Clock::now();
+      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
+      const double step_ms = ms_since(t0);
+      OK(dt_engine_eval(md.e, b.in, b.tg, &eval_before));
+      LateCancel late(c.c, static_cast<int>(step_ms / 3));
+      dt_status st = dt_engine_train_step(md.e, b.in, b.tg, &loss);
+      const double after = late.ms_until_now();
+      expect_error(st, DT_ERR_CANCELLED, {"train_step cancelled"});
+      std::printf("%s%s: step %.0f ms, returned %.0f ms after the cancel\n", l.axis, l.engine_key ? "+zero" : "",
+                  step_ms, after);
+      EXPECT_EQ(md.step(), 2);
+      // Raised before: refused at once. Lowered: the mesh and the engine go on, unchanged.
+      expect_error(dt_engine_train_step(md.e, b.in, b.tg, &loss), DT_ERR_CANCELLED, {"train_step cancelled"});
+      OK(dt_cancel_reset(c.c));
+      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
+      EXPECT_EQ(md.step(), 3);
+      EXPECT_NEAR(loss, eval_before, 1e-5 * std::abs(eval_before));
+      OK(dt_mesh_barrier(mesh, l.axis));
+    }
+    dt_mesh_destroy(mesh);
+  }
+}
+
+namespace {
+struct Seen {
+  std::vector<int32_t> tokens;
+  int stop_after = 0;
+};
+int32_t stop_after_n(void* user, int32_t, int32_t token) {
+  auto* s = static_cast<Seen*>(user);
+  s->tokens.push_back(token);
+  return static_cast<int>(s->tokens.size()) >= s->stop_after ? 1 : 0;
+}
+}  // namespace
+
+TEST(Cancel, StreamCallbackStopsGeneration) {
+  for (int tp : {1, 2}) {
+    dt_mesh* mesh = nullptr;
+    if (tp > 1) {
+      Opts mo;
+      mo.i("tp", tp);
+      OK(dt_mesh_create("local", tp, mo.o, &mesh));
+    }
+    {
+      Model md(mesh, 2, 64);
+      const int32_t prompt[3] = {1, 2, 3};
+      const int64_t len = 3;
+      Opts g;
+      g.i("max_new_tokens", 40);
+      std::vector<int32_t> out(40, -7);
+      int64_t out_len = -1;
+      int64_t cur0 = 0, cur1 = 0;
+      OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur0, nullptr));
+      Seen seen;
+      seen.stop_after = 3;
+      expect_error(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &seen, out.data(), 40, &out_len),
+                   DT_ERR_CANCELLED, {"generate cancelled", "callback asked to stop"});
+      EXPECT_EQ(seen.tokens.size(), 3u) << "tp " << tp;  // never called after it said stop
+      EXPECT_EQ(out_len, -1);                            // nothing written
+      OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur1, nullptr));
+      EXPECT_EQ(cur1, cur0) << "tp " << tp;  // the KV cache and buffers are gone
+      // The next call works and starts with the same tokens.
+      Seen all;
+      all.stop_after = 1000;
+      OK(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &all, out.data(), 40, &out_len));
+      EXPECT_EQ(out_len, 40);
+      EXPECT_EQ(std::vector<int32_t>(all.tokens.begin(), all.tokens.begin() + 3), seen.tokens);
+      // A raised flag stops it too.
+      Cancel c;
+      OK(dt_engine_set_cancel(md.e, c.c));
+      OK(dt_cancel_request(c.c));
+      expect_error(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 40, &out_len), DT_ERR_CANCELLED,
+                   {"generate cancelled"});
+    }
+    dt_mesh_destroy(mesh);
+  }
+}
+
+TEST(Cancel, GenerateStopsWithinADecodeStep) {
+  Model md(nullptr, 6, 256);
+  const int32_t prompt[3] = {1, 2, 3};
+  const int64_t len = 3;
+  Opts g;
+  g.i("max_new_tokens", 120);
+  std::vector<int32_t> out(120);
+  int64_t out_len = 0;
+  Cancel c;
+  OK(dt_engine_set_cancel(md.e, c.c));
+  const auto t0 = Clock::now();
+  OK(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len));
+  const double gen_ms = ms_since(t0);
+  LateCancel late(c.c, static_cast<int>(gen_ms / 3));
+  dt_status st = dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len);
+  const double after = late.ms_until_now();
+  expect_error(st, DT_ERR_CANCELLED, {"generate cancelled"});
+  EXPECT_LT(after, 100.0);
+}
+
+namespace {
+void count_release(void* user) { ++*static_cast<int*>(user); }
+}  // namespace
+
+TEST(ZeroCopy, DataAddressIsTheTensorsMemory) {
+  const int64_t shape[2] = {3, 4};
+  dt_tensor* t = nullptr;
+  OK(dt_tensor_create(DT_F32, shape, 2, "cpu", nullptr, &t));
+  void* p = nullptr;
+  OK(dt_tensor_data(t, &p));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4, 0u);
+  static_cast<float*>(p)[5] = 2.5f;  // a write through the address is the tensor's
+  float back[12];
+  OK(dt_tensor_copy_to_host(t, back, sizeof back));
+  EXPECT_EQ(back[5], 2.5f);
+  expect_error(dt_tensor_data(nullptr, &p), DT_ERR_INVALID_ARGUMENT, {"tensor"});
+  expect_error(dt_tensor_data(t, nullptr), DT_ERR_INVALID_ARGUMENT, {"out"});
+  dt_tensor_destroy(t);
+}
+
+TEST(ZeroCopy, BorrowedMemoryIsSharedAndReleasedOnce) {
+  std::vector<float> mine(12, 1.0f);
+  int released = 0;
+  const int64_t shape[2] = {3, 4};
+  int64_t cur0 = 0, cur1 = 0;
+  OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur0, nullptr));
+  dt_tensor* t = nullptr;
+  OK(dt_tensor_create_from_memory(DT_F32, shape, 2, "cpu", mine.data(), count_release, &released, &t));
+  OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur1, nullptr));
+  EXPECT_EQ(cur1, cur0);  // not libdtrain's bytes
+  void* p = nullptr;
+  OK(dt_tensor_data(t, &p));
+  EXPECT_EQ(p, mine.data());
+  mine[7] = 9.0f;  // both ways
+  float back[12];
+  OK(dt_tensor_copy_to_host(t, back, sizeof back));
+  EXPECT_EQ(back[7], 9.0f);
+  const float in[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  OK(dt_tensor_copy_from_host(t, in, sizeof in));
+  EXPECT_EQ(mine[11], 11.0f);
+  // An op writes into it too.
+  dt_tensor* y = nullptr;
+  OK(dt_tensor_create(DT_F32, shape, 2, "cpu", nullptr, &y));
+  OK(dt_softmax(t, y));
+  EXPECT_EQ(released, 0);
+  dt_tensor_destroy(t);
+  EXPECT_EQ(released, 1);
+  dt_tensor_destroy(y);
+  EXPECT_EQ(released, 1);
+}
+
+TEST(ZeroCopy, RefusedLoansAreReleasedAndNamed) {
+  alignas(8) char buf[64] = {};
+  int released = 0;
+  const int64_t shape[1] = {4};
+  const int64_t bad_shape[1] = {0};
+  dt_tensor* t = nullptr;
+  expect_error(dt_tensor_create_from_memory(DT_F32, shape, 1, "cpu", buf + 1, count_release, &released, &t),
+               DT_ERR_INVALID_ARGUMENT, {"aligned", "f32"});
+  EXPECT_EQ(released, 1);
+  expect_error(dt_tensor_create_from_memory(DT_F32, bad_shape, 1, "cpu", buf, count_release, &released, &t),
+               DT_ERR_INVALID_ARGUMENT, {"shape"});
+  EXPECT_EQ(released, 2);
+  expect_error(dt_tensor_create_from_memory(99, shape, 1, "cpu", buf, count_release, &released, &t),
+               DT_ERR_INVALID_ARGUMENT, {"dtype"});
+  EXPECT_EQ(released, 3);
+  expect_error(dt_tensor_create_from_memory(DT_F32, shape, 1, "cpu", nullptr, count_release, &released, &t),
+               DT_ERR_INVALID_ARGUMENT, {"data"});
+  EXPECT_EQ(released, 4);
+  expect_error(dt_tensor_create_from_memory(DT_F32, shape, 1, "tpu", buf, count_release, &released, &t),
+               DT_ERR_INVALID_ARGUMENT, {"device"});
+  EXPECT_EQ(released, 5);
+  EXPECT_EQ(t, nullptr);
+  // No release callback is fine.
+  OK(dt_tensor_create_from_memory(DT_I32, shape, 1, "cpu", buf, nullptr, nullptr, &t));
+  dt_tensor_destroy(t);
+}
