@@ -28,6 +28,7 @@ pub const DT_ERR_TIMEOUT: _bindgen_ty_1 = 7;
 pub const DT_ERR_ABORTED: _bindgen_ty_1 = 8;
 pub const DT_ERR_INTERNAL: _bindgen_ty_1 = 9;
 pub const DT_ERR_UNAVAILABLE: _bindgen_ty_1 = 10;
+pub const DT_ERR_CANCELLED: _bindgen_ty_1 = 11;
 pub type _bindgen_ty_1 = u32;
 extern "C" {
     #[doc = " Name of a status code (\"DT_OK\", \"DT_ERR_TIMEOUT\", ...; \"DT_ERR_UNKNOWN\" for others)."]
@@ -245,6 +246,39 @@ extern "C" {
     pub fn dt_tensor_device(
         tensor: *const dt_tensor,
         out: *mut *const ::std::os::raw::c_char,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The address of the tensor's first element, for sharing its memory without a copy"]
+    #[doc = "  (DLPack, numpy, a slice): a host address for \"cpu\", a device address for \"cuda:N\". The"]
+    #[doc = "  elements are dense and row-major, aligned to their size at least. Valid until the tensor"]
+    #[doc = "  is destroyed; writes through it change the tensor. Thread-safe."]
+    pub fn dt_tensor_data(
+        tensor: *const dt_tensor,
+        out: *mut *mut ::std::os::raw::c_void,
+    ) -> dt_status;
+}
+#[doc = " Called once when libdtrain no longer uses memory it was lent (see below)."]
+pub type dt_release_callback =
+    ::std::option::Option<unsafe extern "C" fn(user: *mut ::std::os::raw::c_void)>;
+extern "C" {
+    #[doc = " Creates a tensor over memory the caller lends instead of allocating (a numpy array, a"]
+    #[doc = "  DLPack tensor of another library): no copy; writes to either side are seen by the"]
+    #[doc = "  other. data: `ndim` dims as for dt_tensor_create, dense and row-major, aligned to the"]
+    #[doc = "  element size, on `device` (\"cpu\", or \"cuda:N\" with a device address), holding at least"]
+    #[doc = "  the tensor's byte size. release: NULL, or called with `user` exactly once, when the"]
+    #[doc = "  tensor is destroyed (on any thread), and also when this call fails: the lender's"]
+    #[doc = "  reference ends either way. The bytes are not counted in the memory ledger (they are not"]
+    #[doc = "  libdtrain's). Caller owns *out; release with dt_tensor_destroy. Thread-safe."]
+    pub fn dt_tensor_create_from_memory(
+        dtype: dt_dtype,
+        shape: *const i64,
+        ndim: i32,
+        device: *const ::std::os::raw::c_char,
+        data: *mut ::std::os::raw::c_void,
+        release: dt_release_callback,
+        user: *mut ::std::os::raw::c_void,
+        out: *mut *mut dt_tensor,
     ) -> dt_status;
 }
 extern "C" {
@@ -877,6 +911,7 @@ extern "C" {
 }
 #[doc = " Receives each generated token as soon as it is chosen: `prompt_index` is the prompt it"]
 #[doc = "  continues (0 to n_prompts - 1). Called on the thread that called generate."]
+#[doc = "  (Version 1: it cannot stop the generation; dt_token_callback_v2 can.)"]
 pub type dt_token_callback = ::std::option::Option<
     unsafe extern "C" fn(user: *mut ::std::os::raw::c_void, prompt_index: i32, token: i32),
 >;
@@ -896,6 +931,71 @@ extern "C" {
         out_capacity_per_prompt: i64,
         out_lengths: *mut i64,
     ) -> dt_status;
+}
+#[doc = " A token callback that can stop the generation: return 0 to go on, anything else to"]
+#[doc = "  stop. Called on the thread that called generate, as dt_token_callback is."]
+pub type dt_token_callback_v2 = ::std::option::Option<
+    unsafe extern "C" fn(user: *mut ::std::os::raw::c_void, prompt_index: i32, token: i32) -> i32,
+>;
+extern "C" {
+    #[doc = " dt_engine_generate_stream with a callback that can stop it: once on_token returns"]
+    #[doc = "  nonzero it is not called again, the generation ends within one decode step, and the"]
+    #[doc = "  call returns DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw"]
+    #[doc = "  are the answer so far). An attached dt_cancel (dt_engine_set_cancel) stops it too."]
+    pub fn dt_engine_generate_stream_v2(
+        engine: *mut dt_engine,
+        prompt_tokens: *const i32,
+        prompt_lengths: *const i64,
+        n_prompts: i32,
+        options: *const dt_options,
+        on_token: dt_token_callback_v2,
+        user: *mut ::std::os::raw::c_void,
+        out_tokens: *mut i32,
+        out_capacity_per_prompt: i64,
+        out_lengths: *mut i64,
+    ) -> dt_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct dt_cancel {
+    _unused: [u8; 0],
+}
+extern "C" {
+    #[doc = " Creates a flag, not raised. Caller owns *out; release with dt_cancel_destroy (an engine"]
+    #[doc = "  it is attached to keeps its own reference). Thread-safe."]
+    pub fn dt_cancel_create(out: *mut *mut dt_cancel) -> dt_status;
+}
+extern "C" {
+    #[doc = " Releases the caller's reference. NULL: no-op. Thread-safe, but not concurrently with a"]
+    #[doc = "  dt_cancel_request on the same handle."]
+    pub fn dt_cancel_destroy(cancel: *mut dt_cancel);
+}
+extern "C" {
+    #[doc = " Raises the flag. Idempotent; never blocks (one atomic store). Thread-safe: the call to"]
+    #[doc = "  make from another thread, a signal handler or a deadline timer."]
+    pub fn dt_cancel_request(cancel: *mut dt_cancel) -> dt_status;
+}
+extern "C" {
+    #[doc = " Lowers the flag again (for reuse). Thread-safe."]
+    pub fn dt_cancel_reset(cancel: *mut dt_cancel) -> dt_status;
+}
+extern "C" {
+    #[doc = " *out = 1 when the flag is raised, else 0. Thread-safe."]
+    pub fn dt_cancel_is_requested(cancel: *const dt_cancel, out: *mut i32) -> dt_status;
+}
+extern "C" {
+    #[doc = " Attaches `cancel` (NULL: detaches) to the engine: while it is raised, the engine's calls"]
+    #[doc = "  (dt_engine_train_step, dt_engine_eval, dt_engine_generate and its stream forms) end"]
+    #[doc = "  with DT_ERR_CANCELLED, and the engine, its module, optimizer and mesh stay usable. A"]
+    #[doc = "  call already running stops at its next check: a train step between micro-batches and"]
+    #[doc = "  before its update (on a mesh of several ranks, once its gradients are complete: the"]
+    #[doc = "  ranks agree to stop with one small all-reduce, so that none updates alone), evaluation"]
+    #[doc = "  between micro-batches, generation before each decode step. A cancelled train step"]
+    #[doc = "  changes nothing: no update, the step count and optimizer state as before, the gradients"]
+    #[doc = "  cleared. Raised before a call starts, it fails that call at once. The engine keeps a"]
+    #[doc = "  reference until detached or destroyed. Same thread rules as the engine's other calls"]
+    #[doc = "  (dt_cancel_request is the call for other threads)."]
+    pub fn dt_engine_set_cancel(engine: *mut dt_engine, cancel: *mut dt_cancel) -> dt_status;
 }
 extern "C" {
     #[doc = " The last successful generate's statistics as JSON ({\"new_tokens\":..,\"tokens_per_s\":..,"]
