@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, bad_input, ranges, plan, dp, zero, tp, pp, serve, mpi, demo. Prints
+# Cases: help, pipeline, resume, interrupt, bad_input, ranges, plan, dp, zero, tp, pp, serve, mpi, demo. Prints
 # "cli CASE passed" on success.
 set -uo pipefail
 # (No `producer | grep -q`: grep -q exits at its first match, the producer may then die of
@@ -85,6 +85,28 @@ resume)
   diff <(cut -d, -f1,2 a/metrics.jsonl) <(cut -d, -f1,2 b/metrics.jsonl) || fail "grad norms or losses differ after resume"
   [ "$(grep final_loss a.json)" == "$(grep final_loss b.json)" ] || fail "final loss differs after resume"
   cmp a/ckpt.*.safetensors b/ckpt.*.safetensors || fail "checkpoints differ after resume"
+  ;;
+interrupt)
+  # Ctrl-C mid-run: the running step is cancelled through dt_cancel (no update), the last
+  # completed step is saved, exit 130; the run holds exactly what an uninterrupted run to
+  # that step holds (metrics and checkpoint), so --resume goes on from it.
+  $D train "${TINY[@]}" --steps 100000 --eval-problems 0 --out i >run.txt 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    [ "$(wc -l <i/metrics.jsonl 2>/dev/null || echo 0)" -ge 5 ] && break
+    sleep 0.1
+  done
+  kill -INT $pid
+  rc=0; wait $pid || rc=$?
+  [ $rc -eq 130 ] || { cat run.txt; fail "exit $rc after SIGINT; wanted 130"; }
+  grep -q "interrupted during step .* changed nothing; saved step" run.txt || { cat run.txt; fail "no interrupt line"; }
+  n=$(wc -l <i/metrics.jsonl)
+  $D train "${TINY[@]}" --steps 100000 --stop-at "$n" --eval-problems 0 --out s >/dev/null 2>&1 || fail "straight run"
+  diff <(cut -d, -f1,2 s/metrics.jsonl) <(cut -d, -f1,2 i/metrics.jsonl) || fail "metrics differ from a straight run"
+  cmp s/ckpt.*.safetensors i/ckpt.*.safetensors || fail "checkpoint differs from a straight run's"
+  $D train "${TINY[@]}" --steps 100000 --stop-at $((n + 2)) --eval-problems 0 --out i --resume >/dev/null 2>&1 ||
+    fail "resume after the interrupt"
+  [ "$(wc -l <i/metrics.jsonl)" -eq $((n + 2)) ] || fail "resume did not go on from step $n"
   ;;
 bad_input)
   expect_error "vocab_size" $D train "${TINY[@]}" --steps 1 --vocab 40 --out v   # '=' is byte 61

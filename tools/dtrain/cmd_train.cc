@@ -2,6 +2,7 @@
 // a loss curve (SVG) and checkpoints into the run directory, resumes from it, and for a
 // task with exact answers (addition) reports held-out accuracy at the end.
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,15 @@
 
 namespace dtcli {
 namespace {
+
+// Ctrl-C (or SIGTERM) cancels the running step through the C ABI's flag: the engine stops
+// within a layer (one rank) or before the update (several), changing nothing, and the run
+// saves the last completed step and exits 130. A second signal ends the process at once.
+dt_cancel* g_interrupt = nullptr;
+extern "C" void on_train_interrupt(int sig) {
+  std::signal(sig, SIG_DFL);
+  if (g_interrupt) dt_cancel_request(g_interrupt);
+}
 
 struct TrainArgs {
   ModelArgs model;
@@ -213,12 +223,28 @@ int run_train(TrainArgs a) {
   // --stop-at ends this run early (saved, resumable) without changing the schedule, which
   // --steps sets for the whole run.
   const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
+  std::unique_ptr<dt_cancel, Deleter<dt_cancel, dt_cancel_destroy>> interrupt;
+  {
+    dt_cancel* c = nullptr;
+    check(dt_cancel_create(&c), "dt_cancel_create");
+    interrupt.reset(c);
+    check(dt_engine_set_cancel(engine.get(), c), "dt_engine_set_cancel");
+    g_interrupt = c;
+    std::signal(SIGINT, on_train_interrupt);
+    std::signal(SIGTERM, on_train_interrupt);
+  }
+  bool interrupted = false;
   while (step < last) {
     check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
     traffic.before(mesh.get());
     if (a.tp > 1) tp_traffic.before(mesh.get());
     if (a.pipe.pp > 1) pipe_meter.before(mesh.get());
-    check(dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss), "training step " + std::to_string(step + 1));
+    const dt_status st = dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss);
+    if (st == DT_ERR_CANCELLED) {
+      interrupted = true;
+      break;
+    }
+    check(st, "training step " + std::to_string(step + 1));
     traffic.after(mesh.get());
     if (a.tp > 1) tp_traffic.after(mesh.get());
     if (a.pipe.pp > 1) pipe_meter.after(mesh.get());
@@ -238,6 +264,23 @@ int run_train(TrainArgs a) {
       check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");  // collective
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
+  }
+  g_interrupt = nullptr;
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (interrupted) {
+    bar.finish("interrupted");
+    if (step > first) {
+      if (lead) metrics.flush();
+      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+      if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
+    }
+    std::printf("interrupted during step %lld: the step was cancelled and changed nothing; %s\n",
+                static_cast<long long>(step + 1),
+                step > first ? ("saved step " + std::to_string(step) + " to " + ckpt + ".index.json; go on with --resume").c_str()
+                             : "nothing new to save");
+    std::fflush(stdout);
+    return 130;
   }
   if (first < last) {
     char status[96];
