@@ -207,9 +207,11 @@ void Trainer::gather_model() {
 StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   replicas_[0]->check_batch(inputs, targets, "train_step");
   cancel_at_entry("train_step");
-  if (replicas_.size() == 1 && dp_ == 1) return replicas_[0]->train_step(inputs, targets);
   std::vector<StepStats> stats(replicas_.size());
-  on_all([&](int li, int) { stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets); });
+  if (replicas_.size() == 1 && dp_ == 1)
+    stats[0] = replicas_[0]->train_step(inputs, targets);
+  else
+    on_all([&](int li, int) { stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets); });
   // Cancelled by agreement: every rank stopped before its update (a throw on a rank thread
   // would fail the mesh, so the step returns and the error is raised here).
   if (replicas_[0]->cancelled()) throw_cancelled("train_step", "dt_cancel_request");
