@@ -22,7 +22,7 @@ test_packages=(
   libgtest-dev                                # unit tests
   libopenmpi-dev openmpi-bin                  # the mpi backend (DTRAIN_WITH_MPI)
   swig                                        # the Python, Java and Go bindings' wrappers
-  python3-dev python3-venv python3-pip python3-setuptools  # build and pip-install the Python binding
+  python3-dev python3-venv python3-pip        # build and pip-install the Python binding (pip fetches scikit-build-core)
   python3-pytest python3-numpy                # its tests (numpy: zero-copy buffers)
   golang-go                                   # the Go binding (cgo)
   openjdk-17-jdk-headless junit5              # the Java binding and its JUnit tests

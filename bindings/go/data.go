@@ -23,22 +23,19 @@ func (d *Dataset) handle() (cdt.Dataset, error) { return handleOf(d) }
 // Close releases the handle; loaders made from it keep the data alive. Idempotent.
 func (d *Dataset) Close() error { return closeHandle(d) }
 
-// Size returns the number of examples.
-func (d *Dataset) Size() (int, error) { return asInt(query(d, cdt.Dt_dataset_size)) }
+// Size returns the number of examples (0 for a closed dataset).
+func (d *Dataset) Size() int { return int(peek(d, cdt.Dt_dataset_size)) }
 
-// Context returns the tokens per example (T of the [B, T] batches).
-func (d *Dataset) Context() (int, error) { return asInt(query(d, cdt.Dt_dataset_context)) }
+// Context returns the tokens per example (T of the [B, T] batches; 0 for a closed dataset).
+func (d *Dataset) Context() int { return int(peek(d, cdt.Dt_dataset_context)) }
 
 // Example returns example index: its input tokens and its targets (-1: no loss there).
 func (d *Dataset) Example(index int) (inputs, targets []int32, err error) {
-	ctx, err := d.Context()
-	if err != nil {
-		return nil, nil, err
-	}
 	h, err := d.handle()
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx := d.Context()
 	inputs, targets = make([]int32, ctx), make([]int32, ctx)
 	err = check(cdt.Dt_dataset_example(h, int64(index), &inputs[0], &targets[0]))
 	runtime.KeepAlive(d)
@@ -79,21 +76,23 @@ func (l *Loader) Next(inputs, targets *Tensor) error {
 	})
 }
 
-// BatchesPerEpoch returns the number of full batches per epoch.
-func (l *Loader) BatchesPerEpoch() (int, error) {
-	return asInt(query(l, cdt.Dt_loader_batches_per_epoch))
-}
+// BatchesPerEpoch returns the number of full batches per epoch (0 for a closed loader).
+func (l *Loader) BatchesPerEpoch() int { return int(peek(l, cdt.Dt_loader_batches_per_epoch)) }
 
-// Position returns where the next batch comes from: its epoch and index in the epoch.
-func (l *Loader) Position() (epoch, batchIndex int, err error) {
+// Position returns where the next batch comes from: its epoch and index in the epoch (0, 0
+// for a closed loader).
+func (l *Loader) Position() (epoch, batchIndex int) {
 	h, err := l.handle()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0
 	}
 	var e, b int64
-	err = check(cdt.Dt_loader_position(h, &e, &b))
+	st := cdt.Dt_loader_position(h, &e, &b)
 	runtime.KeepAlive(l)
-	return int(e), int(b), err
+	if !st.OK() {
+		return 0, 0
+	}
+	return int(e), int(b)
 }
 
 // Seek moves to batch batchIndex of epoch.

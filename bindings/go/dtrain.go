@@ -8,12 +8,21 @@
 // a Server (serving with continuous batching), whose methods any goroutine may call.
 //
 // Every call that can fail returns an error, a *Error carrying the library's status and
-// message; test its kind with errors.Is(err, dtrain.ErrNotFound) and the like. The binding
-// never panics on bad input: a closed or nil handle, or a slice of the wrong length or
-// element type, is an ErrInvalidArgument.
+// message; test its kind with errors.Is(err, dtrain.ErrNotFound) and the like. Getters that
+// cannot fail on a live handle (Tensor.Shape, Tensor.DType, Engine.Step, ...) return their
+// value alone, the zero value for a closed handle. The binding never panics on bad input: a
+// closed or nil handle, or a slice of the wrong length or element type, is an
+// ErrInvalidArgument.
 //
-// The library is found with pkg-config (package dtrain) at build time; at run time the
-// dynamic loader must find libdtrain.so (LD_LIBRARY_PATH or a system path).
+// Long calls take a context: Engine.TrainStepContext, EvalContext, GenerateContext and
+// GenerateStreamContext stop soon after ctx is done (the library checks between layers and
+// decode steps), change nothing, and return an error that is both ErrCancelled and
+// ctx.Err(). Engine.Stream delivers generated tokens on a channel; Close (or the context)
+// stops the generation. Tensor.Float32View and its kin share a tensor's memory as a Go
+// slice, without a copy.
+//
+// The library is found with pkg-config (package dtrain) at build time; its Libs carry an
+// rpath to the installed library, so programs run without LD_LIBRARY_PATH.
 package dtrain
 
 import (

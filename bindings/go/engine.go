@@ -77,8 +77,8 @@ func (e *Engine) Load(pathStem string) error {
 	return invoke(e, func(h cdt.Engine) cdt.Status { return cdt.Dt_engine_load(h, pathStem) })
 }
 
-// Step returns the optimizer steps taken so far (restored by Load).
-func (e *Engine) Step() (int, error) { return asInt(query(e, cdt.Dt_engine_step)) }
+// Step returns the optimizer steps taken so far (restored by Load); 0 for a closed engine.
+func (e *Engine) Step() int { return int(peek(e, cdt.Dt_engine_step)) }
 
 // maxGenerateCapacity bounds what Generate allocates per prompt for an absurd
 // max_new_tokens (which the library then rejects: it must fit the context).
@@ -88,10 +88,18 @@ const maxGenerateCapacity = 1 << 20
 // or "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
 // "stop_token".
 func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
-	return e.generate("Generate", prompts, opts, func(g *generateArgs) error {
-		return check(cdt.Dt_engine_generate(g.engine, &g.tokens[0], &g.lengths[0], g.n, g.opts,
-			&g.out[0], g.capacity, &g.outLengths[0]))
-	})
+	g, err := e.prepareGenerate("Generate", prompts, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer g.free()
+	err = check(cdt.Dt_engine_generate(g.engine, &g.tokens[0], &g.lengths[0], g.n, g.opts,
+		&g.out[0], g.capacity, &g.outLengths[0]))
+	runtime.KeepAlive(e)
+	if err != nil {
+		return nil, err
+	}
+	return g.result(), nil
 }
 
 // generateArgs is one generate call's arguments in the C layout: the prompts one after
@@ -103,16 +111,16 @@ type generateArgs struct {
 	lengths    []int64
 	n          int32
 	opts       cdt.Options
+	free       func() // releases opts
 	out        []int32
 	capacity   int64
 	outLengths []int64
 }
 
-// generate is the body of Generate and GenerateStream (what names the method in the
-// binding's errors): it checks e and the prompts, lays out the arguments, runs call (the
-// one native call) while keeping e alive, and returns each prompt's row of new tokens.
-func (e *Engine) generate(what string, prompts [][]int32, opts Options,
-	call func(*generateArgs) error) ([][]int32, error) {
+// prepareGenerate checks e and the prompts of a Generate, GenerateStream or Stream (what
+// names the method in the binding's errors) and lays out the call's arguments. The caller
+// calls g.free and keeps e alive until the native call has returned.
+func (e *Engine) prepareGenerate(what string, prompts [][]int32, opts Options) (*generateArgs, error) {
 	h, err := e.handle()
 	if err != nil {
 		return nil, err
@@ -138,26 +146,23 @@ func (e *Engine) generate(what string, prompts [][]int32, opts Options,
 		g.tokens = append(g.tokens, p...)
 		g.lengths[i] = int64(len(p))
 	}
-	o, free, err := newOptions(opts)
-	if err != nil {
+	if g.opts, g.free, err = newOptions(opts); err != nil {
 		return nil, err
 	}
-	defer free()
-	g.opts = o
 	g.out = make([]int32, int64(len(prompts))*capacity)
 	g.outLengths = make([]int64, len(prompts))
-	err = call(g)
-	runtime.KeepAlive(e)
-	if err != nil {
-		return nil, err
-	}
-	result := make([][]int32, len(prompts))
-	for i := range result {
-		start := int64(i) * capacity
+	return g, nil
+}
+
+// result returns each prompt's row of new tokens, once the call has filled the outputs.
+func (g *generateArgs) result() [][]int32 {
+	rows := make([][]int32, g.n)
+	for i := range rows {
+		start := int64(i) * g.capacity
 		end := start + g.outLengths[i]
-		result[i] = g.out[start:end:end]
+		rows[i] = g.out[start:end:end]
 	}
-	return result, nil
+	return rows
 }
 
 // LastStatsJSON returns the last train step's metrics as one JSON line ("" before any).

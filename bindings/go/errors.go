@@ -19,6 +19,7 @@ const (
 	StatusAborted         int32 = 8
 	StatusInternal        int32 = 9
 	StatusUnavailable     int32 = 10 // a service cannot take the request now (a server draining or failed)
+	StatusCancelled       int32 = 11 // the call was cancelled (a context ended, or a stream was left early)
 )
 
 // Error is a failed libdtrain call: its status code and the library's message for it.
@@ -26,9 +27,15 @@ const (
 // *Error of the same status:
 //
 //	if errors.Is(err, dtrain.ErrIO) { ... }
+//
+// Cause is what made the call fail from outside the library, if anything: a call of a
+// ...Context method that its context stopped returns an *Error of StatusCancelled whose
+// Cause is ctx.Err(), so both errors.Is(err, dtrain.ErrCancelled) and
+// errors.Is(err, context.Canceled) (or context.DeadlineExceeded) hold.
 type Error struct {
 	Status  int32
 	Message string
+	Cause   error
 }
 
 // Sentinels for errors.Is, one per status code. Only their Status is compared.
@@ -43,6 +50,7 @@ var (
 	ErrAborted         = &Error{Status: StatusAborted}
 	ErrInternal        = &Error{Status: StatusInternal}
 	ErrUnavailable     = &Error{Status: StatusUnavailable}
+	ErrCancelled       = &Error{Status: StatusCancelled}
 )
 
 // StatusName returns the name of a status code ("DT_OK", "DT_ERR_IO", ...;
@@ -52,13 +60,21 @@ func StatusName(status int32) string { return cdt.Dt_status_string(status) }
 // StatusName returns the name of the error's status code, e.g. "DT_ERR_IO".
 func (e *Error) StatusName() string { return StatusName(e.Status) }
 
-// Error formats the error as "<status name>: <message>".
+// Error formats the error as "<status name>: <message>", followed by ": <cause>" when
+// there is a Cause.
 func (e *Error) Error() string {
-	if e.Message == "" {
-		return e.StatusName()
+	s := e.StatusName()
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
-	return e.StatusName() + ": " + e.Message
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
+
+// Unwrap returns the Cause (nil for most errors), for errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Is reports whether target is an *Error with the same status, so that
 // errors.Is(err, dtrain.ErrNotFound) tests the kind of failure.

@@ -136,6 +136,18 @@ func query[W wrapper[H], H ~uintptr, T any](w *W, call func(H, *T) cdt.Status) (
 	return out, err
 }
 
+// peek runs a query that cannot fail on a live handle (a dtype, a count, a name) and
+// returns its value, or T's zero value when w is nil or closed: the getters built on it
+// return no error, and their zero value is documented as what a closed handle reads as.
+func peek[W wrapper[H], H ~uintptr, T any](w *W, call func(H, *T) cdt.Status) T {
+	v, err := query(w, call)
+	if err != nil {
+		var zero T
+		return zero
+	}
+	return v
+}
+
 // asInt converts what a query of a C count returns to the int the API returns:
 // asInt(query(t, cdt.Dt_tensor_numel)).
 func asInt[N int32 | int64](n N, err error) (int, error) { return int(n), err }

@@ -27,6 +27,7 @@ func TestConstantsMatchHeader(t *testing.T) {
 		{"StatusAborted", int(StatusAborted), cdt.DT_ERR_ABORTED},
 		{"StatusInternal", int(StatusInternal), cdt.DT_ERR_INTERNAL},
 		{"StatusUnavailable", int(StatusUnavailable), cdt.DT_ERR_UNAVAILABLE},
+		{"StatusCancelled", int(StatusCancelled), cdt.DT_ERR_CANCELLED},
 		{"RequestWaiting", int(RequestWaiting), cdt.DT_REQUEST_WAITING},
 		{"RequestRunning", int(RequestRunning), cdt.DT_REQUEST_RUNNING},
 		{"RequestPreempted", int(RequestPreempted), cdt.DT_REQUEST_PREEMPTED},

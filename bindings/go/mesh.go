@@ -52,13 +52,11 @@ func optionalMesh(m *Mesh) (cdt.Mesh, error) {
 // Idempotent.
 func (m *Mesh) Close() error { return closeHandle(m) }
 
-// WorldSize returns the number of ranks in the world.
-func (m *Mesh) WorldSize() (int, error) { return asInt(query(m, cdt.Dt_mesh_world_size)) }
+// WorldSize returns the number of ranks in the world (0 for a closed mesh).
+func (m *Mesh) WorldSize() int { return int(peek(m, cdt.Dt_mesh_world_size)) }
 
-// LocalRankCount returns the number of ranks this process drives.
-func (m *Mesh) LocalRankCount() (int, error) {
-	return asInt(query(m, cdt.Dt_mesh_local_rank_count))
-}
+// LocalRankCount returns the number of ranks this process drives (0 for a closed mesh).
+func (m *Mesh) LocalRankCount() int { return int(peek(m, cdt.Dt_mesh_local_rank_count)) }
 
 // LocalRank returns the global rank of local rank localIndex.
 func (m *Mesh) LocalRank(localIndex int) (int, error) {
@@ -89,8 +87,8 @@ func (m *Mesh) Coord(rank int, axis string) (int, error) {
 	}))
 }
 
-// Backend returns the backend's name, "local" or "mpi".
-func (m *Mesh) Backend() (string, error) { return query(m, cdt.Dt_mesh_backend) }
+// Backend returns the backend's name, "local" or "mpi" ("" for a closed mesh).
+func (m *Mesh) Backend() string { return peek(m, cdt.Dt_mesh_backend) }
 
 // NewTensor creates a mesh tensor: one zero-filled CPU piece of dtype and shape per local
 // rank. Read and write the pieces through Tensor.Piece.

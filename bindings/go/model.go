@@ -59,25 +59,27 @@ func (m *Model) handle() (cdt.Module, error) { return handleOf(m) }
 // view made from it does. Idempotent.
 func (m *Model) Close() error { return closeHandle(m) }
 
-// ParamCount returns the number of scalar parameters.
-func (m *Model) ParamCount() (int, error) { return asInt(query(m, cdt.Dt_module_param_count)) }
+// ParamCount returns the number of scalar parameters (0 for a closed model).
+func (m *Model) ParamCount() int { return int(peek(m, cdt.Dt_module_param_count)) }
 
-// ParamNames returns the names of the parameter tensors, in their fixed order.
-func (m *Model) ParamNames() ([]string, error) {
-	n, err := query(m, cdt.Dt_module_param_count_tensors)
-	if err != nil {
-		return nil, err
-	}
+// ParamNames returns the names of the parameter tensors, in their fixed order (nil for a
+// closed model).
+func (m *Model) ParamNames() []string {
+	n := peek(m, cdt.Dt_module_param_count_tensors)
 	names := make([]string, n)
 	for i := range names {
+		var err error
 		names[i], err = query(m, func(h cdt.Module, out *string) cdt.Status {
 			return cdt.Dt_module_param_name(h, int64(i), out)
 		})
 		if err != nil {
-			return nil, err
+			return nil // closed meanwhile by another goroutine, against the rules
 		}
 	}
-	return names, nil
+	if n == 0 {
+		return nil
+	}
+	return names
 }
 
 // Param returns a tensor that views parameter name (ErrNotFound if there is none): reads

@@ -1,10 +1,11 @@
 package dtrain
 
-// Streaming generation: dt_engine_generate_stream calls a C function with each new token.
-// The C side here is the trampoline that the library calls (it hands the token to the Go
-// function dtgoOnToken, exported in stream_export.go) and the helper that makes the call
-// and, in the same native call, copies the thread's error message when it fails. cgo
-// forbids definitions in the preamble of a file with an //export, so the two live apart.
+// Streaming generation: dt_engine_generate_stream_v2 calls a C function with each new token,
+// and stops when that function returns nonzero. The C side here is the trampoline that the
+// library calls (it hands the token to the Go function dtgoOnToken, exported in
+// stream_export.go, and passes back its answer) and the helper that makes the call and, in
+// the same native call, copies the thread's error message when it fails. cgo forbids
+// definitions in the preamble of a file with an //export, so the two live apart.
 
 /*
 #cgo pkg-config: dtrain
@@ -13,14 +14,15 @@ package dtrain
 #include <dtrain/dtrain.h>
 #include "dtgo_errors.h"
 
-extern void dtgoOnToken(uintptr_t user, int32_t prompt_index, int32_t token);
+extern int32_t dtgoOnToken(uintptr_t user, int32_t prompt_index, int32_t token);
 
-// The dt_token_callback: user is the cgo.Handle of the Go side's state, never a Go pointer.
-static void dtgo_on_token(void* user, int32_t prompt_index, int32_t token) {
-  dtgoOnToken((uintptr_t)user, prompt_index, token);
+// The dt_token_callback_v2: user is the cgo.Handle of the Go side's sink, never a Go
+// pointer; a nonzero result stops the generation.
+static int32_t dtgo_on_token(void* user, int32_t prompt_index, int32_t token) {
+  return dtgoOnToken((uintptr_t)user, prompt_index, token);
 }
 
-// dt_engine_generate_stream with the handles as integers (the Go side holds them as
+// dt_engine_generate_stream_v2 with the handles as integers (the Go side holds them as
 // uintptr). On failure *message is a malloc'd copy of dt_last_error_message(), read on
 // this thread before returning (NULL if that allocation failed); on success it is NULL.
 static dt_status dtgo_generate_stream(uintptr_t engine, const int32_t* prompt_tokens,
@@ -28,7 +30,7 @@ static dt_status dtgo_generate_stream(uintptr_t engine, const int32_t* prompt_to
                                       uintptr_t options, uintptr_t user, int32_t* out_tokens,
                                       int64_t out_capacity_per_prompt, int64_t* out_lengths,
                                       char** message) {
-  dt_status status = dt_engine_generate_stream(
+  dt_status status = dt_engine_generate_stream_v2(
       (dt_engine*)engine, prompt_tokens, prompt_lengths, n_prompts, (const dt_options*)options,
       dtgo_on_token, (void*)user, out_tokens, out_capacity_per_prompt, out_lengths);
   *message = dtgo_error_copy(status);
@@ -38,6 +40,8 @@ static dt_status dtgo_generate_stream(uintptr_t engine, const int32_t* prompt_to
 import "C"
 
 import (
+	"context"
+	"runtime"
 	"runtime/cgo"
 	"unsafe"
 
@@ -53,35 +57,67 @@ import (
 // the call fails before generating (a closed engine, a bad prompt or option).
 //
 // A panic in onToken does not unwind through the library: GenerateStream recovers it,
-// passes no further tokens to onToken, lets the native call finish (the engine stays
+// passes no further tokens to onToken, stops the generation at once (the engine stays
 // usable), and then panics again with the same value in the caller's goroutine, as if
 // onToken had been called directly (the stack of the first panic is lost). onToken must not
 // call runtime.Goexit (t.FailNow, t.Fatal), which cannot be stopped before it reaches the
 // library's frames.
 func (e *Engine) GenerateStream(prompts [][]int32, opts Options,
 	onToken func(prompt int, token int32)) ([][]int32, error) {
+	return e.generateStream(context.Background(), "GenerateStream", prompts, opts, onToken)
+}
+
+// GenerateStreamContext is GenerateStream, stopped before its next decode step when ctx is
+// done (see TrainStepContext for the error); the tokens onToken saw are then the answer so
+// far, and it returns no result. Engine.Stream delivers the tokens on a channel instead.
+func (e *Engine) GenerateStreamContext(ctx context.Context, prompts [][]int32, opts Options,
+	onToken func(prompt int, token int32)) ([][]int32, error) {
+	return e.generateStream(ctx, "GenerateStreamContext", prompts, opts, onToken)
+}
+
+func (e *Engine) generateStream(ctx context.Context, what string, prompts [][]int32, opts Options,
+	onToken func(prompt int, token int32)) ([][]int32, error) {
 	if _, err := e.handle(); err != nil {
 		return nil, err
 	}
 	if onToken == nil {
-		return nil, invalid("GenerateStream needs an onToken function, not nil")
+		return nil, invalid("%s needs an onToken function, not nil", what)
 	}
-	s := &tokenStream{onToken: onToken}
-	out, err := e.generate("GenerateStream", prompts, opts, func(g *generateArgs) error {
-		user := cgo.NewHandle(s)
-		defer user.Delete()
-		var message *C.char
-		code := C.dtgo_generate_stream(C.uintptr_t(g.engine),
-			(*C.int32_t)(unsafe.Pointer(&g.tokens[0])), (*C.int64_t)(unsafe.Pointer(&g.lengths[0])),
-			C.int32_t(g.n), C.uintptr_t(g.opts), C.uintptr_t(user),
-			(*C.int32_t)(unsafe.Pointer(&g.out[0])), C.int64_t(g.capacity),
-			(*C.int64_t)(unsafe.Pointer(&g.outLengths[0])), &message)
-		return check(cStatus(code, message))
-	})
-	if s.panicked {
-		panic(s.panicValue)
+	g, err := e.prepareGenerate(what, prompts, opts)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	defer g.free()
+	c := &callbackSink{onToken: onToken}
+	// Stop as soon as onToken returns with ctx done (it may have cancelled it itself), not
+	// only once the watcher has raised the flag: no token is passed after the cancel.
+	sink := func(prompt int, token int32) bool { return c.deliver(prompt, token) || ctx.Err() != nil }
+	err = e.withContext(ctx, what, func() error { return e.runStream(g, sink) })
+	if c.panicked {
+		panic(c.panicValue)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return g.result(), nil
+}
+
+// tokenSink receives each streamed token and returns true to stop the generation. It must
+// not panic: it runs under the library's C frames.
+type tokenSink func(prompt int, token int32) (stop bool)
+
+// runStream makes g's dt_engine_generate_stream_v2 call, passing each token to sink.
+func (e *Engine) runStream(g *generateArgs, sink tokenSink) error {
+	user := cgo.NewHandle(sink)
+	defer user.Delete()
+	var message *C.char
+	code := C.dtgo_generate_stream(C.uintptr_t(g.engine),
+		(*C.int32_t)(unsafe.Pointer(&g.tokens[0])), (*C.int64_t)(unsafe.Pointer(&g.lengths[0])),
+		C.int32_t(g.n), C.uintptr_t(g.opts), C.uintptr_t(user),
+		(*C.int32_t)(unsafe.Pointer(&g.out[0])), C.int64_t(g.capacity),
+		(*C.int64_t)(unsafe.Pointer(&g.outLengths[0])), &message)
+	runtime.KeepAlive(e)
+	return check(cStatus(code, message))
 }
 
 // cStatus makes the cdt.Status that check turns into an error from a status and the
@@ -97,27 +133,30 @@ func cStatus(code C.dt_status, message *C.char) cdt.Status {
 	return cdt.Status{Code: int32(code), Message: C.GoString(message)}
 }
 
-// tokenStream is what one GenerateStream call shares with dtgoOnToken, through a
-// cgo.Handle: the caller's function, and the panic it raised, if any.
-type tokenStream struct {
+// callbackSink is GenerateStream's tokenSink: the caller's function, and the panic it
+// raised, if any.
+type callbackSink struct {
 	onToken    func(prompt int, token int32)
 	panicked   bool
 	panicValue any
 }
 
-// deliver calls onToken with one token, unless an earlier call panicked; a panic is
-// recorded (recover cannot tell panic(nil) from no panic, so completion is tracked).
-func (s *tokenStream) deliver(prompt int, token int32) {
-	if s.panicked {
-		return
+// deliver calls onToken with one token, unless an earlier call panicked, and asks to stop
+// once one has; a panic is recorded (recover cannot tell panic(nil) from no panic, so
+// completion is tracked).
+func (c *callbackSink) deliver(prompt int, token int32) (stop bool) {
+	if c.panicked {
+		return true
 	}
 	returned := false
 	defer func() {
 		if !returned {
-			s.panicked = true
-			s.panicValue = recover()
+			c.panicked = true
+			c.panicValue = recover()
+			stop = true
 		}
 	}()
-	s.onToken(prompt, token)
+	c.onToken(prompt, token)
 	returned = true
+	return false
 }

@@ -9,11 +9,14 @@ import "C"
 
 import "runtime/cgo"
 
-// dtgoOnToken hands a token to the GenerateStream call whose state user (a cgo.Handle)
-// holds. It must not panic: a Go panic cannot unwind through the library's C frames, so
-// deliver recovers it.
+// dtgoOnToken hands a token to the tokenSink that user (a cgo.Handle) holds and returns 1
+// when the sink asks to stop. It must not panic: a Go panic cannot unwind through the
+// library's C frames, so every sink recovers its own.
 //
 //export dtgoOnToken
-func dtgoOnToken(user C.uintptr_t, prompt C.int32_t, token C.int32_t) {
-	cgo.Handle(user).Value().(*tokenStream).deliver(int(prompt), int32(token))
+func dtgoOnToken(user C.uintptr_t, prompt C.int32_t, token C.int32_t) C.int32_t {
+	if cgo.Handle(user).Value().(tokenSink)(int(prompt), int32(token)) {
+		return 1
+	}
+	return 0
 }

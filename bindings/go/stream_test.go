@@ -92,8 +92,8 @@ func TestGenerateStream(t *testing.T) {
 }
 
 // A panic in onToken is recovered before it reaches the library, no later token is passed
-// on, and GenerateStream panics again with the same value once the native call is over;
-// the engine is still usable.
+// on, the generation stops, and GenerateStream panics again with the same value once the
+// native call is over; the engine is still usable.
 func TestGenerateStreamPanic(t *testing.T) {
 	defer guard(t)
 	r := newRun(t, nil)
@@ -173,7 +173,7 @@ func TestGenerateStreamErrors(t *testing.T) {
 		// the one Generate left on the thread) and then says what Generate's says.
 		var e, g *dtrain.Error
 		if !errors.As(genErr, &g) || !errors.As(err, &e) || e.Status != g.Status ||
-			!strings.HasPrefix(e.Message, "dt_engine_generate_stream: ") ||
+			!strings.HasPrefix(e.Message, "dt_engine_generate_stream_v2: ") ||
 			!strings.Contains(e.Message, strings.TrimPrefix(g.Message, "dt_engine_generate: ")) {
 			t.Fatalf("options %v: GenerateStream failed with %v, Generate with %v", opts, err, genErr)
 		}

@@ -57,41 +57,47 @@ func firstInt64(s []int64) *int64 {
 	return &s[0]
 }
 
-// DType returns the element type.
-func (t *Tensor) DType() (DType, error) {
-	d, err := query(t, cdt.Dt_tensor_dtype)
-	return DType(d), err
-}
+// The getters below cannot fail on a live tensor, so they return no error; a nil or closed
+// tensor reads as the zero value (dtype 0, a nil shape, 0 elements, device "").
 
-// Shape returns the sizes of the dimensions (of one piece, for a mesh tensor).
-func (t *Tensor) Shape() ([]int, error) {
-	ndim, err := query(t, cdt.Dt_tensor_ndim)
+// DType returns the element type.
+func (t *Tensor) DType() DType { return DType(peek(t, cdt.Dt_tensor_dtype)) }
+
+// Shape returns the sizes of the dimensions (of one piece, for a mesh tensor): empty, not
+// nil, for a scalar.
+func (t *Tensor) Shape() []int {
+	h, err := t.handle()
 	if err != nil {
-		return nil, err
+		return nil
 	}
+	var ndim int32
 	dims := make([]int64, MaxDims)
-	err = invoke(t, func(h cdt.Tensor) cdt.Status { return cdt.Dt_tensor_shape(h, &dims[0], MaxDims) })
-	if err != nil {
-		return nil, err
+	st := cdt.Dt_tensor_ndim(h, &ndim)
+	if st.OK() {
+		st = cdt.Dt_tensor_shape(h, &dims[0], MaxDims)
+	}
+	runtime.KeepAlive(t)
+	if !st.OK() {
+		return nil
 	}
 	shape := make([]int, ndim)
 	for i := range shape {
 		shape[i] = int(dims[i])
 	}
-	return shape, nil
+	return shape
 }
 
 // Numel returns the number of elements.
-func (t *Tensor) Numel() (int, error) { return asInt(query(t, cdt.Dt_tensor_numel)) }
+func (t *Tensor) Numel() int { return int(peek(t, cdt.Dt_tensor_numel)) }
 
 // NBytes returns the size of the data in bytes.
-func (t *Tensor) NBytes() (int, error) { return asInt(query(t, cdt.Dt_tensor_nbytes)) }
+func (t *Tensor) NBytes() int { return int(peek(t, cdt.Dt_tensor_nbytes)) }
 
 // Device returns the device the tensor lives on ("cpu", "cuda:0", ...).
-func (t *Tensor) Device() (string, error) { return query(t, cdt.Dt_tensor_device) }
+func (t *Tensor) Device() string { return peek(t, cdt.Dt_tensor_device) }
 
 // PieceCount returns the number of pieces: one per local rank for a mesh tensor, else 1.
-func (t *Tensor) PieceCount() (int, error) { return asInt(query(t, cdt.Dt_tensor_piece_count)) }
+func (t *Tensor) PieceCount() int { return int(peek(t, cdt.Dt_tensor_piece_count)) }
 
 // Piece returns a plain tensor that views piece localIndex of a mesh tensor (sharing its
 // storage; writes through either are seen by both).
@@ -113,31 +119,22 @@ func (t *Tensor) Piece(localIndex int) (*Tensor, error) {
 	return wrapTensor(p), nil
 }
 
-// expect checks, before any copy, that the tensor holds n elements of dtype (or, for
-// dtype 0, n bytes); what names the slice in the error.
+// expect checks, before any copy or view, that t is live and holds n elements of dtype
+// (or, for dtype 0, n bytes); what names the slice in the error.
 func (t *Tensor) expect(dtype DType, n int, what string) error {
+	if _, err := t.handle(); err != nil {
+		return err
+	}
 	if dtype == 0 {
-		nb, err := query(t, cdt.Dt_tensor_nbytes)
-		if err != nil {
-			return err
-		}
-		if int64(n) != nb {
+		if nb := t.NBytes(); n != nb {
 			return invalid("%s has %d bytes; the tensor has %d", what, n, nb)
 		}
 		return nil
 	}
-	d, err := t.DType()
-	if err != nil {
-		return err
-	}
-	if d != dtype {
+	if d := t.DType(); d != dtype {
 		return invalid("%s holds %s elements; the tensor's dtype is %s", what, dtype, d)
 	}
-	numel, err := query(t, cdt.Dt_tensor_numel)
-	if err != nil {
-		return err
-	}
-	if int64(n) != numel {
+	if numel := t.Numel(); n != numel {
 		return invalid("%s has %d elements; the tensor has %d", what, n, numel)
 	}
 	return nil
@@ -151,8 +148,8 @@ func (t *Tensor) expect(dtype DType, n int, what string) error {
 // the memory of s, once expect has checked s against t; what names s in its errors.
 func copyHost[E float32 | int32 | int64 | byte](t *Tensor, dtype DType, s []E, what string,
 	move func(cdt.Tensor, unsafe.Pointer, int64) cdt.Status) error {
-	if err := t.expect(dtype, len(s), what); err != nil {
-		return err
+	if err := t.expect(dtype, len(s), what); err != nil || len(s) == 0 {
+		return err // (a tensor has at least one element: len(s) == 0 only fails)
 	}
 	return invoke(t, func(h cdt.Tensor) cdt.Status {
 		return move(h, unsafe.Pointer(&s[0]), int64(len(s))*int64(unsafe.Sizeof(s[0])))
@@ -199,23 +196,16 @@ func (t *Tensor) CopyToBytes(dst []byte) error {
 	return copyHost(t, 0, dst, "the []byte", cdt.Dt_tensor_copy_to_host)
 }
 
-// Float32s returns a new slice with the contents of an f32 tensor.
+// Float32s returns a new slice with a copy of the contents of an f32 tensor (Float32View
+// shares the tensor's memory instead).
 func (t *Tensor) Float32s() ([]float32, error) {
-	n, err := t.Numel()
-	if err != nil {
-		return nil, err
-	}
-	s := make([]float32, n)
+	s := make([]float32, t.Numel())
 	return s, t.CopyToFloat32(s)
 }
 
-// Int32s returns a new slice with the contents of an i32 tensor.
+// Int32s returns a new slice with a copy of the contents of an i32 tensor.
 func (t *Tensor) Int32s() ([]int32, error) {
-	n, err := t.Numel()
-	if err != nil {
-		return nil, err
-	}
-	s := make([]int32, n)
+	s := make([]int32, t.Numel())
 	return s, t.CopyToInt32(s)
 }
 

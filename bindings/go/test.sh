@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test.sh STAGE WORK: checks that the committed SWIG output matches the interface and the
-# header, builds the Go binding against the libdtrain installed under STAGE, runs its tests
-# (go test), then builds and runs samples/go with WORK/sample-ckpt/gpt as its checkpoint
-# stem (stdout also in WORK/sample.out). Every output goes under WORK, which is wiped.
+# header, builds the Go binding against the libdtrain installed under STAGE, vets the whole
+# module and runs its tests and examples (go test), then builds and runs samples/go with
+# WORK/sample-ckpt/gpt as its checkpoint stem (stdout also in WORK/sample.out). Every output
+# goes under WORK, which is wiped. LD_LIBRARY_PATH is unset: the programs find libdtrain
+# through the rpath that dtrain.pc's Libs give them, as a user's programs do.
 #
 #   bash bindings/go/test.sh /work/main/build/default/stage /tmp/go-work
 set -euo pipefail
@@ -19,7 +21,7 @@ work=$(cd "$2" && pwd)
 export GOPROXY=off GOFLAGS=-mod=mod GO111MODULE=on GOTOOLCHAIN=local CGO_ENABLED=1
 export GOCACHE="$work/gocache" GOPATH="$work/gopath" GOTMPDIR="$work/tmp"
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset LD_LIBRARY_PATH
 mkdir -p "$GOTMPDIR"
 if ! command -v "${PKG_CONFIG:-pkg-config}" >/dev/null 2>&1; then
   # No pkg-config on this machine: answer cgo's two questions from the installed prefix.
@@ -28,13 +30,19 @@ if ! command -v "${PKG_CONFIG:-pkg-config}" >/dev/null 2>&1; then
 #!/bin/sh
 case " \$* " in
   *" --cflags "*) echo "-I$stage/include" ;;
-  *" --libs "*) echo "-L$stage/lib -ldtrain" ;;
+  *" --libs "*) echo "-L$stage/lib -Wl,-rpath,$stage/lib -ldtrain" ;;
 esac
 SHIM
   chmod +x "$work/bin/pkg-config"
   export PKG_CONFIG="$work/bin/pkg-config"
 fi
 go version
+case " $("${PKG_CONFIG:-pkg-config}" --libs dtrain) " in
+  *" -Wl,-rpath,"*) ;;
+  *) echo "FAIL: $stage/lib/pkgconfig/dtrain.pc gives no -Wl,-rpath in its Libs, so Go programs" \
+          "would need LD_LIBRARY_PATH: install libdtrain again (pkgconfig/dtrain.pc.in has it)" >&2
+     exit 1 ;;
+esac
 
 echo "== checking internal/cdt against bindings/swig/dtrain.i (regenerating into WORK)"
 bash "$root/bindings/go/generate.sh" "$stage" "$work/cdt"
@@ -49,7 +57,7 @@ done
 echo "== building the Go binding (bindings/go)"
 cd "$root/bindings/go"
 go build ./...
-go vet .
+go vet ./...
 
 echo "== testing the Go binding (go test ./...)"
 go test -count=1 ./...

@@ -17,7 +17,12 @@
  *    *float64; size_t is int64), so a caller passes &x or &slice[0] and nothing is copied.
  *    const char** outs are *string, copied from the library's string after the call.
  *  - void* host buffers are unsafe.Pointer; (char* buf, size_t capacity) is a []byte.
- * The Go package dtrain turns these into methods that return (value, error).
+ *    A void** out (dt_tensor_data) is an *unsafe.Pointer the call fills with a C address.
+ *  - A char* result is copied into Go memory by dtgoCopyString, which stands in for SWIG's
+ *    own swigCopyString: that one turns a uintptr back into an unsafe.Pointer, which
+ *    `go vet` rightly reports ("possible misuse of unsafe.Pointer").
+ * The Go package dtrain turns these into methods that return (value, error), or the value
+ * alone where the call cannot fail on a live handle.
  */
 %module cdt
 
@@ -101,8 +106,29 @@ type (
 	Dataset   uintptr
 	Loader    uintptr
 	Server    uintptr
+	Cancel    uintptr
 )
 %}
+
+/* char* results: SWIG's C side (Swig_AllocateString) mallocs a copy as a _gostring_; the Go
+ * side copies that into Go memory and frees it. Same steps as SWIG's swigCopyString, but the
+ * address stays an unsafe.Pointer throughout, so `go vet` has nothing to report. */
+%fragment("DtgoCopyString", "go_runtime") %{
+// dtgoCopyString copies a string that Swig_AllocateString made in C memory into Go memory
+// and frees the C copy (malloc(0) may have allocated even for an empty string).
+func dtgoCopyString(s string) string {
+	r := *(*dtgoCString)(unsafe.Pointer(&s))
+	var out string
+	if r.n > 0 {
+		out = string(unsafe.Slice((*byte)(r.p), r.n))
+	}
+	if r.p != nil {
+		Swig_free(uintptr(r.p))
+	}
+	return out
+}
+%}
+%typemap(goout, fragment="DtgoCopyString") char *, const char * %{ $result = dtgoCopyString($1) %}
 
 /* dt_status results: a Status carrying the message (see above). */
 %typemap(gotype) dt_status "Status"
@@ -136,6 +162,7 @@ DTGO_HANDLE(dt_engine, Engine)
 DTGO_HANDLE(dt_dataset, Dataset)
 DTGO_HANDLE(dt_loader, Loader)
 DTGO_HANDLE(dt_server, Server)
+DTGO_HANDLE(dt_cancel, Cancel)
 
 /* Scalar out-pointers and arrays: Go pointers of the same width. */
 %define DTGO_POINTER(CTYPE, GOTYPE)
@@ -168,6 +195,13 @@ DTGO_POINTER(double, float64)
 %typemap(imtype) const void *, void * "unsafe.Pointer"
 %typemap(in) const void *, void * %{ $1 = ($1_ltype)$input; %}
 
+/* A void** out (dt_tensor_data): the C address lands in an unsafe.Pointer the caller owns.
+ * The pointer passed is a Go pointer to memory holding no Go pointer (nil before the call,
+ * a C address after), as cgo's rules ask. */
+%typemap(gotype) void ** "*unsafe.Pointer"
+%typemap(imtype) void ** "*unsafe.Pointer"
+%typemap(in) void ** %{ $1 = ($1_ltype)$input; %}
+
 /* JSON reports: (buf, capacity) is one []byte (nil asks for the size). */
 %typemap(gotype) (char* buf, size_t capacity) "[]byte"
 %typemap(in) (char* buf, size_t capacity) %{
@@ -177,9 +211,17 @@ DTGO_POINTER(double, float64)
 
 /* Not wrapped here: the message is read inside each failing call instead (see above), and
  * the calls that take a C-to-Go callback, which are hand-written cgo: the streaming generate
- * (bindings/go/stream.go) and the server's submit (bindings/go/server.go). */
+ * (bindings/go/stream.go, on the v2 callback, which can stop) and the server's submit
+ * (bindings/go/server.go). dt_tensor_create_from_memory is left out on purpose: a tensor
+ * over lent memory keeps the address after the call returns, which cgo forbids for Go
+ * memory (Go 1.19 has no runtime.Pinner), so the Go binding copies in and views out
+ * (Tensor.Float32View and the like, over dt_tensor_data). */
 %ignore dt_last_error_message;
 %ignore dt_engine_generate_stream;
 %ignore dt_token_callback;
+%ignore dt_engine_generate_stream_v2;
+%ignore dt_token_callback_v2;
+%ignore dt_tensor_create_from_memory;
+%ignore dt_release_callback;
 %ignore dt_server_submit;
 %ignore dt_request_callback;

@@ -713,9 +713,10 @@ DT_API dt_status dt_engine_generate_stream(dt_engine* engine, const int32_t* pro
 typedef int32_t (*dt_token_callback_v2)(void* user, int32_t prompt_index, int32_t token);
 
 /** dt_engine_generate_stream with a callback that can stop it: once on_token returns
- *  nonzero it is not called again, the generation ends within one decode step, and the
- *  call returns DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw
- *  are the answer so far). An attached dt_cancel (dt_engine_set_cancel) stops it too. */
+ *  nonzero it is not called again, the generation ends within one decode step (over a
+ *  pipeline, pp > 1: at its end), and the call returns DT_ERR_CANCELLED without writing the
+ *  outputs (the tokens the callback saw are the answer so far). An attached dt_cancel
+ *  (dt_engine_set_cancel) stops it too. */
 DT_API dt_status dt_engine_generate_stream_v2(dt_engine* engine, const int32_t* prompt_tokens,
                                               const int64_t* prompt_lengths, int32_t n_prompts,
                                               const dt_options* options, dt_token_callback_v2 on_token,

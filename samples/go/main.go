@@ -1,14 +1,18 @@
 // Command sample trains a tiny GPT on 3-digit addition, data parallel over two in-process
-// ranks, saves a checkpoint and continues a prompt.
+// ranks, saves a checkpoint and continues a prompt, streaming the answer token by token.
+// Ctrl-C stops the training step that is running (within a layer or so) through its
+// context, and the program ends cleanly.
 //
 //	go run . [checkpoint-stem]   (default "sample-ckpt/gpt")
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
-	"strings"
+	"os/signal"
 
 	"dtrain.dev/dtrain"
 )
@@ -26,6 +30,8 @@ func main() {
 	}
 
 	defer dtrain.Shutdown() // runs last: ends MPI, which Go's exit would skip
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
 	backend, world := "local", 2 // data parallel over 2 ranks in this process
 	if os.Getenv("DTRAIN_BACKEND") == "mpi" {
 		backend, world = "mpi", 0 // under mpirun: one rank per process
@@ -33,7 +39,7 @@ func main() {
 	mesh, err := dtrain.NewMesh(backend, world, nil)
 	check(err)
 	defer mesh.Close()
-	rank, err := mesh.LocalRank(0)
+	rank, err := mesh.LocalRank(0) // getters that can fail return an error ...
 	check(err)
 	say := func(format string, args ...any) { // rank 0 speaks for all
 		if rank == 0 {
@@ -56,18 +62,21 @@ func main() {
 	loader, err := dtrain.NewLoader(dataset, dtrain.Options{"batch": 16, "seed": 0})
 	check(err)
 	defer loader.Close()
-	context, err := dataset.Context()
-	check(err)
-	inputs, err := dtrain.NewTensor(dtrain.I32, 16, context)
+	tokens := dataset.Context() // ... those that cannot, on a live handle, do not
+	inputs, err := dtrain.NewTensor(dtrain.I32, 16, tokens)
 	check(err)
 	defer inputs.Close()
-	targets, err := dtrain.NewTensor(dtrain.I32, 16, context)
+	targets, err := dtrain.NewTensor(dtrain.I32, 16, tokens)
 	check(err)
 	defer targets.Close()
 
 	for step := 1; step <= 30; step++ {
 		check(loader.Next(inputs, targets))
-		loss, err := engine.TrainStep(inputs, targets)
+		loss, err := engine.TrainStepContext(ctx, inputs, targets)
+		if errors.Is(err, context.Canceled) { // Ctrl-C: the step was undone, the engine is fine
+			say("interrupted; %d steps taken\n", engine.Step())
+			return
+		}
 		check(err)
 		say("step %d loss %.8f\n", step, loss)
 	}
@@ -75,19 +84,23 @@ func main() {
 	say("saved %s\n", stem)
 
 	prompt := "123+456="
-	tokens := make([]int32, len(prompt))
+	ids := make([]int32, len(prompt))
 	for i := range prompt {
-		tokens[i] = int32(prompt[i]) // byte-level tokens
+		ids[i] = int32(prompt[i]) // byte-level tokens
 	}
-	out, err := engine.Generate([][]int32{tokens}, dtrain.Options{"max_new_tokens": 5})
+	// The answer arrives on a channel, one token per decode step; leaving the loop early
+	// (or Ctrl-C, through ctx) would stop the generation, and the deferred Close cleans up.
+	stream, err := engine.Stream(ctx, [][]int32{ids}, dtrain.Options{"max_new_tokens": 5})
 	check(err)
-	var text strings.Builder
-	for _, t := range out[0] {
-		if t >= 32 && t < 127 {
-			text.WriteByte(byte(t))
+	defer stream.Close()
+	say("%s", prompt)
+	for tok := range stream.Tokens() {
+		if tok.ID >= 32 && tok.ID < 127 {
+			say("%c", rune(tok.ID))
 		} else {
-			text.WriteByte('?') // not printable
+			say("?") // not printable
 		}
 	}
-	say("%s%s\n", prompt, text.String())
+	say("\n")
+	check(stream.Err())
 }

@@ -3,27 +3,37 @@
     import dtrain
     with dtrain.Mesh("local", 2) as mesh, dtrain.GPT(preset="gpt-tiny") as model:
         engine = dtrain.Engine(mesh, model, dtrain.Optimizer(model, "adamw", lr=3e-3))
-        ...
+        for inputs, targets in loader:               # a dtrain.Loader: one epoch
+            engine.train_step(inputs, targets, cancel=token)  # token.cancel() from any thread
+        for tok in engine.stream(b"123+456=", max_new_tokens=8):
+            ...                                      # break: the generation is cancelled
+        arr = tensor.numpy()                         # zero-copy both ways, and DLPack:
+        t = dtrain.from_dlpack(torch_tensor)         # torch.from_dlpack(t) too
         with dtrain.Server(model, block_size=16) as server:  # serving: continuous batching
             tokens = list(server.submit([1, 2, 3], max_tokens=8))
 
 Every handle has close() and works as a context manager; a failed call raises the
-DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...).
+DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...;
+CancelledError for a cancelled call).
 """
+from typing import Optional, Tuple
+
 from . import native
 from .errors import *  # noqa: F401,F403
-from .tensor import BF16, F16, F32, I32, I64, Tensor  # noqa: F401
+from .tensor import BF16, F16, F32, I32, I64, Tensor, from_dlpack  # noqa: F401
 from ._handle import Options  # noqa: F401
+from .cancel import CancelToken  # noqa: F401
 from .mesh import Mesh  # noqa: F401
 from .model import GPT, MLP, Model, Optimizer, Sequential, gpt_param_count, loss  # noqa: F401
 from .engine import Engine  # noqa: F401
 from .data import Dataset, Loader  # noqa: F401
 from .server import Request, Server  # noqa: F401
 
-__version__ = native.dt_version()
+__version__: str = native.dt_version()
+from_numpy = Tensor.from_numpy
 
 
-def configure(**settings):
+def configure(**settings: object) -> None:
     """Process-wide settings: threads, memory_limit_bytes, pool_cache_bytes."""
     opts = Options(settings)
     try:
@@ -32,21 +42,21 @@ def configure(**settings):
         opts.close()
 
 
-def shutdown():
+def shutdown() -> None:
     """Finalizes MPI if libdtrain initialized it. libdtrain also does this at exit; call it
     yourself only where the process ends without running atexit handlers."""
     native.dt_shutdown()
 
 
-def memory_stats(device="cpu", tag="all", rank=None):
+def memory_stats(device: str = "cpu", tag: str = "all", rank: Optional[int] = None) -> Tuple[int, int]:
     """(current, peak) bytes held on `device` under `tag`, for the process or one rank."""
     tags = {native.dt_mem_tag_name(i): i for i in range(8)}
     if tag not in tags:
         raise ValueError("tag %r: accepted: %s" % (tag, ", ".join(tags)))
     if rank is None:
-        return tuple(native.dt_memory_stats(device, tags[tag]))
-    return tuple(native.dt_memory_rank_stats(device, rank, tags[tag]))
+        return tuple(native.dt_memory_stats(device, tags[tag]))  # type: ignore[return-value]
+    return tuple(native.dt_memory_rank_stats(device, rank, tags[tag]))  # type: ignore[return-value]
 
 
-def device_count(kind="cuda"):
+def device_count(kind: str = "cuda") -> int:
     return native.dt_device_count(kind)

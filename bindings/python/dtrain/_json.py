@@ -1,8 +1,11 @@
 """Reads the JSON (or text) that dt_*_json functions write into a caller's buffer."""
+from __future__ import annotations
+
 import json
+from typing import Any, Callable
 
 
-def read_text(call):
+def read_text(call: Callable[[bytearray], int]) -> str:
     """call(buf) writes into the bytearray buf and returns the bytes needed (NUL included)."""
     needed = call(bytearray(0))
     while True:
@@ -13,7 +16,7 @@ def read_text(call):
         needed = again
 
 
-def read_json(call):
+def read_json(call: Callable[[bytearray], int]) -> Any:
     """read_text parsed as JSON (None for an empty report)."""
     text = read_text(call)
     return json.loads(text) if text else None

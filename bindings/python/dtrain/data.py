@@ -1,6 +1,9 @@
 """dtrain.Dataset and dtrain.Loader: fixed-length examples and seeded batches of them."""
+from __future__ import annotations
+
 import array
 import contextlib
+from typing import Any, Iterator, List, Tuple
 
 from . import native
 from ._handle import Handle, handle_of, options_ptr
@@ -13,18 +16,18 @@ class Dataset(Handle):
 
     _destroy = staticmethod(native.dt_dataset_destroy)
 
-    def __init__(self, kind, **options):
+    def __init__(self, kind: str, **options: Any) -> None:
         with contextlib.ExitStack() as stack:
             super().__init__(native.dt_dataset_create(kind, options_ptr(options, stack)))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return native.dt_dataset_size(self._h)
 
     @property
-    def context(self):
+    def context(self) -> int:
         return native.dt_dataset_context(self._h)
 
-    def example(self, index):
+    def example(self, index: int) -> Tuple[List[int], List[int]]:
         """(inputs, targets) of example `index` as lists of token ids."""
         n = self.context
         inputs, targets = array.array("i", bytes(4 * n)), array.array("i", bytes(4 * n))
@@ -33,35 +36,49 @@ class Dataset(Handle):
 
 
 class Loader(Handle):
-    """Loader(dataset, batch, seed=0, shuffle=True): batches in a seeded order. Iterating
-    yields (inputs, targets) tensors, the same two reused for every batch."""
+    """Loader(dataset, batch, seed=0, shuffle=True): batches in a seeded order.
+
+        for inputs, targets in loader:      # the rest of the current epoch
+            engine.train_step(inputs, targets)
+
+    Iterating yields (inputs, targets), i32 [batch, context] tensors, the same two reused
+    for every batch of that loop (copy what you keep), from the loader's position to the
+    end of its epoch; the next loop goes on with the next epoch. next() is the same, one
+    batch at a time, into tensors you pass."""
 
     _destroy = staticmethod(native.dt_loader_destroy)
 
-    def __init__(self, dataset, batch, **options):
+    def __init__(self, dataset: Dataset, batch: int, **options: Any) -> None:
         with contextlib.ExitStack() as stack:
             ptr = native.dt_loader_create(handle_of(dataset, Dataset, "dataset"),
                                           options_ptr(dict(options, batch=batch), stack))
         super().__init__(ptr)
         self.batch, self.context = batch, dataset.context
 
-    def new_batch(self):
+    def new_batch(self) -> Tuple[Tensor, Tensor]:
         """Two i32 tensors [batch, context] to pass to next()."""
         return Tensor(I32, (self.batch, self.context)), Tensor(I32, (self.batch, self.context))
 
-    def next(self, inputs, targets):
+    def next(self, inputs: Tensor, targets: Tensor) -> Tuple[Tensor, Tensor]:
         """Writes the next batch into inputs and targets, then advances."""
         native.dt_loader_next(self._h, handle_of(inputs, Tensor, "inputs"), handle_of(targets, Tensor, "targets"))
         return inputs, targets
 
+    def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        _, index = self.position
+        count = self.batches_per_epoch
+        inputs, targets = self.new_batch()
+        for _ in range(index if index < count else 0, count):  # index == count: at an epoch's end
+            yield self.next(inputs, targets)
+
     @property
-    def batches_per_epoch(self):
+    def batches_per_epoch(self) -> int:
         return native.dt_loader_batches_per_epoch(self._h)
 
     @property
-    def position(self):
+    def position(self) -> Tuple[int, int]:
         """(epoch, batch index) of the next batch."""
-        return tuple(native.dt_loader_position(self._h))
+        return tuple(native.dt_loader_position(self._h))  # type: ignore[return-value]
 
-    def seek(self, epoch, batch_index):
+    def seek(self, epoch: int, batch_index: int) -> None:
         native.dt_loader_seek(self._h, epoch, batch_index)

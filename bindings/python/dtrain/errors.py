@@ -3,24 +3,24 @@ from . import native
 
 __all__ = ["DtrainError", "InvalidArgumentError", "OutOfMemoryError", "UnsupportedError",
            "NotFoundError", "DtrainIOError", "CommError", "DtrainTimeoutError", "AbortedError",
-           "InternalError", "UnavailableError", "status_name"]
+           "InternalError", "UnavailableError", "CancelledError", "status_name"]
 
 
 class DtrainError(Exception):
     """A call into libdtrain failed. `status` is the dt_status code, `message` its text."""
 
-    status = -1
+    status: int = -1
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(status, message)
         self.status = status
         self.message = message
 
     @property
-    def status_name(self):
+    def status_name(self) -> str:
         return status_name(self.status)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (status_name(self.status), self.message)
 
 
@@ -43,7 +43,7 @@ class NotFoundError(DtrainError, LookupError):
 class DtrainIOError(DtrainError, OSError):
     status = 5
 
-    def __init__(self, status, message):  # OSError would read (status, message) as errno
+    def __init__(self, status: int, message: str) -> None:  # OSError would read (status, message) as errno
         DtrainError.__init__(self, status, message)
 
 
@@ -68,12 +68,18 @@ class UnavailableError(DtrainError):
     status = 10
 
 
-def status_name(status):
+class CancelledError(DtrainError):
+    """The call was cancelled (a CancelToken's cancel(), or a stream left early); the
+    handles it used stay usable, and a cancelled train step changed nothing."""
+    status = 11
+
+
+def status_name(status: int) -> str:
     """'DT_OK', 'DT_ERR_TIMEOUT', ... for a status code."""
     return native.dt_status_string(status)
 
 
 native._set_error_type(0, DtrainError)
 for _cls in (InvalidArgumentError, OutOfMemoryError, UnsupportedError, NotFoundError, DtrainIOError,
-             CommError, DtrainTimeoutError, AbortedError, InternalError, UnavailableError):
+             CommError, DtrainTimeoutError, AbortedError, InternalError, UnavailableError, CancelledError):
     native._set_error_type(_cls.status, _cls)

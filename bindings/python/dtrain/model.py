@@ -1,5 +1,10 @@
 """dtrain.Model (a GPT, an MLP or a sequential network) and dtrain.Optimizer."""
+from __future__ import annotations
+
 import contextlib
+from typing import Any, Callable, List, Sequence, Tuple, Type, TypeVar, Union
+
+M = TypeVar("M", bound="Model")
 
 from . import native
 from ._handle import Handle, handle_of, options_ptr
@@ -13,48 +18,48 @@ class Model(Handle):
     _destroy = staticmethod(native.dt_module_destroy)
 
     @classmethod
-    def _make(cls, create, config):
+    def _make(cls: Type[M], create: Callable[[Any], Any], config: dict) -> M:
         with contextlib.ExitStack() as stack:
             return cls(create(options_ptr(config, stack)))
 
     @classmethod
-    def from_checkpoint(cls, path_stem):
+    def from_checkpoint(cls: Type[M], path_stem: str) -> M:
         """The GPT a checkpoint was saved from (fresh weights: load them with Engine.load)."""
         return cls(native.dt_module_create_from_checkpoint(path_stem))
 
     @property
-    def param_count(self):
+    def param_count(self) -> int:
         """Number of scalar parameters."""
         return native.dt_module_param_count(self._h)
 
     @property
-    def param_names(self):
+    def param_names(self) -> List[str]:
         h = self._h
         return [native.dt_module_param_name(h, i) for i in range(native.dt_module_param_count_tensors(h))]
 
-    def param(self, name):
+    def param(self, name: str) -> Tensor:
         """A tensor viewing parameter `name` (writes go to the weights)."""
         return Tensor(None, None, _ptr=native.dt_module_param(self._h, name))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         """Forward of a sequential or MLP model: x f32 [N, in] -> a new Tensor [N, out]."""
         return Tensor(None, None, _ptr=native.dt_module_forward(self._h, handle_of(x, Tensor, "x")))
 
-    def backward(self, dy):
+    def backward(self, dy: Tensor) -> Tensor:
         """Backward of the last forward; accumulates gradients; returns dx."""
         return Tensor(None, None, _ptr=native.dt_module_backward(self._h, handle_of(dy, Tensor, "dy")))
 
-    def zero_grad(self):
+    def zero_grad(self) -> None:
         native.dt_module_zero_grad(self._h)
 
 
-def GPT(**config):
+def GPT(**config: Any) -> Model:
     """A GPT: preset ("gpt-tiny", "gpt-small", "llama-tiny") and any dt_module_create_gpt key
     (vocab_size, context, n_layer, n_head, d_model, seed, precision, ...)."""
     return Model._make(native.dt_module_create_gpt, config)
 
 
-def gpt_param_count(**config):
+def gpt_param_count(**config: Any) -> int:
     """Number of parameters dtrain.GPT(**config) would hold, counted from the config without
     building the model or allocating (dt_module_gpt_param_count): size a model first, even
     one this machine could not hold. The same keys and errors as dtrain.GPT."""
@@ -62,14 +67,14 @@ def gpt_param_count(**config):
         return native.dt_module_gpt_param_count(options_ptr(config, stack))
 
 
-def MLP(sizes, **config):
+def MLP(sizes: Union[str, Sequence[int]], **config: Any) -> Model:
     """An MLP: sizes "in,hidden...,out" (or a list of ints), act, seed."""
     if not isinstance(sizes, str):
         sizes = ",".join(str(int(s)) for s in sizes)
     return Model._make(native.dt_module_create_mlp, dict(config, sizes=sizes))
 
 
-def Sequential(layers, **config):
+def Sequential(layers: Union[str, Sequence[str]], **config: Any) -> Model:
     """A sequential network: layers "linear:4:32,gelu,..." (or a list of such strings)."""
     if not isinstance(layers, str):
         layers = ",".join(layers)
@@ -82,20 +87,20 @@ class Optimizer(Handle):
 
     _destroy = staticmethod(native.dt_optimizer_destroy)
 
-    def __init__(self, model, kind="adamw", **options):
+    def __init__(self, model: Model, kind: str = "adamw", **options: Any) -> None:
         with contextlib.ExitStack() as stack:
             super().__init__(native.dt_optimizer_create(handle_of(model, Model, "model"), kind,
                                                         options_ptr(options, stack)))
 
-    def step(self):
+    def step(self) -> None:
         """Updates the model from its accumulated gradients (host-driven loops)."""
         native.dt_optimizer_step(self._h)
 
-    def set_lr(self, lr):
+    def set_lr(self, lr: float) -> None:
         native.dt_optimizer_set_lr(self._h, lr)
 
 
-def loss(kind, pred, target):
+def loss(kind: str, pred: Tensor, target: Tensor) -> Tuple[float, Tensor]:
     """(mean loss, d loss / d pred) of "mse" or "cross_entropy"."""
     value, dpred = native.dt_loss(kind, handle_of(pred, Tensor, "pred"), handle_of(target, Tensor, "target"))
     return value, Tensor(None, None, _ptr=dpred)

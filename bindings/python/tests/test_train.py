@@ -113,3 +113,15 @@ def test_the_gil_is_released_during_a_train_step():
     during = [v for v in ticks if start < v < end]
     # With the GIL held through the native call the counter could only tick between calls.
     assert len(during) > 10, (len(during), end - start)
+
+
+def test_loader_iterates_one_epoch_of_next_batches():
+    with dtrain.Dataset("addition", digits=2, size=40, seed=7) as data, \
+            dtrain.Loader(data, 16, seed=0) as a, dtrain.Loader(data, 16, seed=0) as b:
+        assert a.batches_per_epoch == 2
+        x, y = b.new_batch()
+        got = [(xi.tolist(), yi.tolist()) for xi, yi in a]  # the epoch's two batches
+        want = [(bx.tolist(), by.tolist()) for bx, by in (b.next(x, y) for _ in range(2))]
+        assert got == want and a.position == b.position
+        again = [xi.tolist() for xi, _ in a]  # the next loop: the next epoch
+        assert len(again) == 2 and again[0] == b.next(x, y)[0].tolist()

@@ -68,14 +68,14 @@ typedef _gostring_ swig_type_38;
 typedef _gostring_ swig_type_39;
 typedef _gostring_ swig_type_40;
 typedef _gostring_ swig_type_41;
-typedef long long swig_type_42;
-typedef _gostring_ swig_type_43;
-typedef long long swig_type_44;
-typedef _gostring_ swig_type_45;
-typedef long long swig_type_46;
-typedef _gostring_ swig_type_47;
-typedef long long swig_type_48;
-typedef _gostring_ swig_type_49;
+typedef _gostring_ swig_type_42;
+typedef long long swig_type_43;
+typedef _gostring_ swig_type_44;
+typedef long long swig_type_45;
+typedef _gostring_ swig_type_46;
+typedef long long swig_type_47;
+typedef _gostring_ swig_type_48;
+typedef long long swig_type_49;
 typedef _gostring_ swig_type_50;
 typedef _gostring_ swig_type_51;
 typedef _gostring_ swig_type_52;
@@ -85,8 +85,8 @@ typedef _gostring_ swig_type_55;
 typedef _gostring_ swig_type_56;
 typedef _gostring_ swig_type_57;
 typedef _gostring_ swig_type_58;
-typedef _goslice_ swig_type_59;
-typedef _gostring_ swig_type_60;
+typedef _gostring_ swig_type_59;
+typedef _goslice_ swig_type_60;
 typedef _gostring_ swig_type_61;
 typedef _gostring_ swig_type_62;
 typedef _gostring_ swig_type_63;
@@ -123,53 +123,53 @@ typedef _gostring_ swig_type_93;
 typedef _gostring_ swig_type_94;
 typedef _gostring_ swig_type_95;
 typedef _gostring_ swig_type_96;
-typedef _goslice_ swig_type_97;
-typedef _gostring_ swig_type_98;
-typedef _goslice_ swig_type_99;
-typedef _gostring_ swig_type_100;
+typedef _gostring_ swig_type_97;
+typedef _goslice_ swig_type_98;
+typedef _gostring_ swig_type_99;
+typedef _goslice_ swig_type_100;
 typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef _gostring_ swig_type_104;
-typedef _goslice_ swig_type_105;
-typedef _gostring_ swig_type_106;
+typedef _gostring_ swig_type_103;
+typedef _goslice_ swig_type_104;
+typedef _gostring_ swig_type_105;
+typedef _goslice_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef long long swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef _gostring_ swig_type_110;
+typedef long long swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
-typedef _goslice_ swig_type_118;
-typedef _gostring_ swig_type_119;
+typedef _gostring_ swig_type_118;
+typedef _goslice_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef long long swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef _gostring_ swig_type_121;
+typedef long long swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
 typedef _gostring_ swig_type_126;
 typedef _gostring_ swig_type_127;
-typedef _goslice_ swig_type_128;
+typedef _gostring_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
-typedef long long swig_type_131;
-typedef long long swig_type_132;
+typedef _gostring_ swig_type_131;
+typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef long long swig_type_134;
+typedef _goslice_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef _goslice_ swig_type_137;
-typedef _gostring_ swig_type_138;
-typedef _goslice_ swig_type_139;
-typedef _gostring_ swig_type_140;
+typedef long long swig_type_137;
+typedef long long swig_type_138;
+typedef _gostring_ swig_type_139;
+typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
-typedef _gostring_ swig_type_143;
+typedef _goslice_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _goslice_ swig_type_145;
 typedef _gostring_ swig_type_146;
@@ -177,25 +177,31 @@ typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef long long swig_type_151;
+typedef _goslice_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef long long swig_type_157;
-typedef long long swig_type_158;
+typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
-typedef _gostring_ swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef long long swig_type_163;
+typedef long long swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
 typedef _gostring_ swig_type_167;
 typedef _gostring_ swig_type_168;
 typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_170;
+typedef _gostring_ swig_type_171;
+typedef _gostring_ swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_175;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -212,6 +218,7 @@ extern swig_intgo _wrap_DT_ERR_TIMEOUT_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_ABORTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_INTERNAL_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_ERR_UNAVAILABLE_cdt_9ef706f7a1559335(void);
+extern swig_intgo _wrap_DT_ERR_CANCELLED_cdt_9ef706f7a1559335(void);
 extern swig_type_2 _wrap_dt_status_string_cdt_9ef706f7a1559335(int arg1);
 extern swig_intgo _wrap_DT_F32_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_BF16_cdt_9ef706f7a1559335(void);
@@ -253,101 +260,108 @@ extern swig_type_37 _wrap_dt_tensor_shape_cdt_9ef706f7a1559335(uintptr_t arg1, s
 extern swig_type_38 _wrap_dt_tensor_numel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_39 _wrap_dt_tensor_nbytes_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_40 _wrap_dt_tensor_device_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_41 _wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_type_44 arg4, float arg5, float arg6);
-extern swig_type_45 _wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_46 arg2, swig_type_47 arg3, swig_type_48 arg4, float arg5, float arg6);
-extern swig_type_49 _wrap_dt_matmul_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, int arg3, int arg4, uintptr_t arg5);
-extern swig_type_50 _wrap_dt_softmax_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_51 _wrap_dt_memory_stats_cdt_9ef706f7a1559335(swig_type_52 arg1, int arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_53 _wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(swig_type_54 arg1, int arg2, int arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_55 _wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(swig_type_56 arg1);
-extern swig_type_57 _wrap_dt_memory_report_json_cdt_9ef706f7a1559335(swig_type_58 arg1, swig_type_59 arg2, swig_voidp arg3);
-extern swig_type_60 _wrap_dt_device_count_cdt_9ef706f7a1559335(swig_type_61 arg1, swig_voidp arg2);
+extern swig_type_41 _wrap_dt_tensor_data_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_42 _wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_43 arg2, swig_type_44 arg3, swig_type_45 arg4, float arg5, float arg6);
+extern swig_type_46 _wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_47 arg2, swig_type_48 arg3, swig_type_49 arg4, float arg5, float arg6);
+extern swig_type_50 _wrap_dt_matmul_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, int arg3, int arg4, uintptr_t arg5);
+extern swig_type_51 _wrap_dt_softmax_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_52 _wrap_dt_memory_stats_cdt_9ef706f7a1559335(swig_type_53 arg1, int arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_54 _wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(swig_type_55 arg1, int arg2, int arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_56 _wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(swig_type_57 arg1);
+extern swig_type_58 _wrap_dt_memory_report_json_cdt_9ef706f7a1559335(swig_type_59 arg1, swig_type_60 arg2, swig_voidp arg3);
+extern swig_type_61 _wrap_dt_device_count_cdt_9ef706f7a1559335(swig_type_62 arg1, swig_voidp arg2);
 extern swig_intgo _wrap_DT_REDUCE_SUM_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_AVG_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MAX_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MIN_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_PROD_cdt_9ef706f7a1559335(void);
-extern swig_type_62 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_63 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_63 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_64 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_mesh_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_64 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_65 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_66 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_67 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern swig_type_69 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_70 arg3, swig_voidp arg4);
-extern swig_type_71 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_72 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
-extern swig_type_73 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_74 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_75 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_76 arg2, uintptr_t arg3, int arg4);
-extern swig_type_77 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_78 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_79 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_80 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
-extern swig_type_81 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_82 arg2, uintptr_t arg3, int arg4);
-extern swig_type_83 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_84 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
-extern swig_type_85 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_86 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_87 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_88 arg2);
-extern swig_type_89 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_90 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_91 arg3, swig_type_92 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
-extern swig_type_93 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_94 arg3, swig_type_95 arg4, swig_voidp arg5);
-extern swig_type_96 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
-extern swig_type_98 _wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
-extern swig_type_100 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_101 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_102 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_103 arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
-extern swig_type_106 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_65 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_66 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_67 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_68 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern swig_type_70 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_71 arg3, swig_voidp arg4);
+extern swig_type_72 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_73 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
+extern swig_type_74 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_75 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_76 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_77 arg2, uintptr_t arg3, int arg4);
+extern swig_type_78 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_79 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_80 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_81 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
+extern swig_type_82 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_83 arg2, uintptr_t arg3, int arg4);
+extern swig_type_84 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_85 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
+extern swig_type_86 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_87 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_88 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_89 arg2);
+extern swig_type_90 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_91 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_92 arg3, swig_type_93 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
+extern swig_type_94 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_95 arg3, swig_type_96 arg4, swig_voidp arg5);
+extern swig_type_97 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
+extern swig_type_99 _wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern swig_type_101 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_102 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_103 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_104 arg3, swig_voidp arg4);
+extern swig_type_105 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
+extern swig_type_107 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_dt_module_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_107 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_108 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_109 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
-extern swig_type_111 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
-extern swig_type_113 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_108 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_109 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_110 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3);
+extern swig_type_112 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern swig_type_114 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_115 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_optimizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_115 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_116 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_dt_engine_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_116 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_117 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
-extern swig_type_119 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_120 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_121 arg7, swig_voidp arg8);
-extern swig_type_122 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_123 arg2);
-extern swig_type_124 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_125 arg2);
-extern swig_type_126 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_127 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
+extern swig_type_117 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_118 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
+extern swig_type_120 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_121 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_122 arg7, swig_voidp arg8);
+extern swig_type_123 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_124 arg2);
+extern swig_type_125 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_128 _wrap_dt_cancel_create_cdt_9ef706f7a1559335(swig_voidp arg1);
+extern void _wrap_dt_cancel_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_129 _wrap_dt_cancel_request_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_130 _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_131 _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_132 _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_133 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3);
 extern swig_intgo _wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335(void);
-extern swig_type_129 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_135 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_server_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_130 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3, swig_type_132 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
-extern swig_type_133 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_134 arg2);
-extern swig_type_135 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_136 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
-extern swig_type_138 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3);
-extern swig_type_140 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_141 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_142 arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_144 arg1, swig_type_145 arg2, swig_voidp arg3);
-extern swig_type_146 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_147 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_136 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_type_138 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
+extern swig_type_139 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_140 arg2);
+extern swig_type_141 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_142 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
+extern swig_type_144 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
+extern swig_type_146 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_147 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_148 arg1, swig_voidp arg2);
+extern swig_type_149 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_150 arg1, swig_type_151 arg2, swig_voidp arg3);
+extern swig_type_152 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_153 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_148 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_149 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_150 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_152 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_154 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_155 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_156 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_158 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_153 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_154 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_155 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_156 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3);
-extern swig_type_159 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_160 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_161 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_162 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_163 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_164 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_165 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_166 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_167 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_168 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_169 arg1);
+extern swig_type_159 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_160 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_161 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_162 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3);
+extern swig_type_165 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_166 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_167 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_168 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_169 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_170 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_171 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_172 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_173 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_174 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_175 arg1);
 #undef intgo
 */
 import "C"
@@ -380,12 +394,18 @@ func getSwigcptr(v interface { Swigcptr() uintptr }) uintptr {
 type _ sync.Mutex
 
 
-type swig_gostring struct { p uintptr; n int }
-func swigCopyString(s string) string {
-  p := *(*swig_gostring)(unsafe.Pointer(&s))
-  r := string((*[0x7fffffff]byte)(unsafe.Pointer(p.p))[:p.n])
-  Swig_free(p.p)
-  return r
+// dtgoCopyString copies a string that Swig_AllocateString made in C memory into Go memory
+// and frees the C copy (malloc(0) may have allocated even for an empty string).
+func dtgoCopyString(s string) string {
+	r := *(*dtgoCString)(unsafe.Pointer(&s))
+	var out string
+	if r.n > 0 {
+		out = string(unsafe.Slice((*byte)(r.p), r.n))
+	}
+	if r.p != nil {
+		Swig_free(uintptr(r.p))
+	}
+	return out
 }
 
 func Swig_free(arg1 uintptr) {
@@ -444,6 +464,7 @@ type (
 	Dataset   uintptr
 	Loader    uintptr
 	Server    uintptr
+	Cancel    uintptr
 )
 
 const DT_VERSION_MAJOR int = 0
@@ -461,7 +482,7 @@ func Dt_version() (_swig_ret string) {
 	swig_r_p := C._wrap_dt_version_cdt_9ef706f7a1559335()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
+ swig_r_1 = dtgoCopyString(swig_r) 
 	return swig_r_1
 }
 
@@ -548,13 +569,20 @@ func _swig_getDT_ERR_UNAVAILABLE() (_swig_ret int) {
 }
 
 var DT_ERR_UNAVAILABLE int = _swig_getDT_ERR_UNAVAILABLE()
+func _swig_getDT_ERR_CANCELLED() (_swig_ret int) {
+	var swig_r int
+	swig_r = (int)(C._wrap_DT_ERR_CANCELLED_cdt_9ef706f7a1559335())
+	return swig_r
+}
+
+var DT_ERR_CANCELLED int = _swig_getDT_ERR_CANCELLED()
 func Dt_status_string(arg1 int32) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	swig_r_p := C._wrap_dt_status_string_cdt_9ef706f7a1559335(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
+ swig_r_1 = dtgoCopyString(swig_r) 
 	return swig_r_1
 }
 
@@ -606,7 +634,7 @@ func Dt_dtype_name(arg1 int32) (_swig_ret string) {
 	swig_r_p := C._wrap_dt_dtype_name_cdt_9ef706f7a1559335(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
+ swig_r_1 = dtgoCopyString(swig_r) 
 	return swig_r_1
 }
 
@@ -672,7 +700,7 @@ func Dt_mem_tag_name(arg1 int32) (_swig_ret string) {
 	swig_r_p := C._wrap_dt_mem_tag_name_cdt_9ef706f7a1559335(C.int(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
- swig_r_1 = swigCopyString(swig_r) 
+ swig_r_1 = dtgoCopyString(swig_r) 
 	return swig_r_1
 }
 
@@ -1013,6 +1041,18 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func Dt_tensor_data(arg1 Tensor, arg2 *unsafe.Pointer) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_tensor_data_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_tensor_fill_normal(arg1 Tensor, arg2 uint64, arg3 string, arg4 int64, arg5 float32, arg6 float32) (_swig_ret Status) {
 	var swig_r string
 	var _swig_i_0 uintptr
@@ -1022,7 +1062,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_type_44(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
+	swig_r_p := C._wrap_dt_tensor_fill_normal_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_43(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), C.swig_type_45(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1041,7 +1081,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_type_48(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
+	swig_r_p := C._wrap_dt_tensor_fill_uniform_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_47(_swig_i_1), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_2)), C.swig_type_49(_swig_i_3), C.float(_swig_i_4), C.float(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1087,7 +1127,7 @@ func Dt_memory_stats(arg1 string, arg2 int32, arg3 *int64, arg4 *int64) (_swig_r
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_memory_stats_cdt_9ef706f7a1559335(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_memory_stats_cdt_9ef706f7a1559335(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1104,7 +1144,7 @@ func Dt_memory_rank_stats(arg1 string, arg2 int32, arg3 int32, arg4 *int64, arg5
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(*(*C.swig_type_55)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1117,7 +1157,7 @@ func Dt_memory_rank_stats(arg1 string, arg2 int32, arg3 int32, arg4 *int64, arg5
 func Dt_memory_reset_peak(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(*(*C.swig_type_56)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(*(*C.swig_type_57)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1132,7 +1172,7 @@ func Dt_memory_report_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Sta
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_memory_report_json_cdt_9ef706f7a1559335(*(*C.swig_type_58)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_memory_report_json_cdt_9ef706f7a1559335(*(*C.swig_type_59)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1149,7 +1189,7 @@ func Dt_device_count(arg1 string, arg2 *int32) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_device_count_cdt_9ef706f7a1559335(*(*C.swig_type_61)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_device_count_cdt_9ef706f7a1559335(*(*C.swig_type_62)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1201,7 +1241,7 @@ func Dt_mesh_create(arg1 string, arg2 int32, arg3 Options, arg4 *Mesh) (_swig_re
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_63)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_64)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1260,7 +1300,7 @@ func Dt_mesh_axis_size(arg1 Mesh, arg2 string, arg3 *int32) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1277,7 +1317,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1359,7 +1399,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1378,7 +1418,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1398,7 +1438,7 @@ _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1416,7 +1456,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1437,7 +1477,7 @@ _swig_i_2 = uintptr(arg3)
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
+	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1456,7 +1496,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1471,7 +1511,7 @@ func Dt_mesh_barrier(arg1 Mesh, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1502,7 +1542,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1523,7 +1563,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1542,7 +1582,7 @@ func Dt_mesh_comm_report_json(arg1 Mesh, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1558,7 +1598,7 @@ func Dt_mesh_comm_history_json(arg1 Mesh, arg2 []byte, arg3 *int64) (_swig_ret S
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1600,7 +1640,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_plan_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_plan_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1616,7 +1656,7 @@ func Dt_pipeline_schedule_json(arg1 Options, arg2 []byte, arg3 *int64) (_swig_re
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1679,7 +1719,7 @@ _swig_i_0 = uintptr(arg1)
 		_swig_i_2 = new(unsafe.Pointer)
 	}
 
-	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
 	if _swig_i_2 != nil && *_swig_i_2 != nil {
@@ -1697,7 +1737,7 @@ func Dt_module_param(arg1 Module, arg2 string, arg3 *Tensor) (_swig_ret Status) 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1715,7 +1755,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1777,7 +1817,7 @@ func Dt_engine_last_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1815,7 +1855,7 @@ _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_121(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_122(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1827,7 +1867,7 @@ func Dt_engine_save(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1842,7 +1882,7 @@ func Dt_engine_load(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1864,13 +1904,76 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func Dt_cancel_create(arg1 *Cancel) (_swig_ret Status) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_dt_cancel_create_cdt_9ef706f7a1559335(C.swig_voidp(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_cancel_destroy(arg1 Cancel) {
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	C._wrap_dt_cancel_destroy_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0))
+}
+
+func Dt_cancel_request(arg1 Cancel) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	swig_r_p := C._wrap_dt_cancel_request_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_cancel_reset(arg1 Cancel) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	swig_r_p := C._wrap_dt_cancel_reset_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_cancel_is_requested(arg1 Cancel, arg2 *int32) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_engine_set_cancel(arg1 Engine, arg2 Cancel) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	var _swig_i_1 uintptr
+_swig_i_1 = uintptr(arg2)
+	swig_r_p := C._wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_engine_last_generate_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret Status) {
 	var swig_r string
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1955,7 +2058,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_132(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
+	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_138(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1967,7 +2070,7 @@ func Dt_server_cancel(arg1 Server, arg2 int64) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1))
+	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1992,7 +2095,7 @@ func Dt_server_stats_json(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret Stat
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2008,7 +2111,7 @@ func Dt_server_metrics_text(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2035,7 +2138,7 @@ func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Stat
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_142)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_148)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2050,7 +2153,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_144)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2069,7 +2172,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_147)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2116,7 +2219,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2189,7 +2292,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_type_158(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1), C.swig_type_164(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2256,7 +2359,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_164)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_170)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2302,7 +2405,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_169)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_175)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

@@ -419,6 +419,18 @@ intgo _wrap_DT_ERR_UNAVAILABLE_cdt_9ef706f7a1559335() {
 }
 
 
+intgo _wrap_DT_ERR_CANCELLED_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_ERR_CANCELLED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_status_string_cdt_9ef706f7a1559335(int _swig_go_0) {
   dt_status arg1 ;
   char *result = 0 ;
@@ -1044,6 +1056,21 @@ _gostring_ _wrap_dt_tensor_device_cdt_9ef706f7a1559335(dt_tensor *_swig_go_0, ch
   arg2 = (char **)_swig_go_1; 
   
   result = (dt_status)dt_tensor_device((struct dt_tensor const *)arg1,(char const **)arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tensor_data_cdt_9ef706f7a1559335(dt_tensor *_swig_go_0, void **_swig_go_1) {
+  dt_tensor *arg1 = (dt_tensor *) 0 ;
+  void **arg2 = (void **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tensor *)_swig_go_0; 
+  arg2 = (void **)_swig_go_1; 
+  
+  result = (dt_status)dt_tensor_data((struct dt_tensor const *)arg1,arg2);
   _swig_go_result = dtgo_status_result(result); 
   return _swig_go_result;
 }
@@ -2172,6 +2199,85 @@ _gostring_ _wrap_dt_engine_step_cdt_9ef706f7a1559335(dt_engine *_swig_go_0, long
   arg2 = (int64_t *)_swig_go_1; 
   
   result = (dt_status)dt_engine_step(arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_cancel_create_cdt_9ef706f7a1559335(dt_cancel **_swig_go_0) {
+  dt_cancel **arg1 = (dt_cancel **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_cancel **)_swig_go_0; 
+  
+  result = (dt_status)dt_cancel_create(arg1);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_dt_cancel_destroy_cdt_9ef706f7a1559335(dt_cancel *_swig_go_0) {
+  dt_cancel *arg1 = (dt_cancel *) 0 ;
+  
+  arg1 = (dt_cancel *)_swig_go_0; 
+  
+  dt_cancel_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dt_cancel_request_cdt_9ef706f7a1559335(dt_cancel *_swig_go_0) {
+  dt_cancel *arg1 = (dt_cancel *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_cancel *)_swig_go_0; 
+  
+  result = (dt_status)dt_cancel_request(arg1);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(dt_cancel *_swig_go_0) {
+  dt_cancel *arg1 = (dt_cancel *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_cancel *)_swig_go_0; 
+  
+  result = (dt_status)dt_cancel_reset(arg1);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(dt_cancel *_swig_go_0, int *_swig_go_1) {
+  dt_cancel *arg1 = (dt_cancel *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_cancel *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  
+  result = (dt_status)dt_cancel_is_requested((struct dt_cancel const *)arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(dt_engine *_swig_go_0, dt_cancel *_swig_go_1) {
+  dt_engine *arg1 = (dt_engine *) 0 ;
+  dt_cancel *arg2 = (dt_cancel *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_engine *)_swig_go_0; 
+  arg2 = (dt_cancel *)_swig_go_1; 
+  
+  result = (dt_status)dt_engine_set_cancel(arg1,arg2);
   _swig_go_result = dtgo_status_result(result); 
   return _swig_go_result;
 }
