@@ -8,12 +8,17 @@
  *    nothing is finalized behind the host's back (org.dtrain's classes own the handles);
  *  - a dt_status other than DT_OK throws org.dtrain.DtrainException(status, message) from
  *    the C side of the same native call, after every array and string was released, with
- *    the message of dt_last_error_message() read on the thread that failed;
+ *    the message of dt_last_error_message() read on the thread that failed
+ *    (DT_ERR_CANCELLED: its subclass org.dtrain.CancelledException);
  *  - an out-handle or out-value (`dt_xxx** out`, `int64_t* out`, `const char** out`, ...)
- *    is the return value; functions with two or three outputs return a long[] / double[];
+ *    is the return value; functions with two or three outputs return a long[] (an int64_t
+ *    is never a double on its way to Java);
  *  - the JSON writers (buf, capacity, needed) return a String;
  *  - tensor copies take float[], int[], long[], short[], byte[], double[] (critical
- *    regions: no copy on HotSpot) or a direct java.nio.ByteBuffer (its address, no copy).
+ *    regions: no copy on HotSpot) or a direct java.nio.ByteBuffer (its address, no copy);
+ *    a tensor can also borrow a direct ByteBuffer's memory, or lend its own as one;
+ *  - the token callback is version 2 (it stops the generation once the listener threw)
+ *    and a dt_cancel is a `long` like every handle.
  * The helpers are `dtj_*` C functions; those that replace a C function keep its name in
  * Java (%rename), e.g. DtrainNative.dt_tensor_shape(long) returns a long[].
  *
@@ -67,23 +72,28 @@ static dt_status dtj_fail(dt_status status, const char* message) {
   return status;
 }
 
-/* Throws org.dtrain.DtrainException(status, message) unless a Java exception is already
- * pending (a listener's own exception wins). Called in the same native call that failed. */
+/* Throws org.dtrain.DtrainException(status, message), or for DT_ERR_CANCELLED its subclass
+ * org.dtrain.CancelledException(message), unless a Java exception is already pending (a
+ * listener's own exception wins). Called in the same native call that failed. */
 static void dtj_throw(JNIEnv* env, dt_status status) {
   const char* message = dtj_own_error ? dtj_own_error : dt_last_error_message();
+  int cancelled = status == DT_ERR_CANCELLED;
   jclass cls;
   jmethodID ctor;
   jstring jmessage;
   jobject ex;
   dtj_own_error = NULL;
   if ((*env)->ExceptionCheck(env)) return;
-  cls = (*env)->FindClass(env, "org/dtrain/DtrainException");
+  cls = (*env)->FindClass(env, cancelled ? "org/dtrain/CancelledException"
+                                         : "org/dtrain/DtrainException");
   if (!cls) return; /* NoClassDefFoundError is pending */
-  ctor = (*env)->GetMethodID(env, cls, "<init>", "(ILjava/lang/String;)V");
+  ctor = (*env)->GetMethodID(env, cls, "<init>",
+                             cancelled ? "(Ljava/lang/String;)V" : "(ILjava/lang/String;)V");
   if (ctor) {
     jmessage = dtj_new_string(env, message ? message : "");
     if (jmessage) {
-      ex = (*env)->NewObject(env, cls, ctor, (jint)status, jmessage);
+      ex = cancelled ? (*env)->NewObject(env, cls, ctor, jmessage)
+                     : (*env)->NewObject(env, cls, ctor, (jint)status, jmessage);
       if (ex) {
         (*env)->Throw(env, (jthrowable)ex);
         (*env)->DeleteLocalRef(env, ex);
@@ -137,6 +147,8 @@ DTJ_RETURNS(dt_loader_create, jlong, long)
 DTJ_RETURNS(dt_server_create, jlong, long)
 DTJ_RETURNS(dtj_server_submit, jlong, long)
 DTJ_RETURNS(dtj_loss_with_grad, jlong, long)
+DTJ_RETURNS(dt_cancel_create, jlong, long)
+DTJ_RETURNS(dtj_tensor_wrap_buffer, jlong, long)
 
 DTJ_RETURNS(dt_options_get_int, jlong, long)
 DTJ_RETURNS(dt_options_count, jlong, long)
@@ -161,6 +173,7 @@ DTJ_RETURNS(dt_mesh_local_rank_count, jint, int)
 DTJ_RETURNS(dt_mesh_local_rank, jint, int)
 DTJ_RETURNS(dt_mesh_axis_size, jint, int)
 DTJ_RETURNS(dt_mesh_coord, jint, int)
+DTJ_RETURNS(dt_cancel_is_requested, jint, int)
 
 DTJ_RETURNS(dt_options_get_double, jdouble, double)
 DTJ_RETURNS(dt_engine_train_step, jdouble, double)
@@ -186,6 +199,8 @@ DTJ_RETURNS(dtj_memory_rank_stats, jlongArray, long[])
 DTJ_RETURNS(dtj_loader_position, jlongArray, long[])
 DTJ_RETURNS(dtj_server_poll, jlongArray, long[])
 DTJ_RETURNS(dtj_server_model_info, jlongArray, long[])
-DTJ_RETURNS(dtj_mesh_comm_stats, jdoubleArray, double[])
+DTJ_RETURNS(dtj_mesh_comm_stats, jlongArray, long[])
+
+DTJ_RETURNS(dtj_tensor_buffer, jobject, java.nio.ByteBuffer)
 
 %include "dtrain_java_helpers.i"

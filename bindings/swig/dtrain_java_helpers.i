@@ -2,21 +2,21 @@
  * after the typemaps (dtrain_java_types.i) and the error path (dtj_fail) they use.
  *
  * A helper stands in for a C function whose signature has no good Java form: outputs
- * through pointers (returned as a long[] / double[]), the JSON writers' (buf, capacity,
- * needed) protocol (a String), host copies of each Java array type and of double[] values,
- * a ByteBuffer range, generate's arrays (lengths checked here) and its callback (a
- * TokenListener), and the server's submit without its callback (which would run on the
- * server's thread: Java reads a request's tokens with dt_server_poll). In order: the helpers in C; the C functions they replace, %ignored, and
- * the Java names they take (%rename); their declarations as SWIG sees them, each after the
- * %apply that gives its (pointer, length) pairs an array typemap. The typed host copies,
- * alike but for the element type, are one macro (DTJ_COPY) that writes both C and
- * declaration.
+ * through pointers (returned as a long[]), the JSON writers' (buf, capacity, needed)
+ * protocol (a String), host copies of each Java array type and of double[] values, a
+ * ByteBuffer range, ByteBuffer views of tensors and tensors over ByteBuffers (zero copy),
+ * generate's arrays (lengths checked here) and its callback (a TokenListener, through the
+ * version-2 callback that can stop), and the server's submit without its callback (which
+ * would run on the server's thread: Java reads a request's tokens with dt_server_poll).
+ * In order: the helpers in C; the C functions they replace, %ignored, and the Java names
+ * they take (%rename); their declarations as SWIG sees them, each after the %apply that
+ * gives its (pointer, length) pairs an array typemap. The typed host copies, alike but for
+ * the element type, are one macro (DTJ_COPY) that writes both C and declaration.
  */
 
 %{
-/* Up to DT_MAX_DIMS integers or doubles that a helper returns as a Java array. */
+/* Up to DT_MAX_DIMS integers that a helper returns as a Java long[]. */
 typedef struct { int32_t n; int64_t v[DT_MAX_DIMS]; } dtj_longs;
-typedef struct { int32_t n; double v[DT_MAX_DIMS]; } dtj_doubles;
 
 static dt_status dtj_tensor_shape(const dt_tensor* tensor, dtj_longs* out) {
   int32_t ndim = 0;
@@ -44,18 +44,13 @@ static dt_status dtj_loader_position(dt_loader* loader, dtj_longs* out) {
   return dt_loader_position(loader, &out->v[0], &out->v[1]);
 }
 
-/* {calls, bytes, seconds} */
+/* {calls, bytes} as longs (exact at any size); seconds_out[0] receives the seconds. */
 static dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis,
-                                     const char* kind, dtj_doubles* out) {
-  int64_t calls = 0, bytes = 0;
-  double seconds = 0;
-  dt_status s = dt_mesh_comm_stats(mesh, rank, axis, kind, &calls, &bytes, &seconds);
-  if (s != DT_OK) return s;
-  out->n = 3;
-  out->v[0] = (double)calls;
-  out->v[1] = (double)bytes;
-  out->v[2] = seconds;
-  return DT_OK;
+                                     const char* kind, double* seconds_out,
+                                     int64_t seconds_out_len, dtj_longs* out) {
+  if (seconds_out_len < 1) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "seconds_out needs one element");
+  out->n = 2;
+  return dt_mesh_comm_stats(mesh, rank, axis, kind, &out->v[0], &out->v[1], seconds_out);
 }
 
 /* The JSON writers: ask for the size, then write; *out is malloc'ed (freed by the wrapper). */
@@ -265,7 +260,9 @@ static dt_status dtj_engine_generate(dt_engine* engine, const int32_t* tokens, i
 }
 
 /* Streaming: each token goes to listener.onToken(int promptIndex, int token) on this
- * thread. After the listener throws, it is called no more and its exception propagates. */
+ * thread. Once the listener throws, the version-2 callback asks the library to stop: the
+ * call ends within one decode step (DT_ERR_CANCELLED) and the listener's exception, which
+ * is pending, is the one Java sees. */
 typedef struct {
   JNIEnv* env;
   jobject listener;
@@ -273,11 +270,12 @@ typedef struct {
   int failed;
 } dtj_stream;
 
-static void dtj_stream_token(void* user, int32_t prompt_index, int32_t token) {
+static int32_t dtj_stream_token(void* user, int32_t prompt_index, int32_t token) {
   dtj_stream* st = (dtj_stream*)user;
-  if (st->failed) return;
+  if (st->failed) return 1;
   (*st->env)->CallVoidMethod(st->env, st->listener, st->on_token, (jint)prompt_index, (jint)token);
   if ((*st->env)->ExceptionCheck(st->env)) st->failed = 1;
+  return st->failed;
 }
 
 static dt_status dtj_engine_generate_stream(dt_engine* engine, const int32_t* tokens,
@@ -299,8 +297,87 @@ static dt_status dtj_engine_generate_stream(dt_engine* engine, const int32_t* to
   st.failed = 0;
   (*env)->DeleteLocalRef(env, cls);
   if (!st.on_token) return DT_ERR_INVALID_ARGUMENT; /* NoSuchMethodError is pending */
-  return dt_engine_generate_stream(engine, tokens, lengths, (int32_t)n_prompts, options,
-                                   dtj_stream_token, &st, out_tokens, capacity, out_lengths);
+  return dt_engine_generate_stream_v2(engine, tokens, lengths, (int32_t)n_prompts, options,
+                                      dtj_stream_token, &st, out_tokens, capacity, out_lengths);
+}
+
+/* Zero-copy views. A direct ByteBuffer over a CPU tensor's bytes: it does not keep the
+ * tensor alive, so org.dtrain.Tensor.asByteBuffer passes a view handle that it releases
+ * only once the buffer is unreachable. */
+static dt_status dtj_tensor_buffer(const dt_tensor* tensor, JNIEnv* env, jobject* buffer_out) {
+  const char* device = NULL;
+  void* data = NULL;
+  size_t nbytes = 0;
+  dt_status s = dt_tensor_device(tensor, &device);
+  if (s != DT_OK) return s;
+  if (strcmp(device, "cpu") != 0)
+    return dtj_fail(DT_ERR_UNSUPPORTED, "a ByteBuffer view needs a cpu tensor (copy the data to one)");
+  if ((s = dt_tensor_data(tensor, &data)) != DT_OK) return s;
+  if ((s = dt_tensor_nbytes(tensor, &nbytes)) != DT_OK) return s;
+  if (!data || nbytes == 0 || nbytes > (size_t)INT32_MAX)
+    return dtj_fail(DT_ERR_UNSUPPORTED, "a ByteBuffer view holds 1 to 2^31 - 1 bytes");
+  *buffer_out = (*env)->NewDirectByteBuffer(env, data, (jlong)nbytes);
+  if (!*buffer_out && !(*env)->ExceptionCheck(env))
+    return dtj_fail(DT_ERR_UNSUPPORTED, "this JVM makes no direct ByteBuffer over native memory");
+  return *buffer_out ? DT_OK : DT_ERR_OUT_OF_MEMORY;
+}
+
+/* A tensor over a direct ByteBuffer's memory (from `offset`): the buffer stays reachable
+ * through a global reference until the library ends the loan, which may happen on a thread
+ * the JVM does not know (the last reference to the storage may drop on a rank's thread). */
+typedef struct {
+  JavaVM* vm;
+  jobject buffer;
+} dtj_loan;
+
+static void dtj_loan_end(void* user) {
+  dtj_loan* loan = (dtj_loan*)user;
+  JNIEnv* env = NULL;
+  int attached = 0;
+  if ((*loan->vm)->GetEnv(loan->vm, (void**)&env, JNI_VERSION_1_8) == JNI_EDETACHED) {
+    if ((*loan->vm)->AttachCurrentThreadAsDaemon(loan->vm, (void**)&env, NULL) != JNI_OK) {
+      free(loan); /* no JVM to tell: the buffer stays reachable (a leak, not a crash) */
+      return;
+    }
+    attached = 1;
+  }
+  (*env)->DeleteGlobalRef(env, loan->buffer);
+  if (attached) (*loan->vm)->DetachCurrentThread(loan->vm);
+  free(loan);
+}
+
+static dt_status dtj_tensor_wrap_buffer(int32_t dtype, const int64_t* shape, int32_t ndim,
+                                        jobject buffer, JNIEnv* env, int64_t offset,
+                                        dt_tensor** out) {
+  char* base;
+  jlong capacity;
+  int64_t bytes = (int64_t)dt_dtype_size(dtype);
+  int32_t i;
+  dtj_loan* loan;
+  if (!buffer) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "buffer is null");
+  base = (char*)(*env)->GetDirectBufferAddress(env, buffer);
+  capacity = (*env)->GetDirectBufferCapacity(env, buffer);
+  if (!base || capacity < 0) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "buffer is not a direct ByteBuffer");
+  if (offset < 0 || offset > capacity) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "offset out of bounds");
+  /* The byte size, when dtype and shape are valid (the library rejects them otherwise). */
+  for (i = 0; i < ndim && bytes > 0; ++i) {
+    if (shape[i] < 0) break;
+    if (shape[i] != 0 && bytes > INT64_MAX / shape[i])
+      return dtj_fail(DT_ERR_INVALID_ARGUMENT, "shape too large");
+    bytes *= shape[i];
+  }
+  if (bytes > capacity - offset)
+    return dtj_fail(DT_ERR_INVALID_ARGUMENT, "the buffer holds fewer bytes than the tensor");
+  loan = (dtj_loan*)malloc(sizeof *loan);
+  if (!loan) return dtj_fail(DT_ERR_OUT_OF_MEMORY, "no memory for a buffer loan");
+  loan->buffer = NULL;
+  if ((*env)->GetJavaVM(env, &loan->vm) != JNI_OK ||
+      !(loan->buffer = (*env)->NewGlobalRef(env, buffer))) {
+    free(loan);
+    return dtj_fail(DT_ERR_OUT_OF_MEMORY, "no global reference for the buffer");
+  }
+  /* The library ends the loan (dtj_loan_end) when the tensor's storage goes, or now if it fails. */
+  return dt_tensor_create_from_memory(dtype, shape, ndim, "cpu", base + offset, dtj_loan_end, loan, out);
 }
 
 /* Host-driven modules. */
@@ -340,6 +417,12 @@ DTJ_REPLACES(engine_last_generate_stats_json)
 DTJ_REPLACES(checkpoint_info_json)
 DTJ_REPLACES(engine_generate)
 DTJ_REPLACES(engine_generate_stream)
+/* Version 2 of the token callback is what dt_engine_generate_stream uses in Java. */
+%ignore dt_engine_generate_stream_v2;
+/* The zero-copy calls take raw memory: dtj_tensor_buffer and dtj_tensor_wrap_buffer
+ * (direct ByteBuffers) stand in for them, under their own names. */
+%ignore dt_tensor_data;
+%ignore dt_tensor_create_from_memory;
 DTJ_REPLACES(dataset_example)
 DTJ_REPLACES(loader_position)
 DTJ_REPLACES(loss)
@@ -365,8 +448,9 @@ dt_status dtj_tensor_shape(const dt_tensor* tensor, dtj_longs* out);
 dt_status dtj_memory_stats(const char* device, int32_t tag, dtj_longs* out);
 dt_status dtj_memory_rank_stats(const char* device, int32_t rank, int32_t tag, dtj_longs* out);
 dt_status dtj_loader_position(dt_loader* loader, dtj_longs* out);
+%apply (double* ELEMS_OUT, int64_t LEN) { (double* seconds_out, int64_t seconds_out_len) };
 dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* axis, const char* kind,
-                              dtj_doubles* out);
+                              double* seconds_out, int64_t seconds_out_len, dtj_longs* out);
 dt_status dtj_memory_report_json(const char* device, char** json_out);
 dt_status dtj_mesh_comm_report_json(dt_mesh* mesh, char** json_out);
 dt_status dtj_mesh_comm_history_json(dt_mesh* mesh, char** json_out);
@@ -407,6 +491,10 @@ DTJ_COPY(i8, int8_t)
 DTJ_COPY_ARGS(double)
 dt_status dtj_tensor_copy_from_f64(dt_tensor* tensor, const double* data, int64_t count);
 dt_status dtj_tensor_copy_to_f64(const dt_tensor* tensor, double* data, int64_t count);
+
+dt_status dtj_tensor_buffer(const dt_tensor* tensor, JNIEnv* env, jobject* buffer_out);
+dt_status dtj_tensor_wrap_buffer(int32_t dtype, const int64_t* shape, int32_t ndim, jobject buffer,
+                                 JNIEnv* env, int64_t offset, dt_tensor** out);
 
 %apply (void* BUFFER, int64_t CAPACITY) { (void* address, int64_t capacity) };
 dt_status dtj_tensor_copy_from_buffer(dt_tensor* tensor, void* address, int64_t capacity,

@@ -4,9 +4,9 @@
  * Held here, in this order: the UTF-8 string conversions (written out, since JNI's own
  * "UTF" is not UTF-8; the error path uses them too), handles as `long`, scalars and
  * strings in, out-values as return values, the helpers' small fixed arrays, shapes,
- * (pointer, length) pairs from one Java array, direct ByteBuffers and the streaming
- * listener. Each typemap is written once, in a macro where several C types share it; the
- * C functions they serve are in dtrain.h and dtrain_java_helpers.i.
+ * (pointer, length) pairs from one Java array, direct ByteBuffers (in, and out as views)
+ * and the streaming listener. Each typemap is written once, in a macro where several C
+ * types share it; the C functions they serve are in dtrain.h and dtrain_java_helpers.i.
  */
 
 %{
@@ -121,6 +121,7 @@ DTJ_HANDLE(dt_engine)
 DTJ_HANDLE(dt_dataset)
 DTJ_HANDLE(dt_loader)
 DTJ_HANDLE(dt_server)
+DTJ_HANDLE(dt_cancel)
 
 /* ---------------------------------------------------------------------------------- */
 /* Scalars and strings in; out-values as the return value                               */
@@ -156,7 +157,8 @@ DTJ_OUT_SCALAR(double, jdouble)
 %typemap(argout) char** json_out %{ $result = json$argnum ? dtj_new_string(jenv, json$argnum) : NULL; %}
 %typemap(freearg) char** json_out %{ free(json$argnum); %}
 
-/* The helpers' up-to-DT_MAX_DIMS outputs (dtj_longs, dtj_doubles): a new long[] / double[]. */
+/* The helpers' up-to-DT_MAX_DIMS outputs (dtj_longs): a new long[]. Every int64_t stays a
+ * long on its way out (a double would round counters above 2^53). */
 %define DTJ_OUT_ARRAY(STRUCT, JNAME, JELEM)
 %typemap(in, numinputs=0) STRUCT* (STRUCT values) %{ values.n = 0; $1 = &values; %}
 %typemap(argout) STRUCT* %{
@@ -165,7 +167,6 @@ DTJ_OUT_SCALAR(double, jdouble)
 %}
 %enddef
 DTJ_OUT_ARRAY(dtj_longs, Long, jlong)
-DTJ_OUT_ARRAY(dtj_doubles, Double, jdouble)
 
 /* A shape: long[] (null: a scalar). */
 %typemap(jni) (const int64_t* shape, int32_t ndim) "jlongArray"
@@ -247,6 +248,22 @@ DTJ_ARRAY(int8_t, jbyteArray, byte, Byte)
     return $null;
   }
 %}
+
+/* A direct ByteBuffer itself (a helper keeps a global reference to it while a tensor
+ * borrows its memory). */
+%typemap(jni) (jobject buffer, JNIEnv* env) "jobject"
+%typemap(jtype) (jobject buffer, JNIEnv* env) "java.nio.ByteBuffer"
+%typemap(jstype) (jobject buffer, JNIEnv* env) "java.nio.ByteBuffer"
+%typemap(javain) (jobject buffer, JNIEnv* env) "$javainput"
+%typemap(in) (jobject buffer, JNIEnv* env) %{ $1 = $input; $2 = jenv; %}
+
+/* A new direct ByteBuffer a helper made (the JNIEnv it needs is the call's own). */
+%typemap(in, numinputs=0) (JNIEnv* env, jobject* buffer_out) (jobject buffer) %{
+  buffer = NULL;
+  $1 = jenv;
+  $2 = &buffer;
+%}
+%typemap(argout) (JNIEnv* env, jobject* buffer_out) %{ $result = buffer$argnum; %}
 
 /* The streaming listener: an org.dtrain.TokenListener, called on this thread. */
 %typemap(jni) (jobject listener, JNIEnv* env) "jobject"

@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import org.dtrain.internal.DtrainNative;
 
@@ -13,11 +15,13 @@ public final class Dataset extends Handle {
   public record Example(int[] inputs, int[] targets) {}
 
   public Dataset(String kind, Options options) {
-    super(DtrainNative.dt_dataset_create(requireArg(kind, "kind"), optional(options)));
+    super(DtrainNative.dt_dataset_create(requireArg(kind, "kind"), optional(options)),
+        DtrainNative::dt_dataset_destroy);
+    reachabilityFence(options);
   }
 
   public Dataset(String kind, Map<String, ?> options) {
-    super(create(kind, options));
+    super(create(kind, options), DtrainNative::dt_dataset_destroy);
   }
 
   private static long create(String kind, Map<String, ?> map) {
@@ -27,12 +31,20 @@ public final class Dataset extends Handle {
 
   /** Number of examples. */
   public long size() {
-    return DtrainNative.dt_dataset_size(ptr());
+    try {
+      return DtrainNative.dt_dataset_size(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Tokens per example (T of the [B, T] batches). */
   public long context() {
-    return DtrainNative.dt_dataset_context(ptr());
+    try {
+      return DtrainNative.dt_dataset_context(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Example {@code index} (0 to size() - 1). */
@@ -41,11 +53,7 @@ public final class Dataset extends Handle {
     int[] inputs = new int[t];
     int[] targets = new int[t];
     DtrainNative.dt_dataset_example(ptr(), index, inputs, targets);
+    reachabilityFence(this);
     return new Example(inputs, targets);
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_dataset_destroy(p);
   }
 }

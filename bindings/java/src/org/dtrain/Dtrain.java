@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import org.dtrain.internal.DtrainNative;
 
@@ -26,7 +28,7 @@ public final class Dtrain {
   /** The version these bindings were generated from. */
   public static final int BINDING_VERSION_NUMBER = DtrainNative.DT_VERSION_NUMBER;
 
-  /** A status code's name ("DT_OK", "DT_ERR_IO", ...; "DT_ERR_UNKNOWN" for others). */
+  /** A status code's name ("DT_OK", "DT_ERR_IO", ...; "DT_ERR_UNKNOWN" for others); see {@link Status}. */
   public static String statusName(int status) {
     return DtrainNative.dt_status_string(status);
   }
@@ -34,6 +36,7 @@ public final class Dtrain {
   /** Process-wide settings: "threads", "memory_limit_bytes", "pool_cache_bytes". */
   public static void configure(Options options) {
     DtrainNative.dt_configure(Handle.require(options, "options"));
+    reachabilityFence(options);
   }
 
   public static void configure(Map<String, ?> options) {
@@ -91,8 +94,13 @@ public final class Dtrain {
 
   /** A loss ("mse" or "cross_entropy") of pred against target. */
   public static double loss(String kind, Tensor pred, Tensor target) {
-    return DtrainNative.dt_loss(Handle.requireArg(kind, "kind"), Handle.require(pred, "pred"),
-        Handle.require(target, "target"));
+    try {
+      return DtrainNative.dt_loss(Handle.requireArg(kind, "kind"), Handle.require(pred, "pred"),
+          Handle.require(target, "target"));
+    } finally {
+      reachabilityFence(pred);
+      reachabilityFence(target);
+    }
   }
 
   /** A loss and its gradient with respect to pred. */
@@ -100,6 +108,8 @@ public final class Dtrain {
     double[] loss = new double[1];
     long grad = DtrainNative.dt_loss_with_grad(Handle.requireArg(kind, "kind"),
         Handle.require(pred, "pred"), Handle.require(target, "target"), loss);
+    reachabilityFence(pred);
+    reachabilityFence(target);
     return new LossWithGrad(loss[0], Tensor.adopt(grad));
   }
 }

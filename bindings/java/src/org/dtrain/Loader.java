@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import org.dtrain.internal.DtrainNative;
 
@@ -12,11 +14,15 @@ public final class Loader extends Handle {
   public record Position(long epoch, long batchIndex) {}
 
   public Loader(Dataset dataset, Options options) {
-    super(DtrainNative.dt_loader_create(require(dataset, "dataset"), optional(options)));
+    super(DtrainNative.dt_loader_create(require(dataset, "dataset"), optional(options)),
+        DtrainNative::dt_loader_destroy);
+    reachabilityFence(dataset);
+    reachabilityFence(options);
   }
 
   public Loader(Dataset dataset, Map<String, ?> options) {
-    super(create(dataset, options));
+    super(create(dataset, options), DtrainNative::dt_loader_destroy);
+    reachabilityFence(dataset);
   }
 
   private static long create(Dataset dataset, Map<String, ?> map) {
@@ -32,25 +38,29 @@ public final class Loader extends Handle {
       throw new IllegalArgumentException("inputs and targets must be I32 tensors");
     }
     DtrainNative.dt_loader_next(ptr(), i, t);
+    reachabilityFence(this);
+    reachabilityFence(inputs);
+    reachabilityFence(targets);
   }
 
   /** Full batches per epoch. */
   public long batchesPerEpoch() {
-    return DtrainNative.dt_loader_batches_per_epoch(ptr());
+    try {
+      return DtrainNative.dt_loader_batches_per_epoch(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   public Position position() {
     long[] p = DtrainNative.dt_loader_position(ptr());
+    reachabilityFence(this);
     return new Position(p[0], p[1]);
   }
 
   /** Moves to batch {@code batchIndex} of {@code epoch}. */
   public void seek(long epoch, long batchIndex) {
     DtrainNative.dt_loader_seek(ptr(), epoch, batchIndex);
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_loader_destroy(p);
+    reachabilityFence(this);
   }
 }

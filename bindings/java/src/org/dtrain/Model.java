@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -13,7 +15,7 @@ import org.dtrain.internal.DtrainNative;
  */
 public final class Model extends Handle {
   private Model(long handle) {
-    super(handle);
+    super(handle, DtrainNative::dt_module_destroy);
   }
 
   /** A GPT of the "gpt-small" shape. */
@@ -24,7 +26,11 @@ public final class Model extends Handle {
   /** A GPT. config keys: "preset" ("gpt-tiny", "gpt-small", "llama-tiny"), "vocab_size",
    *  "context", "n_layer", "n_head", "d_model", "seed", "precision", ... (see dtrain.h). */
   public static Model gpt(Options config) {
-    return new Model(DtrainNative.dt_module_create_gpt(optional(config)));
+    try {
+      return new Model(DtrainNative.dt_module_create_gpt(optional(config)));
+    } finally {
+      reachabilityFence(config);
+    }
   }
 
   public static Model gpt(Map<String, ?> config) {
@@ -35,7 +41,11 @@ public final class Model extends Handle {
    *  the config without building the model or allocating: size a model first, even one this
    *  machine could not hold. The same keys and errors as gpt(). */
   public static long gptParamCount(Options config) {
-    return DtrainNative.dt_module_gpt_param_count(optional(config));
+    try {
+      return DtrainNative.dt_module_gpt_param_count(optional(config));
+    } finally {
+      reachabilityFence(config);
+    }
   }
 
   public static long gptParamCount(Map<String, ?> config) {
@@ -44,7 +54,11 @@ public final class Model extends Handle {
 
   /** An MLP: "sizes" ("in,hidden...,out", required), "act", "seed". */
   public static Model mlp(Options config) {
-    return new Model(DtrainNative.dt_module_create_mlp(require(config, "config")));
+    try {
+      return new Model(DtrainNative.dt_module_create_mlp(require(config, "config")));
+    } finally {
+      reachabilityFence(config);
+    }
   }
 
   public static Model mlp(Map<String, ?> config) {
@@ -53,7 +67,11 @@ public final class Model extends Handle {
 
   /** A sequential container: "layers" (e.g. "linear:4:32,gelu,linear:32:1"), "seed", "init_std". */
   public static Model sequential(Options config) {
-    return new Model(DtrainNative.dt_module_create_sequential(require(config, "config")));
+    try {
+      return new Model(DtrainNative.dt_module_create_sequential(require(config, "config")));
+    } finally {
+      reachabilityFence(config);
+    }
   }
 
   public static Model sequential(Map<String, ?> config) {
@@ -72,17 +90,29 @@ public final class Model extends Handle {
 
   /** Number of scalar parameters. */
   public long paramCount() {
-    return DtrainNative.dt_module_param_count(ptr());
+    try {
+      return DtrainNative.dt_module_param_count(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Number of parameter tensors. */
   public long paramTensorCount() {
-    return DtrainNative.dt_module_param_count_tensors(ptr());
+    try {
+      return DtrainNative.dt_module_param_count_tensors(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Name of parameter tensor {@code index}. */
   public String paramName(long index) {
-    return DtrainNative.dt_module_param_name(ptr(), index);
+    try {
+      return DtrainNative.dt_module_param_name(ptr(), index);
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Every parameter tensor's name, in the library's fixed order. */
@@ -95,32 +125,44 @@ public final class Model extends Handle {
 
   /** A tensor viewing parameter {@code name} (keeps the model alive). */
   public Tensor param(String name) {
-    return Tensor.adopt(DtrainNative.dt_module_param(ptr(), requireArg(name, "name")));
+    try {
+      return Tensor.adopt(DtrainNative.dt_module_param(ptr(), requireArg(name, "name")));
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Forward of a sequential or MLP model: x f32 [N, in] to a new [N, out] tensor. */
   public Tensor forward(Tensor x) {
-    return Tensor.adopt(DtrainNative.dt_module_forward(ptr(), require(x, "x")));
+    try {
+      return Tensor.adopt(DtrainNative.dt_module_forward(ptr(), require(x, "x")));
+    } finally {
+      reachabilityFence(this);
+      reachabilityFence(x);
+    }
   }
 
   /** Backward of the last forward from dy; gradients accumulate. */
   public void backward(Tensor dy) {
     DtrainNative.dt_module_backward_no_dx(ptr(), require(dy, "dy"));
+    reachabilityFence(this);
+    reachabilityFence(dy);
   }
 
   /** Backward of the last forward, returning the input's gradient [N, in]. */
   public Tensor backwardWithInputGrad(Tensor dy) {
-    return Tensor.adopt(DtrainNative.dt_module_backward(ptr(), require(dy, "dy")));
+    try {
+      return Tensor.adopt(DtrainNative.dt_module_backward(ptr(), require(dy, "dy")));
+    } finally {
+      reachabilityFence(this);
+      reachabilityFence(dy);
+    }
   }
 
   /** Sets every parameter's gradient to zero. */
   public void zeroGrad() {
     DtrainNative.dt_module_zero_grad(ptr());
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_module_destroy(p);
+    reachabilityFence(this);
   }
 
   @Override

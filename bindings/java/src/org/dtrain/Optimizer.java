@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import org.dtrain.internal.DtrainNative;
 
@@ -15,11 +17,14 @@ public final class Optimizer extends Handle {
 
   public Optimizer(Model model, String kind, Options options) {
     super(DtrainNative.dt_optimizer_create(require(model, "model"), requireArg(kind, "kind"),
-        optional(options)));
+        optional(options)), DtrainNative::dt_optimizer_destroy);
+    reachabilityFence(model);
+    reachabilityFence(options);
   }
 
   public Optimizer(Model model, String kind, Map<String, ?> options) {
-    super(create(model, kind, options));
+    super(create(model, kind, options), DtrainNative::dt_optimizer_destroy);
+    reachabilityFence(model);
   }
 
   private static long create(Model model, String kind, Map<String, ?> map) {
@@ -31,15 +36,12 @@ public final class Optimizer extends Handle {
   /** One update from the accumulated gradients (host-driven loops; the engine steps itself). */
   public void step() {
     DtrainNative.dt_optimizer_step(ptr());
+    reachabilityFence(this);
   }
 
   /** The learning rate of the following steps. */
   public void setLr(double lr) {
     DtrainNative.dt_optimizer_set_lr(ptr(), lr);
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_optimizer_destroy(p);
+    reachabilityFence(this);
   }
 }

@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import java.util.function.Function;
 import org.dtrain.internal.DtrainNative;
@@ -14,7 +16,7 @@ import org.dtrain.internal.DtrainNative;
 public final class Options extends Handle {
   /** An empty bag. */
   public Options() {
-    super(DtrainNative.dt_options_create());
+    super(DtrainNative.dt_options_create(), DtrainNative::dt_options_destroy);
   }
 
   /**
@@ -67,46 +69,70 @@ public final class Options extends Handle {
 
   public Options setInt(String key, long value) {
     DtrainNative.dt_options_set_int(ptr(), requireArg(key, "key"), value);
+    reachabilityFence(this);
     return this;
   }
 
   public Options setDouble(String key, double value) {
     DtrainNative.dt_options_set_double(ptr(), requireArg(key, "key"), value);
+    reachabilityFence(this);
     return this;
   }
 
   public Options setBool(String key, boolean value) {
     DtrainNative.dt_options_set_bool(ptr(), requireArg(key, "key"), value ? 1 : 0);
+    reachabilityFence(this);
     return this;
   }
 
   public Options setString(String key, String value) {
     DtrainNative.dt_options_set_string(ptr(), requireArg(key, "key"),
         requireArg(value, "value of option \"" + key + "\""));
+    reachabilityFence(this);
     return this;
   }
 
   /** The int at {@code key}: DtrainException NOT_FOUND if absent, INVALID_ARGUMENT if another type. */
   public long getInt(String key) {
-    return DtrainNative.dt_options_get_int(ptr(), requireArg(key, "key"));
+    try {
+      return DtrainNative.dt_options_get_int(ptr(), requireArg(key, "key"));
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** The double at {@code key} (an int value is read as a double too). */
   public double getDouble(String key) {
-    return DtrainNative.dt_options_get_double(ptr(), requireArg(key, "key"));
+    try {
+      return DtrainNative.dt_options_get_double(ptr(), requireArg(key, "key"));
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   public boolean getBool(String key) {
-    return DtrainNative.dt_options_get_bool(ptr(), requireArg(key, "key")) != 0;
+    try {
+      return DtrainNative.dt_options_get_bool(ptr(), requireArg(key, "key")) != 0;
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   public String getString(String key) {
-    return DtrainNative.dt_options_get_string(ptr(), requireArg(key, "key"));
+    try {
+      return DtrainNative.dt_options_get_string(ptr(), requireArg(key, "key"));
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** Number of keys. */
   public long count() {
-    return DtrainNative.dt_options_count(ptr());
+    try {
+      return DtrainNative.dt_options_count(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** The int at key, or {@code fallback} when the key is absent or holds another type. */
@@ -116,11 +142,6 @@ public final class Options extends Handle {
     } catch (DtrainException e) {
       return fallback;
     }
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_options_destroy(p);
   }
 
   @Override

@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
@@ -9,9 +11,10 @@ import org.dtrain.internal.DtrainNative;
  * A request submitted to a {@link Server}: an iterator over its new token ids as the server
  * makes them, which ends when the request ends ({@link #state()} then says how). hasNext()
  * waits for the next token (dt_server_poll, on the calling thread). Read it from one
- * thread; cancel() may come from any.
+ * thread; cancel() may come from any. close() cancels a request still running, so that
+ * leaving a try-with-resources block early frees its place on the server.
  */
-public final class Request implements Iterator<Integer> {
+public final class Request implements Iterator<Integer>, AutoCloseable {
   /** Where a request stands (DT_REQUEST_*, by ordinal). */
   public enum State { WAITING, RUNNING, PREEMPTED, FINISHED, ABORTED, REJECTED }
 
@@ -36,6 +39,7 @@ public final class Request implements Iterator<Integer> {
 
   private synchronized void poll(int timeoutMs) {
     long[] r = DtrainNative.dt_server_poll(server.ptr(), id, chunk, timeoutMs);
+    reachabilityFence(server);
     int n = (int) r[0];
     if (n > 0) {
       int left = pending.length - at;
@@ -93,7 +97,15 @@ public final class Request implements Iterator<Integer> {
     } catch (DtrainException e) {
       if (e.status() == Status.NOT_FOUND) return false; // it ended in the meantime
       throw e;
+    } finally {
+      reachabilityFence(server);
     }
+  }
+
+  /** Cancels the request unless it has ended (or its server was closed, which ended it). */
+  @Override
+  public void close() {
+    if (!done && !server.isClosed()) cancel();
   }
 
   @Override

@@ -1,5 +1,7 @@
 package org.dtrain;
 
+import static java.lang.ref.Reference.reachabilityFence;
+
 import java.util.Map;
 import org.dtrain.internal.DtrainNative;
 
@@ -22,11 +24,17 @@ public final class Server extends Handle {
    *  "block_size", "kv_blocks", "kv_cache_bytes", "max_num_seqs", "max_batched_tokens",
    *  "prefix_caching", "pp_blocks". */
   public Server(Mesh mesh, Model model, Options options) {
-    super(DtrainNative.dt_server_create(optional(mesh), require(model, "model"), optional(options)));
+    super(DtrainNative.dt_server_create(optional(mesh), require(model, "model"), optional(options)),
+        DtrainNative::dt_server_destroy);
+    reachabilityFence(mesh);
+    reachabilityFence(model);
+    reachabilityFence(options);
   }
 
   public Server(Mesh mesh, Model model, Map<String, ?> options) {
-    super(create(mesh, model, options));
+    super(create(mesh, model, options), DtrainNative::dt_server_destroy);
+    reachabilityFence(mesh);
+    reachabilityFence(model);
   }
 
   private static long create(Mesh mesh, Model model, Map<String, ?> map) {
@@ -44,7 +52,11 @@ public final class Server extends Handle {
   public Request submit(int[] prompt, Options options) {
     requireArg(prompt, "prompt");
     if (prompt.length == 0) throw new IllegalArgumentException("prompt must hold at least one token");
-    return new Request(this, DtrainNative.dt_server_submit(ptr(), prompt, optional(options)));
+    try {
+      return new Request(this, DtrainNative.dt_server_submit(ptr(), prompt, optional(options)));
+    } finally {
+      reachabilityFence(options);
+    }
   }
 
   public Request submit(int[] prompt, Map<String, ?> options) {
@@ -55,31 +67,43 @@ public final class Server extends Handle {
    *  (DtrainException TIMEOUT if some still run then). */
   public void drain(int timeoutMs) {
     DtrainNative.dt_server_drain(ptr(), timeoutMs);
+    reachabilityFence(this);
   }
 
   /** Statistics as JSON: {"requests":{"waiting":..,"running":..,"finished":..,..},
    *  "tokens":{..},"tokens_per_s":..,"ttft_s":{..},"itl_s":{..},"kv_cache":{..},..}. */
   public String statsJson() {
-    return DtrainNative.dt_server_stats_json(ptr());
+    try {
+      return DtrainNative.dt_server_stats_json(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** The same figures in Prometheus text format. */
   public String metricsText() {
-    return DtrainNative.dt_server_metrics_text(ptr());
+    try {
+      return DtrainNative.dt_server_metrics_text(ptr());
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** The model's context length. */
   public long context() {
-    return DtrainNative.dt_server_model_info(ptr())[0];
+    try {
+      return DtrainNative.dt_server_model_info(ptr())[0];
+    } finally {
+      reachabilityFence(this);
+    }
   }
 
   /** The model's vocabulary size. */
   public long vocabSize() {
-    return DtrainNative.dt_server_model_info(ptr())[1];
-  }
-
-  @Override
-  void destroy(long p) {
-    DtrainNative.dt_server_destroy(p);
+    try {
+      return DtrainNative.dt_server_model_info(ptr())[1];
+    } finally {
+      reachabilityFence(this);
+    }
   }
 }

@@ -20,13 +20,25 @@ class BasicsTest {
   }
 
   @Test
-  void statusNames() {
-    assertEquals("DT_OK", Dtrain.statusName(Status.OK));
-    assertEquals("DT_ERR_INVALID_ARGUMENT", Dtrain.statusName(Status.INVALID_ARGUMENT));
-    assertEquals("DT_ERR_IO", Status.name(Status.IO));
-    assertEquals("DT_ERR_INTERNAL", Status.name(Status.INTERNAL));
-    assertEquals("DT_ERR_UNAVAILABLE", Status.name(Status.UNAVAILABLE));
-    assertEquals("DT_ERR_UNKNOWN", Status.name(12345));
+  void statusEnum() {
+    assertEquals("DT_OK", Dtrain.statusName(Status.OK.code()));
+    assertEquals("DT_ERR_INVALID_ARGUMENT", Status.INVALID_ARGUMENT.libraryName());
+    assertEquals("DT_ERR_CANCELLED", Status.CANCELLED.libraryName());
+    assertEquals("DT_ERR_UNKNOWN", Dtrain.statusName(12345));
+    for (Status s : Status.values()) {
+      if (s == Status.UNKNOWN) continue;
+      assertEquals(s, Status.fromCode(s.code()));
+      // The library's name of each code is DT_ERR_ + the enum's name (DT_OK for OK).
+      assertEquals(s == Status.OK ? "DT_OK" : "DT_ERR_" + s.name(), s.libraryName());
+    }
+    assertEquals(Status.UNKNOWN, Status.fromCode(12345));
+    assertEquals(Status.UNKNOWN, Status.fromCode(-7));
+    DtrainException future = new DtrainException(99, "from a newer library");
+    assertEquals(Status.UNKNOWN, future.status());
+    assertEquals(99, future.code());
+    CancelledException c = new CancelledException("stopped");
+    assertEquals(Status.CANCELLED, c.status());
+    assertEquals(11, c.code());
   }
 
   @Test

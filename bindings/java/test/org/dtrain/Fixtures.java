@@ -13,6 +13,34 @@ final class Fixtures {
 
   private Fixtures() {}
 
+  /** Bytes the CPU memory ledger holds now (every tag). */
+  static long ledger() {
+    return Dtrain.memoryStats("cpu", MemTag.ALL).currentBytes();
+  }
+
+  /**
+   * Lets the Cleaner release what earlier tests left unreachable, so that a test comparing
+   * the ledger before and after sees only its own allocations: collects until a few rounds
+   * in a row release nothing (bounded: 5 s).
+   */
+  static void settleLeaks() throws InterruptedException {
+    long deadline = System.nanoTime() + 5_000_000_000L;
+    long seen = Handle.leaksReleased();
+    for (int quiet = 0; quiet < 3 && System.nanoTime() < deadline; ) {
+      System.gc();
+      Thread.sleep(20);
+      long now = Handle.leaksReleased();
+      quiet = now == seen ? quiet + 1 : 0;
+      seen = now;
+    }
+  }
+
+  /** Threads whose name starts with {@code prefix} that are alive now. */
+  static long threadsNamed(String prefix) {
+    return Thread.getAllStackTraces().keySet().stream()
+        .filter(t -> t.isAlive() && t.getName().startsWith(prefix)).count();
+  }
+
   /**
    * The sample's training set-up: a local mesh of 2, a model, adamw, an engine, the addition
    * data, its loader and one batch of i32 inputs and targets. close() closes whatever the

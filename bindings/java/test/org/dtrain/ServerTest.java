@@ -75,6 +75,24 @@ class ServerTest {
   }
 
   @Test
+  void leavingARequestEarlyCancelsIt() {
+    try (Model model = Model.gpt(GPT); Server server = new Server(null, model, SERVE)) {
+      Request left;
+      try (Request r = server.submit(new int[] {1, 2, 3}, Map.of("max_tokens", 60))) {
+        left = r;
+        assertTrue(r.hasNext());
+        r.next();
+      }
+      left.readAll(); // to its end, which the cancel brings
+      assertFalse(left.hasNext());
+      // Cancelled, unless it had already run to its end (a request takes milliseconds).
+      Request.State s = left.state();
+      assertTrue(s == Request.State.ABORTED || s == Request.State.FINISHED, s.toString());
+      left.close(); // idempotent
+    }
+  }
+
+  @Test
   void badOptionsNameTheKey() {
     try (Model model = Model.gpt(GPT)) {
       DtrainException e = assertThrows(DtrainException.class,

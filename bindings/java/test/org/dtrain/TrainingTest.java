@@ -115,11 +115,17 @@ class TrainingTest {
       int[] firsts = {0, 0};
       for (int[] pt : streamed) assertEquals(out[pt[0]][firsts[pt[0]]++], pt[1]);
 
+      // A listener that throws stops the generation: it is called no more, its exception
+      // propagates, and the engine generates again as before.
+      int[] calls = {0};
       IllegalStateException boom = assertThrows(IllegalStateException.class,
           () -> engine.generate(prompts, greedy, (p, t) -> {
+            calls[0]++;
             throw new IllegalStateException("listener failed");
           }));
       assertEquals("listener failed", boom.getMessage());
+      assertEquals(1, calls[0]);
+      assertArrayEquals(out[1], engine.generate(prompts, greedy)[1]);
       greedy.close();
 
       assertEquals(3, engine.generate(prompts[1], Map.of("max_new_tokens", 3)).length);
