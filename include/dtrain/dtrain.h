@@ -933,7 +933,7 @@ DT_API dt_status dt_loader_batches_per_epoch(dt_loader* loader, int64_t* out);
  *  seeks back to the position it saved (or to step / batches_per_epoch, step % it). */
 DT_API dt_status dt_loader_position(dt_loader* loader, int64_t* epoch, int64_t* batch_index);
 
-/** Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (>= 0). */
+/** Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (0 to 2^62). */
 DT_API dt_status dt_loader_seek(dt_loader* loader, int64_t epoch, int64_t batch_index);
 
 /* ------------------------------------------------------------------------------------ */

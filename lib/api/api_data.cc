@@ -179,7 +179,8 @@ dt_status dt_loader_seek(dt_loader* loader, int64_t epoch, int64_t batch_index) 
   return guard("dt_loader_seek", [&] {
     dt_loader& l = loader_of(loader);
     const int64_t per = l.sampler->batches_per_epoch();
-    DT_CHECK(epoch >= 0, "epoch = " + std::to_string(epoch) + "; accepted: >= 0");
+    DT_CHECK(epoch >= 0 && epoch <= dt::io::Sampler::kMaxEpoch,
+             "epoch = " + std::to_string(epoch) + "; accepted: 0 to 2^62");
     DT_CHECK(batch_index >= 0 && batch_index < per, "batch_index = " + std::to_string(batch_index) +
                                                         "; accepted: 0 to " + std::to_string(per - 1) +
                                                         " (dt_loader_batches_per_epoch - 1)");

@@ -70,9 +70,10 @@ void Sampler::next(Tensor& input, Tensor& target) {
 }
 
 void Sampler::seek(int64_t epoch, int64_t position) {
-  DT_CHECK(epoch >= 0 && position >= 0 && position < batches_per_epoch(),
+  // Epochs stop at 2^62 so that counting on from any accepted one cannot overflow.
+  DT_CHECK(epoch >= 0 && epoch <= kMaxEpoch && position >= 0 && position < batches_per_epoch(),
            "Sampler::seek: (epoch " + std::to_string(epoch) + ", position " + std::to_string(position) +
-               "); accepted: epoch >= 0, position in [0, " + std::to_string(batches_per_epoch()) + ")");
+               "); accepted: epoch 0 to 2^62, position in [0, " + std::to_string(batches_per_epoch()) + ")");
   epoch_ = epoch, pos_ = position;
 }
 

@@ -43,6 +43,7 @@ class Sampler {
   int64_t epoch() const { return epoch_; }
   int64_t position() const { return pos_; }
   void seek(int64_t epoch, int64_t position);
+  static constexpr int64_t kMaxEpoch = int64_t{1} << 62;  // the largest epoch seek accepts
 
  private:
   const std::vector<int64_t>& order(int64_t epoch) const;  // cached for the current epoch

@@ -173,6 +173,14 @@ TEST(Loader, BatchesCoverAnEpochAndSeekReplaysThem) {
   dt_tensor* f32 = batch_tensor(3, 8, DT_F32);
   expect_error(dt_loader_next(l, in, f32), DT_ERR_INVALID_ARGUMENT, {"targets", "i32 [3, 8]"});
   expect_error(dt_loader_seek(l, 0, 3), DT_ERR_INVALID_ARGUMENT, {"batch_index", "0 to 2"});
+  // Epochs stop at 2^62: counting on from the last accepted one never overflows.
+  expect_error(dt_loader_seek(l, INT64_MAX, 2), DT_ERR_INVALID_ARGUMENT, {"epoch", "0 to 2^62"});
+  OK(dt_loader_seek(l, int64_t{1} << 62, 2));
+  OK(dt_loader_next(l, in, tg));
+  int64_t far_epoch = -1, far_index = -1;
+  OK(dt_loader_position(l, &far_epoch, &far_index));
+  EXPECT_EQ(far_epoch, (int64_t{1} << 62) + 1);
+  EXPECT_EQ(far_index, 0);
   dt_tensor_destroy(wrong);
   dt_tensor_destroy(f32);
   dt_tensor_destroy(in);
