@@ -17,7 +17,9 @@ mkdir -p "$work"
 work="$(cd "$work" && pwd)"
 
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# No LD_LIBRARY_PATH: the tests and the sample find libdtrain through the rpath that
+# dtrain-sys's build script gives them (DEP_DTRAIN_RPATH), as a user's program would.
+unset LD_LIBRARY_PATH DTRAIN_RPATH
 export CARGO_TARGET_DIR="$work/target"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 unset DTRAIN_LIB_DIR DTRAIN_INCLUDE_DIR

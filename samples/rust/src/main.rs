@@ -3,7 +3,12 @@
 //! their `step N loss X` lines can be compared.
 //!
 //! Usage: dtrain-sample [CHECKPOINT_STEM]   (default "sample-ckpt/gpt")
-use dtrain::{DType, Dataset, Engine, Loader, Mesh, Model, Optimizer, Tensor};
+//!
+//! The idioms: `?` on every call (a `dtrain::Error` carries the library's status and
+//! message), handles released by scope, the loader as an iterator of batches, generation as
+//! an iterator of tokens (leaving it early stops the generation), and a `CancelToken` that
+//! another thread may raise to stop a step without harming the engine.
+use dtrain::{CancelToken, Dataset, Engine, Loader, Mesh, Model, Optimizer};
 
 fn main() -> dtrain::Result<()> {
     let stem = std::env::args()
@@ -29,14 +34,15 @@ fn main() -> dtrain::Result<()> {
             ("split", "train".into()),
         ],
     )?;
-    let mut loader = Loader::new(&dataset, &[("batch", 16.into()), ("seed", 0.into())])?;
-    let shape = [16, dataset.context()? as i64];
-    let mut inputs = Tensor::new(DType::I32, &shape)?;
-    let mut targets = Tensor::new(DType::I32, &shape)?;
+    let loader = Loader::new(&dataset, &[("batch", 16.into()), ("seed", 0.into())])?;
 
-    for step in 1..=30 {
-        loader.next(&mut inputs, &mut targets)?;
-        let loss = engine.train_step(&inputs, &targets)?;
+    // A watchdog (a deadline timer, a Ctrl-C handler) would hold a clone of this token and
+    // raise it from its own thread: the running step then returns Err(CANCELLED), changes
+    // nothing, and the engine goes on. Nothing raises it here.
+    let stop = CancelToken::new()?;
+    for (step, batch) in (1..=30).zip(loader) {
+        let (inputs, targets) = batch?;
+        let loss = engine.train_step_cancellable(&inputs, &targets, &stop)?;
         if printer {
             println!("step {step} loss {loss:.8}");
         }
@@ -49,14 +55,13 @@ fn main() -> dtrain::Result<()> {
 
     let prompt = "123+456=";
     let tokens: Vec<i32> = prompt.bytes().map(i32::from).collect();
-    let new = engine.generate(&[tokens], &[("max_new_tokens", 5.into())])?;
-    let text: String = new[0]
-        .iter()
-        .map(|&t| match u8::try_from(t) {
+    let mut text = String::new();
+    for token in engine.stream(&tokens, &[("max_new_tokens", 5.into())])? {
+        text.push(match u8::try_from(token?) {
             Ok(b) if b.is_ascii_graphic() || b == b' ' => b as char,
             _ => '?',
-        })
-        .collect();
+        });
+    }
     if printer {
         println!("{prompt}{text}");
     }

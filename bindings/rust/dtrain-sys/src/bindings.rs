@@ -939,9 +939,10 @@ pub type dt_token_callback_v2 = ::std::option::Option<
 >;
 extern "C" {
     #[doc = " dt_engine_generate_stream with a callback that can stop it: once on_token returns"]
-    #[doc = "  nonzero it is not called again, the generation ends within one decode step, and the"]
-    #[doc = "  call returns DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw"]
-    #[doc = "  are the answer so far). An attached dt_cancel (dt_engine_set_cancel) stops it too."]
+    #[doc = "  nonzero it is not called again, the generation ends within one decode step (over a"]
+    #[doc = "  pipeline, pp > 1: at its end), and the call returns DT_ERR_CANCELLED without writing the"]
+    #[doc = "  outputs (the tokens the callback saw are the answer so far). An attached dt_cancel"]
+    #[doc = "  (dt_engine_set_cancel) stops it too."]
     pub fn dt_engine_generate_stream_v2(
         engine: *mut dt_engine,
         prompt_tokens: *const i32,
@@ -1247,7 +1248,7 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
-    #[doc = " Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (>= 0)."]
+    #[doc = " Moves to batch `batch_index` (0 to batches_per_epoch - 1) of `epoch` (0 to 2^62)."]
     pub fn dt_loader_seek(loader: *mut dt_loader, epoch: i64, batch_index: i64) -> dt_status;
 }
 extern "C" {

@@ -3,8 +3,9 @@ use dtrain_sys as sys;
 
 use crate::error::{check, Error, Result};
 use crate::handle::{create, handle, lock, Family};
-use crate::options::{cstring, CallOptions, Pairs};
-use crate::tensor::Tensor;
+use crate::options::{cstring, find_int, CallOptions, Pairs};
+use crate::tensor::{DType, Tensor};
+use crate::{to_usize, try_filled};
 
 handle!(
     /// Fixed-length examples (`dt_dataset`): `context` input tokens and their targets.
@@ -36,7 +37,7 @@ impl Dataset {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_dataset_size(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "dataset size")
     }
 
     /// Tokens per example (the T of [B, T] batches).
@@ -45,7 +46,7 @@ impl Dataset {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_dataset_context(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "context")
     }
 
     /// Example `index`: (inputs, targets), `context` tokens each.
@@ -54,7 +55,8 @@ impl Dataset {
         let p = self.raw()?;
         let i =
             i64::try_from(index).map_err(|_| Error::invalid("dtrain: example index too large"))?;
-        let (mut inputs, mut targets) = (vec![0i32; t], vec![0i32; t]);
+        let mut inputs = try_filled(t, 0i32, "an example")?;
+        let mut targets = try_filled(t, 0i32, "an example")?;
         // SAFETY: both buffers hold `context` tokens.
         check(unsafe { sys::dt_dataset_example(p, i, inputs.as_mut_ptr(), targets.as_mut_ptr()) })?;
         Ok((inputs, targets))
@@ -63,7 +65,23 @@ impl Dataset {
 
 handle!(
     /// Batches of a dataset in a seeded order (`dt_loader`); keeps the dataset alive.
-    Loader, sys::dt_loader, sys::dt_loader_destroy, "Loader"
+    ///
+    /// An [`Iterator`] over `Result<(inputs, targets)>` batches, fresh i32 [batch, context]
+    /// tensors each time. It never ends (epochs follow one another, each a new permutation),
+    /// so bound it: `loader.by_ref().take(n)`, or one epoch with
+    /// `take(loader.batches_per_epoch()?)`. [`Loader::next_into`] refills tensors you keep.
+    ///
+    /// ```no_run
+    /// # fn demo(engine: &mut dtrain::Engine, data: &dtrain::Dataset) -> dtrain::Result<()> {
+    /// let mut loader = dtrain::Loader::new(data, &[("batch", 16.into())])?;
+    /// for batch in loader.by_ref().take(30) {
+    ///     let (x, y) = batch?;
+    ///     engine.train_step(&x, &y)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    Loader, sys::dt_loader, sys::dt_loader_destroy, "Loader",
+    shape: [i64; 2]
 );
 
 impl Loader {
@@ -76,15 +94,31 @@ impl Loader {
             opts.ptr(),
             &mut out
         ));
-        Ok(Loader::from_raw(p, Family::new()))
+        // The library accepted "batch" as an int, so it is there.
+        let batch = find_int(options, "batch").unwrap_or(0);
+        let context = i64::try_from(dataset.context()?).unwrap_or(i64::MAX);
+        Ok(Loader::from_raw(p, Family::new(), [batch, context]))
+    }
+
+    /// The shape of its batches: [batch, context].
+    pub fn batch_shape(&self) -> [i64; 2] {
+        self.shape
     }
 
     /// Writes the next batch into i32 CPU tensors [batch, context], then advances.
-    pub fn next(&mut self, inputs: &mut Tensor, targets: &mut Tensor) -> Result<()> {
+    pub fn next_into(&mut self, inputs: &mut Tensor, targets: &mut Tensor) -> Result<()> {
         let (p, pi, pt) = (self.raw()?, inputs.raw()?, targets.raw()?);
         let _g = lock(&[&self.fam, inputs.family(), targets.family()]);
         // SAFETY: live handles.
         check(unsafe { sys::dt_loader_next(p, pi, pt) })
+    }
+
+    fn next_batch(&mut self) -> Result<(Tensor, Tensor)> {
+        self.raw()?;
+        let mut x = Tensor::new(DType::I32, &self.shape)?;
+        let mut y = Tensor::new(DType::I32, &self.shape)?;
+        self.next_into(&mut x, &mut y)?;
+        Ok((x, y))
     }
 
     /// Full batches per epoch.
@@ -110,5 +144,15 @@ impl Loader {
         let p = self.raw()?;
         // SAFETY: live handle.
         check(unsafe { sys::dt_loader_seek(p, epoch, batch_index) })
+    }
+}
+
+impl Iterator for Loader {
+    type Item = Result<(Tensor, Tensor)>;
+
+    /// The next batch as new tensors; `Some(Err)` when it cannot be made (a closed loader),
+    /// never `None`.
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.next_batch())
     }
 }

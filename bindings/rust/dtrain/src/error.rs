@@ -23,6 +23,9 @@ impl Status {
     pub const INTERNAL: Status = Status(sys::DT_ERR_INTERNAL as i32);
     /// A service cannot take the request now (a server draining or failed).
     pub const UNAVAILABLE: Status = Status(sys::DT_ERR_UNAVAILABLE as i32);
+    /// The call was cancelled: a [`crate::CancelToken`] was raised, or a token stream was
+    /// left early. Nothing changed; the engine stays usable.
+    pub const CANCELLED: Status = Status(sys::DT_ERR_CANCELLED as i32);
 
     /// The numeric code.
     pub fn code(self) -> i32 {
@@ -81,6 +84,11 @@ impl Error {
 
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// Whether the call was cancelled ([`Status::CANCELLED`]) rather than failed.
+    pub fn is_cancelled(&self) -> bool {
+        self.status == Status::CANCELLED
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Error {

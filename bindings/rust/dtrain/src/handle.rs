@@ -20,6 +20,12 @@ impl Family {
         Family::default()
     }
 
+    /// Whether no other handle shares this family, so that no call made through another
+    /// handle can touch this one's memory (zero-copy slices rely on it).
+    pub(crate) fn is_exclusive(&self) -> bool {
+        Arc::strong_count(&self.0) == 1
+    }
+
     fn addr(&self) -> usize {
         Arc::as_ptr(&self.0) as usize
     }
@@ -42,13 +48,16 @@ pub(crate) fn lock<'a>(families: &[&'a Family]) -> Locked<'a> {
     )
 }
 
-/// Defines an owned handle type: a raw pointer (NULL once closed) and its family.
+/// Defines an owned handle type: a raw pointer (NULL once closed), its family, and any
+/// extra fields (given to `from_raw` in order).
 macro_rules! handle {
-    ($(#[$meta:meta])* $name:ident, $raw:ty, $destroy:path, $noun:literal) => {
+    ($(#[$meta:meta])* $name:ident, $raw:ty, $destroy:path, $noun:literal
+     $(, $field:ident: $fty:ty)*) => {
         $(#[$meta])*
         pub struct $name {
             ptr: *mut $raw,
             fam: $crate::handle::Family,
+            $($field: $fty,)*
         }
 
         // SAFETY: the C library lets a handle be used from any thread, one at a time;
@@ -58,8 +67,12 @@ macro_rules! handle {
 
         impl $name {
             #[allow(dead_code)]
-            pub(crate) fn from_raw(ptr: *mut $raw, fam: $crate::handle::Family) -> $name {
-                $name { ptr, fam }
+            pub(crate) fn from_raw(
+                ptr: *mut $raw,
+                fam: $crate::handle::Family,
+                $($field: $fty,)*
+            ) -> $name {
+                $name { ptr, fam, $($field,)* }
             }
 
             /// Releases the handle now. Idempotent; dropping does the same. Any later call

@@ -1,18 +1,22 @@
 //! Safe Rust API for libdtrain, over the raw `dtrain-sys` bindings of its C ABI.
 //!
 //! ```no_run
-//! use dtrain::{DType, Dataset, Engine, Loader, Mesh, Model, Optimizer, Tensor};
+//! use dtrain::{Dataset, Engine, Loader, Mesh, Model, Optimizer};
 //! # fn main() -> dtrain::Result<()> {
 //! let mesh = Mesh::new("local", 2, &[])?;
 //! let model = Model::gpt(&[("preset", "gpt-tiny".into()), ("seed", 1.into())])?;
 //! let opt = Optimizer::new(&model, "adamw", &[("lr", 0.003.into())])?;
 //! let mut engine = Engine::new(Some(&mesh), &model, &opt, &[])?;
 //! let data = Dataset::new("addition", &[("digits", 3.into()), ("split", "train".into())])?;
-//! let mut loader = Loader::new(&data, &[("batch", 16.into())])?;
-//! let t = data.context()? as i64;
-//! let (mut x, mut y) = (Tensor::new(DType::I32, &[16, t])?, Tensor::new(DType::I32, &[16, t])?);
-//! loader.next(&mut x, &mut y)?;
-//! println!("loss {:.8}", engine.train_step(&x, &y)?);
+//! let loader = Loader::new(&data, &[("batch", 16.into())])?;
+//! for batch in loader.take(30) {
+//!     let (x, y) = batch?;
+//!     println!("loss {:.8}", engine.train_step(&x, &y)?);
+//! }
+//! let prompt: Vec<i32> = "123+456=".bytes().map(i32::from).collect();
+//! for token in engine.stream(&prompt, &[("max_new_tokens", 5.into())])? {
+//!     print!("{}", token? as u8 as char);
+//! }
 //! # Ok(()) }
 //! ```
 //!
@@ -33,6 +37,16 @@
 //!   fn shared<T: Sync>() {}
 //!   shared::<dtrain::Tensor>(); // nor is a tensor (or a model, mesh, ...)
 //!   ```
+//! * Cancellation: a [`CancelToken`] (`Send + Sync`, cloneable) raised from any thread stops
+//!   `Engine::train_step_cancellable`, `eval_cancellable` or `generate_cancellable` with
+//!   [`Status::CANCELLED`] within one layer or decode step; the engine stays usable.
+//!   [`Mesh::abort_handle`] fails a whole mesh from another thread instead.
+//! * Streaming: [`Engine::stream`] is an iterator over new tokens; dropping it early stops
+//!   the generation. [`Loader`] is an iterator over batches.
+//! * Zero-copy: [`Tensor::as_slice`] / [`Tensor::as_mut_slice`] view a CPU tensor's
+//!   elements in place; [`Tensor::from_vec`] lends a `Vec`'s memory to a tensor.
+//! * No input makes a call panic: sizes are checked and a bad one is an `Err`
+//!   (`Status::INVALID_ARGUMENT`, or `Status::OUT_OF_MEMORY` for an allocation that fails).
 //! * Options are slices of `(key, Value)` pairs: `&[("lr", 0.003.into())]`, `&[]` for none.
 //! * Serving: a [`Server`] (`Send + Sync`: its calls are thread-safe) runs continuous
 //!   batching on its own thread; [`Server::submit`] returns a [`Request`], an iterator over
@@ -46,6 +60,7 @@
 //!   # Ok(()) }
 //!   ```
 
+mod cancel;
 mod data;
 mod engine;
 mod error;
@@ -54,6 +69,7 @@ mod mesh;
 mod model;
 mod options;
 mod server;
+mod stream;
 mod tensor;
 
 use std::ffi::CString;
@@ -62,13 +78,15 @@ use std::path::Path;
 
 pub use dtrain_sys as sys;
 
+pub use cancel::CancelToken;
 pub use data::{Dataset, Loader};
 pub use engine::Engine;
 pub use error::{status_name, Error, Result, Status};
-pub use mesh::{CommStats, Mesh, ReduceOp};
+pub use mesh::{CommStats, Mesh, MeshAbortHandle, ReduceOp};
 pub use model::{loss, Model, Optimizer};
 pub use options::{Options, Pairs, Value};
 pub use server::{Request, RequestState, Server};
+pub use stream::TokenStream;
 pub use tensor::{matmul, softmax, DType, Element, Tensor};
 
 use error::{check, static_str};
@@ -230,6 +248,39 @@ pub(crate) fn read_json(
             return Ok(String::from_utf8_lossy(&buf).into_owned());
         }
     }
+}
+
+/// An empty vector with room for `n` elements: `Status::INVALID_ARGUMENT` when the size
+/// overflows, `Status::OUT_OF_MEMORY` when it cannot be allocated, where `Vec::with_capacity`
+/// would panic or abort. For sizes that come from the caller.
+pub(crate) fn try_with_capacity<T>(n: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = n.checked_mul(std::mem::size_of::<T>());
+    if bytes.map_or(true, |b| b > isize::MAX as usize) {
+        return Err(Error::invalid(format!(
+            "dtrain: {what}: {n} elements overflow the address space"
+        )));
+    }
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::new(
+            Status::OUT_OF_MEMORY,
+            format!("dtrain: cannot allocate {what} ({n} elements)"),
+        )
+    })?;
+    Ok(v)
+}
+
+/// `n` copies of `value`, allocated as [`try_with_capacity`] does.
+pub(crate) fn try_filled<T: Clone>(n: usize, value: T, what: &str) -> Result<Vec<T>> {
+    let mut v = try_with_capacity(n, what)?;
+    v.resize(n, value);
+    Ok(v)
+}
+
+/// A count from the library or the caller as usize (`Status::INVALID_ARGUMENT` if negative
+/// or too large for this platform).
+pub(crate) fn to_usize(n: i64, what: &str) -> Result<usize> {
+    usize::try_from(n).map_err(|_| Error::invalid(format!("dtrain: {what} {n} does not fit usize")))
 }
 
 /// A path as a C string (its bytes, on Unix).

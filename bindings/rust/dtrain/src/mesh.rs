@@ -1,11 +1,14 @@
 //! Device meshes, mesh tensors and collectives.
+use std::cell::Cell;
+use std::marker::PhantomData;
 use std::os::raw::c_char;
 use std::ptr;
+use std::sync::Arc;
 
 use dtrain_sys as sys;
 
 use crate::error::{check, static_str, Error, Result};
-use crate::handle::{create, handle, lock, Family};
+use crate::handle::{create, lock, Family};
 use crate::options::{cstring, CallOptions, Pairs};
 use crate::read_json;
 use crate::tensor::{shape_ptr, DType, Tensor};
@@ -41,11 +44,65 @@ pub struct CommStats {
     pub seconds: f64,
 }
 
-handle!(
-    /// The world's ranks on named axes (`dt_mesh`). With the "local" backend every rank is
-    /// a thread of this process and one call drives them all.
-    Mesh, sys::dt_mesh, sys::dt_mesh_destroy, "Mesh"
-);
+/// Owns one reference to the C mesh. Shared by the [`Mesh`] and its [`MeshAbortHandle`]s;
+/// the last owner releases it.
+struct MeshRef(*mut sys::dt_mesh);
+
+// SAFETY: the mesh's calls run under its family lock (handle.rs); the one call made
+// through a shared MeshRef without it is dt_mesh_abort, which dtrain.h allows from any
+// thread while another uses the mesh.
+unsafe impl Send for MeshRef {}
+unsafe impl Sync for MeshRef {}
+
+impl Drop for MeshRef {
+    fn drop(&mut self) {
+        // SAFETY: owned, released exactly once; mesh tensors keep the mesh alive.
+        unsafe { sys::dt_mesh_destroy(self.0) }
+    }
+}
+
+/// The world's ranks on named axes (`dt_mesh`). With the "local" backend every rank is a
+/// thread of this process and one call drives them all.
+pub struct Mesh {
+    raw: Option<Arc<MeshRef>>,
+    fam: Family,
+    // Send but not Sync, like the other handles (one thread at a time).
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl Drop for Mesh {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl std::fmt::Debug for Mesh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.raw {
+            None => write!(f, "Mesh(closed)"),
+            Some(r) => write!(f, "Mesh({:p})", r.0),
+        }
+    }
+}
+
+/// Fails a mesh from any thread ([`Mesh::abort_handle`]): `Send + Sync` and cloneable, for
+/// a watchdog while another thread is blocked in a collective or a train step on the mesh.
+#[derive(Clone)]
+pub struct MeshAbortHandle(Arc<MeshRef>);
+
+impl MeshAbortHandle {
+    /// [`Mesh::abort`], from any thread.
+    pub fn abort(&self) -> Result<()> {
+        // SAFETY: a live mesh (this handle owns a reference); thread-safe by dtrain.h.
+        check(unsafe { sys::dt_mesh_abort(self.0 .0) })
+    }
+}
+
+impl std::fmt::Debug for MeshAbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MeshAbortHandle({:p})", self.0 .0)
+    }
+}
 
 impl Mesh {
     /// `backend`: "local" or "mpi". `world_size`: local: 1 to 1024; mpi: 0 (the MPI world)
@@ -59,7 +116,56 @@ impl Mesh {
             opts.ptr(),
             &mut out
         ));
-        Ok(Mesh::from_raw(p, Family::new()))
+        Ok(Mesh {
+            raw: Some(Arc::new(MeshRef(p))),
+            fam: Family::new(),
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Releases the handle now. Idempotent; dropping does the same. Later calls fail with
+    /// `Status::INVALID_ARGUMENT`. Mesh tensors, engines and abort handles made from it
+    /// keep the mesh alive.
+    pub fn close(&mut self) {
+        self.raw = None;
+    }
+
+    /// Whether [`close`](Self::close) has run.
+    pub fn is_closed(&self) -> bool {
+        self.raw.is_none()
+    }
+
+    /// The raw C handle (NULL once closed), for calls this crate does not wrap. It stays
+    /// owned by `self`.
+    pub fn as_raw(&self) -> *mut sys::dt_mesh {
+        self.raw.as_ref().map_or(ptr::null_mut(), |r| r.0)
+    }
+
+    pub(crate) fn raw(&self) -> Result<*mut sys::dt_mesh> {
+        self.raw
+            .as_ref()
+            .map(|r| r.0)
+            .ok_or_else(|| Error::closed("Mesh"))
+    }
+
+    pub(crate) fn family(&self) -> &Family {
+        &self.fam
+    }
+
+    /// Puts the mesh in its error state (`dt_mesh_abort`): every collective waiting on it
+    /// returns `Status::ABORTED` within a second, and so does every later one; build a new
+    /// mesh to go on. To abort from another thread while this one is blocked, use
+    /// [`Mesh::abort_handle`]. To stop a train step and keep the mesh, cancel it instead
+    /// ([`crate::CancelToken`]).
+    pub fn abort(&self) -> Result<()> {
+        self.abort_handle()?.abort()
+    }
+
+    /// A `Send + Sync` handle that aborts this mesh from any thread. It keeps the mesh
+    /// alive.
+    pub fn abort_handle(&self) -> Result<MeshAbortHandle> {
+        let r = self.raw.clone().ok_or_else(|| Error::closed("Mesh"))?;
+        Ok(MeshAbortHandle(r))
     }
 
     fn get_i32(

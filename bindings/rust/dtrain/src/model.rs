@@ -8,8 +8,8 @@ use dtrain_sys as sys;
 use crate::error::{check, owned_str, Error, Result};
 use crate::handle::{create, handle, lock, Family};
 use crate::options::{cstring, CallOptions, Pairs};
-use crate::path_cstring;
 use crate::tensor::Tensor;
+use crate::{path_cstring, to_usize};
 
 handle!(
     /// A model (`dt_module`): a GPT, an MLP or a sequential container. Optimizers, engines
@@ -47,7 +47,7 @@ impl Model {
         let mut n = 0i64;
         // SAFETY: valid options (or NULL) and out-pointer.
         check(unsafe { sys::dt_module_gpt_param_count(opts.ptr(), &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "parameter count")
     }
 
     /// An MLP: "sizes" ("in,hidden...,out"), "act", "seed".
@@ -79,7 +79,7 @@ impl Model {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_module_param_count(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "parameter count")
     }
 
     /// Number of parameter tensors.
@@ -89,7 +89,7 @@ impl Model {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_module_param_count_tensors(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "parameter tensor count")
     }
 
     /// The parameter tensors' names, in the model's fixed order.

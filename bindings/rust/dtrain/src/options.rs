@@ -175,7 +175,7 @@ impl Options {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_options_count(self.ptr.as_ptr(), &mut n) })?;
-        Ok(n as usize)
+        crate::to_usize(n, "option count")
     }
 
     pub fn is_empty(&self) -> Result<bool> {

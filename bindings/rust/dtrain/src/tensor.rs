@@ -7,6 +7,7 @@ use dtrain_sys as sys;
 use crate::error::{check, owned_str, static_str, Error, Result};
 use crate::handle::{create, handle, lock, Family};
 use crate::options::{cstring, CallOptions, Pairs};
+use crate::{to_usize, try_filled};
 
 /// Element types (`dt_dtype`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -58,7 +59,7 @@ mod sealed {
 }
 
 /// A host element type that a tensor of the matching dtype copies to and from.
-pub trait Element: Copy + Default + sealed::Sealed + 'static {
+pub trait Element: Copy + Default + Send + Sync + sealed::Sealed + 'static {
     const DTYPE: DType;
 }
 impl Element for f32 {
@@ -77,6 +78,24 @@ handle!(
     /// local rank; [`Tensor::piece`] views one.
     Tensor, sys::dt_tensor, sys::dt_tensor_destroy, "Tensor"
 );
+
+/// Frees a vector lent by [`Tensor::from_vec`] (called by the library, on any thread).
+unsafe extern "C" fn release_vec<T: Element>(owner: *mut c_void) {
+    // SAFETY: `owner` is the Box<Vec<T>> from_vec leaked, given back exactly once.
+    drop(Box::from_raw(owner as *mut Vec<T>));
+    #[cfg(test)]
+    tests::RELEASED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The element count of `shape`, checked: negative sizes and overflow are errors.
+fn checked_numel(shape: &[i64]) -> Result<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| {
+        usize::try_from(d)
+            .ok()
+            .and_then(|d| acc.checked_mul(d))
+            .ok_or_else(|| Error::invalid(format!("dtrain: bad or overflowing shape {shape:?}")))
+    })
+}
 
 fn ndim_of(shape: &[i64]) -> Result<i32> {
     i32::try_from(shape.len()).map_err(|_| Error::invalid("dtrain: too many dims"))
@@ -112,6 +131,99 @@ impl Tensor {
         Ok(Tensor::from_raw(p, Family::new()))
     }
 
+    /// A CPU tensor over `data`'s memory, without a copy: the tensor owns the vector and
+    /// frees it when the library is done with it (the last handle viewing it dropped).
+    /// `data.len()` must be the shape's element count (`Status::INVALID_ARGUMENT`
+    /// otherwise). Read and write it in place with [`Tensor::as_slice`] and
+    /// [`Tensor::as_mut_slice`].
+    pub fn from_vec<T: Element>(mut data: Vec<T>, shape: &[i64]) -> Result<Tensor> {
+        let numel = checked_numel(shape)?;
+        if numel != data.len() {
+            return Err(Error::invalid(format!(
+                "dtrain: the shape {shape:?} has {numel} elements, the vector {}",
+                data.len()
+            )));
+        }
+        let nd = ndim_of(shape)?;
+        let dev = cstring("cpu", "device")?;
+        let ptr = data.as_mut_ptr() as *mut c_void;
+        // Boxing moves the Vec's header, not its elements: `ptr` stays valid until the
+        // release callback frees the box.
+        let owner = Box::into_raw(Box::new(data)) as *mut c_void;
+        // SAFETY: ptr holds numel elements of T, aligned; the library calls release_vec::<T>
+        // with `owner` exactly once, also when the call fails, and never uses ptr after.
+        let p = create!(sys::dt_tensor, |out| sys::dt_tensor_create_from_memory(
+            T::DTYPE.code(),
+            shape_ptr(shape),
+            nd,
+            dev.as_ptr(),
+            ptr,
+            Some(release_vec::<T>),
+            owner,
+            &mut out
+        ));
+        Ok(Tensor::from_raw(p, Family::new()))
+    }
+
+    /// The elements in place, without a copy (`dt_tensor_data`). `Status::INVALID_ARGUMENT`
+    /// unless the dtype is `T`'s, the tensor is on the CPU, and it shares its memory with
+    /// no other live handle (a parameter view, a mesh tensor or a piece: copy those with
+    /// [`Tensor::copy_to`]), so that nothing writes it while the slice lives.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        let (p, n) = self.data::<T>()?;
+        // SAFETY: data checked dtype, device, alignment and the element count; the memory
+        // lives as long as this handle, which the borrow keeps, and no other handle can
+        // write it (an exclusive family; making a piece needs &mut self).
+        Ok(unsafe { std::slice::from_raw_parts(p, n) })
+    }
+
+    /// The elements in place, writable; the same conditions as [`Tensor::as_slice`].
+    pub fn as_mut_slice<T: Element>(&mut self) -> Result<&mut [T]> {
+        let (p, n) = self.data::<T>()?;
+        // SAFETY: as for as_slice, and `&mut self` makes this the only view.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+    }
+
+    /// The address and element count for a slice of T, or why there cannot be one.
+    fn data<T: Element>(&self) -> Result<(*mut T, usize)> {
+        let p = self.raw()?;
+        if !self.fam.is_exclusive() {
+            return Err(Error::invalid(
+                "dtrain: this tensor shares its memory with other handles (a parameter, a mesh \
+                 tensor or a piece); copy it out instead of slicing it",
+            ));
+        }
+        let dtype = self.dtype()?;
+        if dtype != T::DTYPE {
+            return Err(Error::invalid(format!(
+                "dtrain: the tensor holds {}, the slice {}",
+                dtype.name(),
+                T::DTYPE.name()
+            )));
+        }
+        let device = self.device()?;
+        if device != "cpu" {
+            return Err(Error::invalid(format!(
+                "dtrain: a slice needs a CPU tensor, this one is on {device}"
+            )));
+        }
+        let n = self.numel()?;
+        if n == 0 {
+            return Ok((std::ptr::NonNull::dangling().as_ptr(), 0));
+        }
+        let mut data: *mut c_void = ptr::null_mut();
+        // SAFETY: live handle, valid out-pointer.
+        check(unsafe { sys::dt_tensor_data(p, &mut data) })?;
+        let data = data as *mut T;
+        if data.is_null() || data as usize % std::mem::align_of::<T>() != 0 {
+            return Err(Error::new(
+                crate::Status::INTERNAL,
+                "dtrain: dt_tensor_data gave a NULL or misaligned address",
+            ));
+        }
+        Ok((data, n))
+    }
+
     /// A CPU tensor of `shape` holding `data` (its dtype is `T`'s).
     pub fn from_slice<T: Element>(shape: &[i64], data: &[T]) -> Result<Tensor> {
         let mut t = Tensor::new(T::DTYPE, shape)?;
@@ -134,7 +246,7 @@ impl Tensor {
         let mut n = 0i32;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_tensor_ndim(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(i64::from(n), "ndim")
     }
 
     /// The sizes of the dims (of one piece, for a mesh tensor).
@@ -146,7 +258,8 @@ impl Tensor {
         // SAFETY: live handle; dims holds DT_MAX_DIMS >= ndim entries.
         check(unsafe { sys::dt_tensor_ndim(p, &mut n) })?;
         check(unsafe { sys::dt_tensor_shape(p, dims.as_mut_ptr(), dims.len() as i32) })?;
-        Ok(dims[..n as usize].to_vec())
+        let n = usize::try_from(n).unwrap_or(0).min(dims.len());
+        Ok(dims[..n].to_vec())
     }
 
     /// Number of elements.
@@ -156,7 +269,7 @@ impl Tensor {
         let mut n = 0i64;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_tensor_numel(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(n, "numel")
     }
 
     /// Number of bytes.
@@ -229,7 +342,7 @@ impl Tensor {
 
     /// The contents as a new vector (the dtype must be `T`'s).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        let mut v = vec![T::default(); self.numel()?];
+        let mut v = try_filled(self.numel()?, T::default(), "the tensor's copy")?;
         self.copy_to(&mut v)?;
         Ok(v)
     }
@@ -311,11 +424,13 @@ impl Tensor {
         let mut n = 0i32;
         // SAFETY: live handle, valid out-pointer.
         check(unsafe { sys::dt_tensor_piece_count(p, &mut n) })?;
-        Ok(n as usize)
+        to_usize(i64::from(n), "piece count")
     }
 
     /// A plain tensor viewing piece `local_index` (it shares the storage and keeps it alive).
-    pub fn piece(&self, local_index: usize) -> Result<Tensor> {
+    /// It can write this tensor's memory, hence `&mut self`: no slice of it
+    /// ([`Tensor::as_slice`]) may be alive meanwhile.
+    pub fn piece(&mut self, local_index: usize) -> Result<Tensor> {
         let p = self.raw()?;
         let i = i32::try_from(local_index)
             .map_err(|_| Error::invalid("dtrain: piece index too large"))?;
@@ -339,4 +454,31 @@ pub fn softmax(x: &Tensor, y: &mut Tensor) -> Result<()> {
     let _g = lock(&[&x.fam, &y.fam]);
     // SAFETY: live handles.
     check(unsafe { sys::dt_softmax(px, py) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub(super) static RELEASED: AtomicUsize = AtomicUsize::new(0);
+
+    // One test only touches RELEASED, so the count is exact.
+    #[test]
+    fn a_lent_vec_is_released_exactly_once() {
+        let before = RELEASED.load(Ordering::SeqCst);
+        let mut t = Tensor::from_vec(vec![1.0f32; 4], &[4]).unwrap();
+        let mut p = t.piece(0).unwrap();
+        t.close();
+        assert_eq!(
+            RELEASED.load(Ordering::SeqCst),
+            before,
+            "released while a view lives"
+        );
+        p.close();
+        assert_eq!(RELEASED.load(Ordering::SeqCst), before + 1);
+        // A failed create releases the loan too (here: a zero dim).
+        assert!(Tensor::from_vec(Vec::<i32>::new(), &[0]).is_err());
+        assert_eq!(RELEASED.load(Ordering::SeqCst), before + 2);
+    }
 }

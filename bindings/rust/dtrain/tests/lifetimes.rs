@@ -57,7 +57,7 @@ fn engine_closed_first_leaves_the_rest_usable() {
     assert!(s.mesh.world_size().unwrap() == 2);
     // A new engine on the same handles still trains.
     let mut e = Engine::new(Some(&s.mesh), &s.model, &s.optimizer, &[]).unwrap();
-    s.loader.next(&mut s.inputs, &mut s.targets).unwrap();
+    s.loader.next_into(&mut s.inputs, &mut s.targets).unwrap();
     assert!(e.train_step(&s.inputs, &s.targets).unwrap().is_finite());
 }
 
@@ -123,5 +123,8 @@ fn create_and_drop_many() {
         drop(o);
     }
     let after = memory_stats("cpu", MemTag::KvCache).unwrap().current;
-    assert!(after - before < 64 * 64 * 4, "before {before}, after {after}");
+    assert!(
+        after - before < 64 * 64 * 4,
+        "before {before}, after {after}"
+    );
 }

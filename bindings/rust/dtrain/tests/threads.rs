@@ -16,6 +16,9 @@ fn handles_are_send() {
     assert_send::<dtrain::Loader>();
     assert_send::<dtrain::Options>();
     assert_send::<dtrain::Error>();
+    assert_send::<dtrain::CancelToken>();
+    assert_send::<dtrain::MeshAbortHandle>();
+    assert_send::<dtrain::TokenStream<'static>>();
 }
 
 #[test]

@@ -58,7 +58,7 @@ fn save_then_load_continues_like_an_unbroken_run() {
     let (mut x, mut y) = batch_tensors(&data);
     let mut got = [0f64; 2];
     for l in got.iter_mut() {
-        loader.next(&mut x, &mut y).unwrap();
+        loader.next_into(&mut x, &mut y).unwrap();
         *l = engine.train_step(&x, &y).unwrap();
     }
     assert_eq!(got, expected, "resumed losses differ from the unbroken run");
@@ -120,9 +120,14 @@ fn model_parameters() {
         .map(|n| model.param(n).unwrap().numel().unwrap())
         .sum();
     assert_eq!(total, model.param_count().unwrap());
-    assert_eq!(Model::gpt_param_count(&[("preset", "gpt-tiny".into())]).unwrap(), total);
     assert_eq!(
-        Model::gpt_param_count(&[("n_layer", (-1i64).into())]).unwrap_err().status,
+        Model::gpt_param_count(&[("preset", "gpt-tiny".into())]).unwrap(),
+        total
+    );
+    assert_eq!(
+        Model::gpt_param_count(&[("n_layer", (-1i64).into())])
+            .unwrap_err()
+            .status,
         dtrain::Status::INVALID_ARGUMENT
     );
     assert_eq!(

@@ -73,12 +73,34 @@ pub fn setup() -> Setup {
 impl Setup {
     pub fn step(&mut self) -> f64 {
         self.loader
-            .next(&mut self.inputs, &mut self.targets)
-            .expect("loader.next");
+            .next_into(&mut self.inputs, &mut self.targets)
+            .expect("loader.next_into");
         self.engine
             .train_step(&self.inputs, &self.targets)
             .expect("train_step")
     }
+}
+
+/// A GPT (8 layers, d_model 256, context 128) and a batch of 32 in 4 micro-batches: one
+/// step takes about a second on two cores, well over the cancel delay. No mesh: the engine
+/// then checks the flag before every layer.
+pub fn big_engine() -> (Engine, Tensor, Tensor) {
+    let model = Model::gpt(&[
+        ("vocab_size", 256.into()),
+        ("context", 128.into()),
+        ("n_layer", 8.into()),
+        ("n_head", 4.into()),
+        ("d_model", 256.into()),
+        ("seed", 1.into()),
+    ])
+    .unwrap();
+    let opt = Optimizer::new(&model, "adamw", &[("lr", 0.001.into())]).unwrap();
+    let engine = Engine::new(None, &model, &opt, &[("micro_batches", 4.into())]).unwrap();
+    let tokens: Vec<i32> = (0..32 * 128).map(|i| (i * 7 + 3) % 256).collect();
+    let x = Tensor::from_slice(&[32, 128], &tokens).unwrap();
+    let shifted: Vec<i32> = tokens.iter().map(|t| (t + 1) % 256).collect();
+    let y = Tensor::from_slice(&[32, 128], &shifted).unwrap();
+    (engine, x, y)
 }
 
 /// A fresh path under the build's scratch dir (inside the cargo target dir).
