@@ -69,12 +69,8 @@ dt_status dt_tensor_create_on_mesh(dt_mesh* mesh, dt_dtype dtype, const int64_t*
   return guard("dt_tensor_create_on_mesh", [&] {
     need(mesh, "mesh");
     need(out, "out");
-    dt::DType dt_ = dt::dtype_from_raw(dtype, "dtype");
-    DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
-             "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
-    if (ndim > 0) need(shape, "shape");
-    dt::Shape s(shape, shape + ndim);
-    dt::checked_numel(s, dt_, "shape");
+    dt::DType dt_;
+    dt::Shape s = dt::api::shape_arg(dtype, shape, ndim, &dt_);
     dt::OptionReader r(dt::api::opts_of(options), "dt_tensor_create_on_mesh", {"tag"});
     dt::MemTag tag = dt::parse_mem_tag(r.get_string("tag", "workspace").c_str(), "option \"tag\"");
     auto h = std::make_unique<dt_tensor>();

@@ -42,12 +42,8 @@ dt_status dt_tensor_create(dt_dtype dtype, const int64_t* shape, int32_t ndim, c
                            const dt_options* options, dt_tensor** out) {
   return guard("dt_tensor_create", [&] {
     need(out, "out");
-    dt::DType dt_ = dt::dtype_from_raw(dtype, "dtype");
-    DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
-             "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
-    if (ndim > 0) need(shape, "shape");
-    dt::Shape s(shape, shape + ndim);
-    dt::checked_numel(s, dt_, "shape");
+    dt::DType dt_;
+    dt::Shape s = dt::api::shape_arg(dtype, shape, ndim, &dt_);
     dt::Device d = dt::parse_device(device, "device");
     dt::OptionReader r(dt::api::opts_of(options), "dt_tensor_create", {"tag"});
     dt::MemTag tag = dt::parse_mem_tag(r.get_string("tag", "workspace").c_str(), "option \"tag\"");
@@ -158,11 +154,8 @@ dt_status dt_tensor_create_from_memory(dt_dtype dtype, const int64_t* shape, int
   dt_status st = guard("dt_tensor_create_from_memory", [&] {
     need(out, "out");
     need(data, "data");
-    dt::DType t = dt::dtype_from_raw(dtype, "dtype");
-    DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
-             "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
-    if (ndim > 0) need(shape, "shape");
-    dt::Shape s(shape, shape + ndim);
+    dt::DType t;
+    dt::Shape s = dt::api::shape_arg(dtype, shape, ndim, &t);
     const int64_t n = dt::checked_numel(s, t, "shape");
     dt::Device d = dt::parse_device(device, "device");
     dt::require_available(d);
