@@ -714,9 +714,9 @@ typedef int32_t (*dt_token_callback_v2)(void* user, int32_t prompt_index, int32_
 
 /** dt_engine_generate_stream with a callback that can stop it: once on_token returns
  *  nonzero it is not called again, the generation ends within one decode step (over a
- *  pipeline, pp > 1: at its end), and the call returns DT_ERR_CANCELLED without writing the
- *  outputs (the tokens the callback saw are the answer so far). An attached dt_cancel
- *  (dt_engine_set_cancel) stops it too. */
+ *  pipeline, pp > 1: once the units in flight drain), and the call returns
+ *  DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw are the answer
+ *  so far). An attached dt_cancel (dt_engine_set_cancel) stops it too. */
 DT_API dt_status dt_engine_generate_stream_v2(dt_engine* engine, const int32_t* prompt_tokens,
                                               const int64_t* prompt_lengths, int32_t n_prompts,
                                               const dt_options* options, dt_token_callback_v2 on_token,
@@ -752,10 +752,12 @@ DT_API dt_status dt_cancel_is_requested(const dt_cancel* cancel, int32_t* out);
 /** Attaches `cancel` (NULL: detaches) to the engine: while it is raised, the engine's calls
  *  (dt_engine_train_step, dt_engine_eval, dt_engine_generate and its stream forms) end
  *  with DT_ERR_CANCELLED, and the engine, its module, optimizer and mesh stay usable. A
- *  call already running stops at its next check: a train step between micro-batches and
- *  before its update (on a mesh of several ranks, once its gradients are complete: the
- *  ranks agree to stop with one small all-reduce, so that none updates alone), evaluation
- *  between micro-batches, generation before each decode step. A cancelled train step
+ *  call already running stops at its next check: on one rank, before every layer of a
+ *  train step or an evaluation and before the update; on a mesh of several ranks, where
+ *  the step's gradients are complete (the ranks agree to stop with one small all-reduce,
+ *  so that none updates alone; under mpirun attach a flag in every process or in none);
+ *  generation before each decode step (over a pipeline the last stage decides and the
+ *  units in flight drain). A cancelled train step
  *  changes nothing: no update, the step count and optimizer state as before, the gradients
  *  cleared. Raised before a call starts, it fails that call at once. The engine keeps a
  *  reference until detached or destroyed. Same thread rules as the engine's other calls

@@ -164,7 +164,7 @@ void generate_into(dt_engine& e, const int32_t* prompt_tokens, const int64_t* pr
   }
   // The engine's: on the tp replicas, or on the module after gathering (ZeRO-3).
   const dt::engine::GenerateResult res = e.engine->generate(prompts, g);
-  // A pipeline generation (pp > 1) does not stop early: it still ends as cancelled.
+  // A stop asked for at the very last token still ends the call as cancelled.
   if (res.cancelled || stop.load())
     dt::throw_cancelled("generate", stop.load() ? "the token callback asked to stop" : "dt_cancel_request");
   for (int32_t i = 0; i < n_prompts; ++i) {

@@ -27,7 +27,8 @@ struct GenerateOptions : SamplingOptions {
   std::function<void(int64_t prompt, int32_t token)> on_token;
   // Read before each prompt's prefill and each decode step (when set): true ends the
   // generation there, with GenerateResult::cancelled. On tp replicas it is a collective
-  // (the Trainer's agreement), so every replica stops at the same step.
+  // (the Trainer's agreement), so every replica stops at the same step; over a pipeline
+  // (generate_pipelined) only the last stage reads it, and tells the others.
   std::function<bool()> should_stop;
 };
 

@@ -4,6 +4,10 @@
 // messages reach the others in the order it sends them, and a rank reads them lazily: just
 // before it needs a group's tokens, it drains the messages up to that group's last, so the
 // first stage runs ahead on other groups meanwhile (the pipeline stays full).
+// Stopping early (GenerateOptions::should_stop) is the last stage's decision: once it says
+// stop, that stage sends -1 for every row it would have sampled, every rank marks such rows
+// finished, and the units already in flight drain through the stages as usual, so no
+// message is left behind and every rank ends at the same point, with res.cancelled.
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -57,9 +61,17 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       expected.pop_front();
       Tensor t = Tensor::uninit({static_cast<int64_t>(rows.size())}, DType::I32);
       pp.recv(t.raw(), t.numel(), DType::I32, P - 1, kTokensTag);
-      for (size_t j = 0; j < rows.size(); ++j) record(rows[j], t.data<int32_t>()[j]);
+      for (size_t j = 0; j < rows.size(); ++j) {
+        const int32_t tok = t.data<int32_t>()[j];
+        if (tok < 0) {
+          done[static_cast<size_t>(rows[j])] = true, res.cancelled = true;  // the last stage stopped
+        } else {
+          record(rows[j], tok);
+        }
+      }
     }
   };
+  bool stopping = false;  // the last stage: should_stop has said stop
   Tensor x, logits, logits32, host32;
   // One unit through this stage: rows of the cache, ids (first stage), Tq tokens each.
   auto run_unit = [&](const std::vector<int64_t>& rows, const Tensor& ids, int64_t Tq, int64_t step) {
@@ -80,7 +92,12 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
     stage.cached_head(x, cache, logits);
     const float* l32 = host_f32_logits(logits, logits32, host32);
     Tensor toks = Tensor::uninit({A}, DType::I32);
-    for (int64_t j = 0; j < A; ++j) {
+    if (!stopping && o.should_stop && o.should_stop()) stopping = res.cancelled = true;
+    for (int64_t j = 0; j < A && stopping; ++j) {
+      toks.data<int32_t>()[j] = -1;
+      done[static_cast<size_t>(rows[static_cast<size_t>(j)])] = true;
+    }
+    for (int64_t j = 0; j < A && !stopping; ++j) {
       const float* row = l32 + (j * Tq + Tq - 1) * V;
       toks.data<int32_t>()[j] = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + rows[static_cast<size_t>(j)])));
       record(rows[static_cast<size_t>(j)], toks.data<int32_t>()[j]);

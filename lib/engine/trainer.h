@@ -77,7 +77,8 @@ class Trainer {
   // unit and the update. Over several ranks: where the step's gradients are complete, the
   // ranks agreeing with one small all-reduce over the world (so under mpirun every process
   // attaches a flag, or none); generation on tp replicas agrees the same way before each
-  // decode step; a pipeline (pp > 1) generation checks only when it starts.
+  // decode step; over a pipeline (pp > 1) the last stage reads the flag before each unit it
+  // samples and the stages then drain what is in flight (engine/generate_pipeline.cc).
   void set_cancel(std::shared_ptr<CancelFlag> flag);
 
   // The global batch: i32 [B, T], the same on every process; B divisible by dp x micro_batches.

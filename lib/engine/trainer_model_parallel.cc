@@ -140,7 +140,7 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     gather_model();
     return engine::generate(*host_, prompts, here);
   }
-  const bool watch = (cancel_ || opt.should_stop) && pp_ == 1;  // see set_cancel: pp checks at entry only
+  const bool watch = cancel_ || opt.should_stop;
   // On the replicas themselves: each its tp part of its stage, the KV cache sharded by
   // heads and placed by layers; every replica ends with the same tokens.
   std::vector<GenerateResult> out(replicas_.size());
@@ -150,7 +150,9 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     GenerateOptions mine = opt;
     if (li != 0) mine.on_token = nullptr;
     mine.should_stop = nullptr;
-    if (watch) mine.should_stop = [this, li, &opt] { return cancel_agreed(li, opt.should_stop); };
+    // tp: the replicas agree before each step; a pipeline's last stage decides for all.
+    if (watch && pp_ == 1) mine.should_stop = [this, li, &opt] { return cancel_agreed(li, opt.should_stop); };
+    if (watch && pp_ > 1) mine.should_stop = [this, &opt] { return cancel_raised() || (opt.should_stop && opt.should_stop()); };
     out[i] = pp_ > 1 ? engine::generate_pipelined(*models_[i], *pp_comms_[i], prompts, mine)
                      : engine::generate(*models_[i], prompts, mine);
   });

@@ -1,7 +1,8 @@
 // Cancellation under mpirun: each process has its own flag, and a flag raised in ONE
 // process stops the call in every process (the ranks agree with an all-reduce where the
-// step's gradients are complete, or before each decode step), so nobody updates or
-// generates alone, the mesh stays usable, and the next calls agree again.
+// step's gradients are complete, or before each decode step; a pipeline's last stage
+// decides its generation), so nobody updates or generates alone, the mesh stays usable,
+// and the next calls agree again. Over dp, tp and pp.
 #include "engine/generate.h"
 #include "mpi/mpi_train_checks.h"
 
@@ -20,10 +21,15 @@ bool cancelled(const std::function<void()>& call) {
 
 TEST_F(MpiTest, AFlagRaisedInOneProcessStopsEveryProcess) {
   const int n = world_size();
-  for (int tp : {1, n}) {
-    const std::string what = (tp == 1 ? "dp " : "tp ") + std::to_string(n) + ", rank " + std::to_string(world_rank());
-    auto mesh = mpi_mesh(tp == 1 ? Coords{n, 1, 1, 1, 1} : Coords{1, 1, 1, 1, n});
-    nn::GPT model(dt::test::tp_tiny_gpt(false, DType::F32));
+  for (int axis : {kDp, kTp, kPp}) {
+    const std::string what = std::string(axis_name(axis)) + " " + std::to_string(n) + ", rank " +
+                             std::to_string(world_rank());
+    Coords axes{1, 1, 1, 1, 1};
+    axes[axis] = n;
+    auto mesh = mpi_mesh(axes);
+    nn::GPTConfig cfg = dt::test::tp_tiny_gpt(false, DType::F32);
+    cfg.n_layer = 4;  // a block per stage at pp 4
+    nn::GPT model(cfg);
     optim::AdamW opt(model.parameters(), dt::test::dp_adamw());
     engine::Trainer t(mesh, model, opt, dt::test::dp_options(1));
     auto flag = std::make_shared<CancelFlag>();
@@ -34,12 +40,13 @@ TEST_F(MpiTest, AFlagRaisedInOneProcessStopsEveryProcess) {
     if (world_rank() == n - 1) flag->request();
     EXPECT_TRUE(cancelled([&] { t.train_step(b.in, b.tg); })) << what;
     EXPECT_EQ(t.step(), 1) << what;
-    // Generation: the same agreement before each decode step (on tp replicas; a dp engine
-    // generates on each process alone, so there the local flag decides).
+    // Generation: tp replicas agree before each decode step; over a pipeline the last stage
+    // (the raising process here) decides for all; a dp engine generates on each process
+    // alone, so there the local flag decides.
     engine::GenerateOptions g;
     g.max_new_tokens = 4;
-    const bool gen_cancelled = t.generate({{1, 2, 3}}, g).cancelled;  // the C API turns it into CANCELLED
-    EXPECT_EQ(gen_cancelled, tp > 1 || world_rank() == n - 1) << what;
+    const bool gen_cancelled = t.generate({{1, 2, 3}, {4, 5}}, g).cancelled;  // the C API: CANCELLED
+    EXPECT_EQ(gen_cancelled, axis != kDp || world_rank() == n - 1) << what;
     flag->reset();
     const double loss = t.train_step(b.in, b.tg).loss;
     EXPECT_EQ(t.step(), 2) << what;

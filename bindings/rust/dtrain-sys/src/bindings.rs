@@ -940,9 +940,9 @@ pub type dt_token_callback_v2 = ::std::option::Option<
 extern "C" {
     #[doc = " dt_engine_generate_stream with a callback that can stop it: once on_token returns"]
     #[doc = "  nonzero it is not called again, the generation ends within one decode step (over a"]
-    #[doc = "  pipeline, pp > 1: at its end), and the call returns DT_ERR_CANCELLED without writing the"]
-    #[doc = "  outputs (the tokens the callback saw are the answer so far). An attached dt_cancel"]
-    #[doc = "  (dt_engine_set_cancel) stops it too."]
+    #[doc = "  pipeline, pp > 1: once the units in flight drain), and the call returns"]
+    #[doc = "  DT_ERR_CANCELLED without writing the outputs (the tokens the callback saw are the answer"]
+    #[doc = "  so far). An attached dt_cancel (dt_engine_set_cancel) stops it too."]
     pub fn dt_engine_generate_stream_v2(
         engine: *mut dt_engine,
         prompt_tokens: *const i32,
@@ -988,10 +988,12 @@ extern "C" {
     #[doc = " Attaches `cancel` (NULL: detaches) to the engine: while it is raised, the engine's calls"]
     #[doc = "  (dt_engine_train_step, dt_engine_eval, dt_engine_generate and its stream forms) end"]
     #[doc = "  with DT_ERR_CANCELLED, and the engine, its module, optimizer and mesh stay usable. A"]
-    #[doc = "  call already running stops at its next check: a train step between micro-batches and"]
-    #[doc = "  before its update (on a mesh of several ranks, once its gradients are complete: the"]
-    #[doc = "  ranks agree to stop with one small all-reduce, so that none updates alone), evaluation"]
-    #[doc = "  between micro-batches, generation before each decode step. A cancelled train step"]
+    #[doc = "  call already running stops at its next check: on one rank, before every layer of a"]
+    #[doc = "  train step or an evaluation and before the update; on a mesh of several ranks, where"]
+    #[doc = "  the step's gradients are complete (the ranks agree to stop with one small all-reduce,"]
+    #[doc = "  so that none updates alone; under mpirun attach a flag in every process or in none);"]
+    #[doc = "  generation before each decode step (over a pipeline the last stage decides and the"]
+    #[doc = "  units in flight drain). A cancelled train step"]
     #[doc = "  changes nothing: no update, the step count and optimizer state as before, the gradients"]
     #[doc = "  cleared. Raised before a call starts, it fails that call at once. The engine keeps a"]
     #[doc = "  reference until detached or destroyed. Same thread rules as the engine's other calls"]
