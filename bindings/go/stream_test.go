@@ -36,6 +36,17 @@ func (s *streamed) collect(n int) func(int, int32) {
 	}
 }
 
+// wantStepByStep fails unless the prompts took turns: one token of every unfinished prompt
+// per decode step (all prompts here run to the same length).
+func (s *streamed) wantStepByStep(t *testing.T, prompts int) {
+	t.Helper()
+	for i, p := range s.order {
+		if p != i%prompts {
+			t.Fatalf("streamed prompt order %v is not one step of every prompt at a time", s.order)
+		}
+	}
+}
+
 // The tokens passed to onToken are, per prompt, GenerateStream's result, which is what
 // Generate returns for the same prompts and greedy options; they come one decode step at
 // a time, on the calling goroutine.
@@ -69,11 +80,7 @@ func TestGenerateStream(t *testing.T) {
 	if len(s.order) != 6*len(prompts) {
 		t.Fatalf("%d tokens streamed, want %d", len(s.order), 6*len(prompts))
 	}
-	for i, p := range s.order {
-		if p != i%len(prompts) {
-			t.Fatalf("streamed prompt order %v is not one step of every prompt at a time", s.order)
-		}
-	}
+	s.wantStepByStep(t, len(prompts))
 	if stats := must(r.engine.LastGenerateStatsJSON()); !strings.Contains(stats, "new_tokens") {
 		t.Fatalf("generate stats %q", stats)
 	}

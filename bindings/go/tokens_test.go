@@ -54,21 +54,16 @@ func TestStreamToTheEnd(t *testing.T) {
 	bytes, goroutines := settled(t)
 
 	s := must(r.engine.Stream(context.Background(), prompts, opts))
-	got := make([][]int32, len(prompts))
-	var order []int
+	var got streamed
+	collect := got.collect(len(prompts))
 	for tok := range s.Tokens() {
-		got[tok.Prompt] = append(got[tok.Prompt], tok.ID)
-		order = append(order, tok.Prompt)
+		collect(tok.Prompt, tok.ID)
 	}
 	ok(t, s.Err())
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("streamed %v, Generate %v", got, want)
+	if fmt.Sprint(got.tokens) != fmt.Sprint(want) {
+		t.Fatalf("streamed %v, Generate %v", got.tokens, want)
 	}
-	for i, p := range order {
-		if p != i%len(prompts) {
-			t.Fatalf("prompt order %v is not one decode step at a time", order)
-		}
-	}
+	got.wantStepByStep(t, len(prompts))
 	ok(t, s.Close())
 	ok(t, s.Close()) // idempotent
 	wantNoLeak(t, bytes, goroutines)

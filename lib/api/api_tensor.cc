@@ -155,8 +155,8 @@ dt_status dt_tensor_create_from_memory(dt_dtype dtype, const int64_t* shape, int
     need(out, "out");
     need(data, "data");
     dt::DType t;
-    dt::Shape s = dt::api::shape_arg(dtype, shape, ndim, &t);
-    const int64_t n = dt::checked_numel(s, t, "shape");
+    int64_t n = 0;
+    dt::Shape s = dt::api::shape_arg(dtype, shape, ndim, &t, &n);
     dt::Device d = dt::parse_device(device, "device");
     dt::require_available(d);
     auto h = std::make_unique<dt_tensor>();

@@ -113,14 +113,17 @@ inline Tensor& single_piece(dt_tensor* t, const char* name) {
 inline const Options* opts_of(const dt_options* o) { return o ? &o->opts : nullptr; }
 
 // The (dtype, shape, ndim) arguments of the tensor-making calls, checked once: the dtype
-// named "dtype", 0 to DT_MAX_DIMS dims, each >= 1, counts within 63 bits.
-inline Shape shape_arg(dt_dtype dtype, const int64_t* shape, int32_t ndim, DType* out_dtype) {
+// named "dtype", 0 to DT_MAX_DIMS dims, each >= 1, counts within 63 bits. out_numel (may
+// be null) gets the element count.
+inline Shape shape_arg(dt_dtype dtype, const int64_t* shape, int32_t ndim, DType* out_dtype,
+                       int64_t* out_numel = nullptr) {
   *out_dtype = dtype_from_raw(dtype, "dtype");
   DT_CHECK(ndim >= 0 && ndim <= DT_MAX_DIMS,
            "ndim = " + std::to_string(ndim) + "; accepted: 0 to " + std::to_string(DT_MAX_DIMS));
   if (ndim > 0) need(shape, "shape");
   Shape s(shape, shape + ndim);
-  checked_numel(s, *out_dtype, "shape");
+  const int64_t n = checked_numel(s, *out_dtype, "shape");
+  if (out_numel) *out_numel = n;
   return s;
 }
 

@@ -174,7 +174,7 @@ void Trainer::set_cancel(std::shared_ptr<CancelFlag> flag) {
   for (size_t i = 0; i < replicas_.size(); ++i) {
     std::function<bool()> local, agreed;
     if (cancel_ && alone) local = [this] { return cancel_raised(); };
-    if (cancel_ && !alone) agreed = [this, i] { return cancel_agreed(static_cast<int>(i), nullptr); };
+    if (cancel_ && !alone) agreed = [this, i] { return cancel_agreed(static_cast<int>(i), cancel_raised()); };
     replicas_[i]->set_cancel(std::move(local), std::move(agreed));
   }
 }
@@ -183,8 +183,8 @@ void Trainer::cancel_at_entry(const char* what) const {
   if (cancel_raised() && in_process()) throw_cancelled(what, "dt_cancel_request");
 }
 
-bool Trainer::cancel_agreed(int local_index, const std::function<bool()>& also) {
-  int32_t stop = (cancel_raised() || (also && also())) ? 1 : 0;
+bool Trainer::cancel_agreed(int local_index, bool stop_here) {
+  int32_t stop = stop_here ? 1 : 0;
   world_comm(local_index).all_reduce(&stop, &stop, 1, DType::I32, kernels::ReduceOp::Max);
   return stop != 0;
 }

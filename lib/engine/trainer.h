@@ -165,9 +165,9 @@ class Trainer {
   // Throws CANCELLED naming `what` if the flag is raised and every rank is in this process
   // (which decides for all of them); under mpirun the ranks' agreement decides instead.
   void cancel_at_entry(const char* what) const;
-  // The agreement: true on every rank of the world when the flag is raised on any, or
-  // `also` (may be empty) says stop on any. Collective over the world.
-  bool cancel_agreed(int local_index, const std::function<bool()>& also);
+  // The agreement: true on every rank of the world when `stop_here` (a rank's own
+  // decision) is true on any. Collective over the world.
+  bool cancel_agreed(int local_index, bool stop_here);
 };
 
 }  // namespace dt::engine

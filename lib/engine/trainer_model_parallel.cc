@@ -129,9 +129,12 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
   // One replica of the whole model: the plain path. Interleaved stages: on the host model,
   // gathered (a prompt would go round the ranks v times, each waiting for it).
   cancel_at_entry("generate");
-  // On this thread: the flag and the caller's own stop are read directly.
-  GenerateOptions here = opt;
-  if (cancel_) here.should_stop = [this, &opt] { return cancel_raised() || (opt.should_stop && opt.should_stop()); };
+  // This process's own decision to stop: the flag, or the caller's (a v2 callback's).
+  std::function<bool()> local_stop;
+  if (cancel_ || opt.should_stop)
+    local_stop = [this, &opt] { return cancel_raised() || (opt.should_stop && opt.should_stop()); };
+  GenerateOptions here = opt;  // on this thread it decides alone
+  here.should_stop = local_stop;
   if (tp_ == 1 && pp_ == 1) {
     gather_model();
     return engine::generate(*models_[0], prompts, here);
@@ -140,7 +143,6 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     gather_model();
     return engine::generate(*host_, prompts, here);
   }
-  const bool watch = cancel_ || opt.should_stop;
   // On the replicas themselves: each its tp part of its stage, the KV cache sharded by
   // heads and placed by layers; every replica ends with the same tokens.
   std::vector<GenerateResult> out(replicas_.size());
@@ -149,10 +151,9 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     replicas_[i]->gather_model();  // ZeRO-3 over dp: the values whole until the next step
     GenerateOptions mine = opt;
     if (li != 0) mine.on_token = nullptr;
-    mine.should_stop = nullptr;
     // tp: the replicas agree before each step; a pipeline's last stage decides for all.
-    if (watch && pp_ == 1) mine.should_stop = [this, li, &opt] { return cancel_agreed(li, opt.should_stop); };
-    if (watch && pp_ > 1) mine.should_stop = [this, &opt] { return cancel_raised() || (opt.should_stop && opt.should_stop()); };
+    mine.should_stop = local_stop;
+    if (local_stop && pp_ == 1) mine.should_stop = [this, li, &local_stop] { return cancel_agreed(li, local_stop()); };
     out[i] = pp_ > 1 ? engine::generate_pipelined(*models_[i], *pp_comms_[i], prompts, mine)
                      : engine::generate(*models_[i], prompts, mine);
   });

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -82,21 +83,43 @@ struct Cancel {
   ~Cancel() { dt_cancel_destroy(c); }
 };
 
-// Raises `c` after `delay_ms` on another thread and records when.
-struct LateCancel {
+// How long `call` takes; it must succeed.
+double timed_ms(const std::function<dt_status()>& call) {
+  const auto t0 = Clock::now();
+  EXPECT_EQ(call(), DT_OK) << dt_last_error_message();
+  return ms_since(t0);
+}
+
+// Runs `call` while another thread raises `c` `delay_ms` into it: the call's status, and
+// how long after the cancel it returned.
+struct Cancelled {
+  dt_status status;
+  double after_ms;
+};
+Cancelled cancel_after(dt_cancel* c, double delay_ms, const std::function<dt_status()>& call) {
   Clock::time_point raised_at{};
-  std::thread th;
-  LateCancel(dt_cancel* c, int delay_ms) {
-    th = std::thread([this, c, delay_ms] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      raised_at = Clock::now();
-      dt_cancel_request(c);
-    });
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms));
+    raised_at = Clock::now();
+    dt_cancel_request(c);
+  });
+  const dt_status status = call();
+  late.join();
+  return {status, ms_since(raised_at)};
+}
+
+// A local mesh of two ranks over `axis`, or none for "" (the engine then runs alone).
+struct TwoRanks {
+  dt_mesh* m = nullptr;
+  explicit TwoRanks(const char* axis) {
+    if (!*axis) return;
+    Opts mo;
+    mo.i(axis, 2);
+    EXPECT_EQ(dt_mesh_create("local", 2, mo.o, &m), DT_OK) << dt_last_error_message();
   }
-  double ms_until_now() {
-    th.join();
-    return ms_since(raised_at);
-  }
+  ~TwoRanks() { dt_mesh_destroy(m); }
+  TwoRanks(const TwoRanks&) = delete;
+  TwoRanks& operator=(const TwoRanks&) = delete;
 };
 
 std::vector<float> param0(dt_module* m) {
@@ -141,18 +164,15 @@ TEST(Cancel, TrainStepStopsMidStepAndChangesNothing) {
   Cancel c;
   OK(dt_engine_set_cancel(md.e, c.c));
   double loss = 0;
-  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));  // the flag is down: plain steps
-  const auto t0 = Clock::now();
-  OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
-  const double step_ms = ms_since(t0);
+  auto step_call = [&] { return dt_engine_train_step(md.e, b.in, b.tg, &loss); };
+  OK(step_call());  // the flag is down: plain steps (the first is the slow one)
+  const double step_ms = timed_ms(step_call);
   const std::vector<float> before = param0(md.m);
   const int64_t step = md.step();
-  LateCancel late(c.c, static_cast<int>(step_ms / 3));
-  dt_status st = dt_engine_train_step(md.e, b.in, b.tg, &loss);
-  const double after_cancel_ms = late.ms_until_now();
-  expect_error(st, DT_ERR_CANCELLED, {"dt_engine_train_step", "train_step cancelled"});
-  std::printf("step %.0f ms; returned %.1f ms after the cancel\n", step_ms, after_cancel_ms);
-  EXPECT_LT(after_cancel_ms, kReturnWithinMs);
+  const Cancelled r = cancel_after(c.c, step_ms / 3, step_call);
+  expect_error(r.status, DT_ERR_CANCELLED, {"dt_engine_train_step", "train_step cancelled"});
+  std::printf("step %.0f ms; returned %.1f ms after the cancel\n", step_ms, r.after_ms);
+  EXPECT_LT(r.after_ms, kReturnWithinMs);
   EXPECT_EQ(md.step(), step);
   EXPECT_EQ(param0(md.m), before);
   // Raised before the call: fails at once. Lowered: the next step trains.
@@ -189,14 +209,10 @@ TEST(Cancel, EvalStopsMidCall) {
   Cancel c;
   OK(dt_engine_set_cancel(md.e, c.c));
   double loss = 0;
-  const auto t0 = Clock::now();
-  OK(dt_engine_eval(md.e, b.in, b.tg, &loss));
-  const double eval_ms = ms_since(t0);
-  LateCancel late(c.c, static_cast<int>(eval_ms / 3));
-  dt_status st = dt_engine_eval(md.e, b.in, b.tg, &loss);
-  const double after = late.ms_until_now();
-  expect_error(st, DT_ERR_CANCELLED, {"evaluate cancelled"});
-  EXPECT_LT(after, kReturnWithinMs);
+  auto eval_call = [&] { return dt_engine_eval(md.e, b.in, b.tg, &loss); };
+  const Cancelled r = cancel_after(c.c, timed_ms(eval_call) / 3, eval_call);
+  expect_error(r.status, DT_ERR_CANCELLED, {"evaluate cancelled"});
+  EXPECT_LT(r.after_ms, kReturnWithinMs);
 }
 
 // Several ranks: they agree to stop where the gradients are complete (one all-reduce), so
@@ -209,37 +225,28 @@ TEST(Cancel, RanksOfEveryLayoutAgreeAndTheMeshStaysUsable) {
   };
   for (const Layout& l : {Layout{"dp", nullptr}, Layout{"dp", "zero"}, Layout{"tp", nullptr}, Layout{"pp", nullptr}}) {
     SCOPED_TRACE(std::string(l.axis) + (l.engine_key ? " zero" : ""));
-    Opts mo;
-    mo.i(l.axis, 2);
-    dt_mesh* mesh = nullptr;
-    OK(dt_mesh_create("local", 2, mo.o, &mesh));
-    {
-      Model md(mesh, kLayers, kWidth, l.engine_key, 2);
-      Batch b(8, kTokens);
-      Cancel c;
-      OK(dt_engine_set_cancel(md.e, c.c));
-      double loss = 0, eval_before = 0;
-      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));  // the first step is the slow one
-      const auto t0 = Clock::now();
-      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
-      const double step_ms = ms_since(t0);
-      OK(dt_engine_eval(md.e, b.in, b.tg, &eval_before));
-      LateCancel late(c.c, static_cast<int>(step_ms / 3));
-      dt_status st = dt_engine_train_step(md.e, b.in, b.tg, &loss);
-      const double after = late.ms_until_now();
-      expect_error(st, DT_ERR_CANCELLED, {"train_step cancelled"});
-      std::printf("%s%s: step %.0f ms, returned %.0f ms after the cancel\n", l.axis, l.engine_key ? "+zero" : "",
-                  step_ms, after);
-      EXPECT_EQ(md.step(), 2);
-      // Raised before: refused at once. Lowered: the mesh and the engine go on, unchanged.
-      expect_error(dt_engine_train_step(md.e, b.in, b.tg, &loss), DT_ERR_CANCELLED, {"train_step cancelled"});
-      OK(dt_cancel_reset(c.c));
-      OK(dt_engine_train_step(md.e, b.in, b.tg, &loss));
-      EXPECT_EQ(md.step(), 3);
-      EXPECT_NEAR(loss, eval_before, 1e-5 * std::abs(eval_before));
-      OK(dt_mesh_barrier(mesh, l.axis));
-    }
-    dt_mesh_destroy(mesh);
+    TwoRanks mesh(l.axis);
+    Model md(mesh.m, kLayers, kWidth, l.engine_key, 2);
+    Batch b(8, kTokens);
+    Cancel c;
+    OK(dt_engine_set_cancel(md.e, c.c));
+    double loss = 0, eval_before = 0;
+    auto step_call = [&] { return dt_engine_train_step(md.e, b.in, b.tg, &loss); };
+    OK(step_call());  // the first step is the slow one
+    const double step_ms = timed_ms(step_call);
+    OK(dt_engine_eval(md.e, b.in, b.tg, &eval_before));
+    const Cancelled r = cancel_after(c.c, step_ms / 3, step_call);
+    expect_error(r.status, DT_ERR_CANCELLED, {"train_step cancelled"});
+    std::printf("%s%s: step %.0f ms, returned %.0f ms after the cancel\n", l.axis, l.engine_key ? "+zero" : "",
+                step_ms, r.after_ms);
+    EXPECT_EQ(md.step(), 2);
+    // Raised before: refused at once. Lowered: the mesh and the engine go on, unchanged.
+    expect_error(step_call(), DT_ERR_CANCELLED, {"train_step cancelled"});
+    OK(dt_cancel_reset(c.c));
+    OK(step_call());
+    EXPECT_EQ(md.step(), 3);
+    EXPECT_NEAR(loss, eval_before, 1e-5 * std::abs(eval_before));
+    OK(dt_mesh_barrier(mesh.m, l.axis));
   }
 }
 
@@ -256,85 +263,67 @@ int32_t stop_after_n(void* user, int32_t, int32_t token) {
 }  // namespace
 
 TEST(Cancel, StreamCallbackStopsGeneration) {
-  // One rank, tp replicas (agreeing before each step), a pipeline (which runs to its end).
+  // One rank, tp replicas (agreeing before each step), a pipeline (its last stage decides).
   for (const char* axis : {"", "tp", "pp"}) {
     SCOPED_TRACE(axis);
-    dt_mesh* mesh = nullptr;
-    if (*axis) {
-      Opts mo;
-      mo.i(axis, 2);
-      OK(dt_mesh_create("local", 2, mo.o, &mesh));
-    }
-    {
-      Model md(mesh, 2, 64);
-      const int32_t prompt[3] = {1, 2, 3};
-      const int64_t len = 3;
-      Opts g;
-      g.i("max_new_tokens", 40);
-      std::vector<int32_t> out(40, -7);
-      int64_t out_len = -1;
-      int64_t cur0 = 0, cur1 = 0;
-      OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur0, nullptr));
-      Seen seen;
-      seen.stop_after = 3;
-      expect_error(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &seen, out.data(), 40, &out_len),
-                   DT_ERR_CANCELLED, {"generate cancelled", "callback asked to stop"});
-      EXPECT_EQ(seen.tokens.size(), 3u);  // never called after it said stop
-      EXPECT_EQ(out_len, -1);                            // nothing written
-      OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur1, nullptr));
-      EXPECT_EQ(cur1, cur0);  // the KV cache and buffers are gone
-      // The next call works and starts with the same tokens.
-      Seen all;
-      all.stop_after = 1000;
-      OK(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &all, out.data(), 40, &out_len));
-      EXPECT_EQ(out_len, 40);
-      EXPECT_EQ(std::vector<int32_t>(all.tokens.begin(), all.tokens.begin() + 3), seen.tokens);
-      // A raised flag stops it too.
-      Cancel c;
-      OK(dt_engine_set_cancel(md.e, c.c));
-      OK(dt_cancel_request(c.c));
-      expect_error(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 40, &out_len), DT_ERR_CANCELLED,
-                   {"generate cancelled"});
-    }
-    dt_mesh_destroy(mesh);
+    TwoRanks mesh(axis);
+    Model md(mesh.m, 2, 64);
+    const int32_t prompt[3] = {1, 2, 3};
+    const int64_t len = 3;
+    Opts g;
+    g.i("max_new_tokens", 40);
+    std::vector<int32_t> out(40, -7);
+    int64_t out_len = -1;
+    int64_t cur0 = 0, cur1 = 0;
+    OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur0, nullptr));
+    Seen seen;
+    seen.stop_after = 3;
+    expect_error(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &seen, out.data(), 40, &out_len),
+                 DT_ERR_CANCELLED, {"generate cancelled", "callback asked to stop"});
+    EXPECT_EQ(seen.tokens.size(), 3u);  // never called after it said stop
+    EXPECT_EQ(out_len, -1);  // nothing written
+    OK(dt_memory_stats("cpu", DT_MEM_ALL, &cur1, nullptr));
+    EXPECT_EQ(cur1, cur0);  // the KV cache and buffers are gone
+    // The next call works and starts with the same tokens.
+    Seen all;
+    all.stop_after = 1000;
+    OK(dt_engine_generate_stream_v2(md.e, prompt, &len, 1, g.o, stop_after_n, &all, out.data(), 40, &out_len));
+    EXPECT_EQ(out_len, 40);
+    EXPECT_EQ(std::vector<int32_t>(all.tokens.begin(), all.tokens.begin() + 3), seen.tokens);
+    // A raised flag stops it too.
+    Cancel c;
+    OK(dt_engine_set_cancel(md.e, c.c));
+    OK(dt_cancel_request(c.c));
+    expect_error(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 40, &out_len), DT_ERR_CANCELLED,
+                 {"generate cancelled"});
   }
 }
 
 TEST(Cancel, GenerateStopsWithinADecodeStep) {
   // One rank, and a pipeline of two stages (the last stage decides; the rest drains).
   for (const char* axis : {"", "pp"}) {
-  SCOPED_TRACE(axis);
-  dt_mesh* mesh = nullptr;
-  if (*axis) {
-    Opts mo;
-    mo.i(axis, 2);
-    OK(dt_mesh_create("local", 2, mo.o, &mesh));
-  }
-  {
-  Model md(mesh, kLayers, kWidth);
-  const int32_t prompt[3] = {1, 2, 3};
-  const int64_t len = 3;
-  Opts g;
-  g.i("max_new_tokens", 120);
-  std::vector<int32_t> out(120);
-  int64_t out_len = 0;
-  Cancel c;
-  OK(dt_engine_set_cancel(md.e, c.c));
-  const auto t0 = Clock::now();
-  OK(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len));
-  const double gen_ms = ms_since(t0);
-  LateCancel late(c.c, static_cast<int>(gen_ms / 3));
-  dt_status st = dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len);
-  const double after = late.ms_until_now();
-  expect_error(st, DT_ERR_CANCELLED, {"generate cancelled"});
-  std::printf("%s: generate %.0f ms, returned %.1f ms after the cancel\n", *axis ? axis : "one rank", gen_ms, after);
-  EXPECT_LT(after, kReturnWithinMs);
-  // The engine generates again, in full.
-  OK(dt_cancel_reset(c.c));
-  OK(dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len));
-  EXPECT_EQ(out_len, 120);
-  }
-  dt_mesh_destroy(mesh);
+    SCOPED_TRACE(axis);
+    TwoRanks mesh(axis);
+    Model md(mesh.m, kLayers, kWidth);
+    const int32_t prompt[3] = {1, 2, 3};
+    const int64_t len = 3;
+    Opts g;
+    g.i("max_new_tokens", 120);
+    std::vector<int32_t> out(120);
+    int64_t out_len = 0;
+    Cancel c;
+    OK(dt_engine_set_cancel(md.e, c.c));
+    auto generate_call = [&] { return dt_engine_generate(md.e, prompt, &len, 1, g.o, out.data(), 120, &out_len); };
+    const double gen_ms = timed_ms(generate_call);
+    const Cancelled r = cancel_after(c.c, gen_ms / 3, generate_call);
+    expect_error(r.status, DT_ERR_CANCELLED, {"generate cancelled"});
+    std::printf("%s: generate %.0f ms, returned %.1f ms after the cancel\n", *axis ? axis : "one rank", gen_ms,
+                r.after_ms);
+    EXPECT_LT(r.after_ms, kReturnWithinMs);
+    // The engine generates again, in full.
+    OK(dt_cancel_reset(c.c));
+    OK(generate_call());
+    EXPECT_EQ(out_len, 120);
   }
 }
 

@@ -193,14 +193,7 @@ impl Tensor {
                  tensor or a piece); copy it out instead of slicing it",
             ));
         }
-        let dtype = self.dtype()?;
-        if dtype != T::DTYPE {
-            return Err(Error::invalid(format!(
-                "dtrain: the tensor holds {}, the slice {}",
-                dtype.name(),
-                T::DTYPE.name()
-            )));
-        }
+        self.check_dtype::<T>("slice")?;
         let device = self.device()?;
         if device != "cpu" {
             return Err(Error::invalid(format!(
@@ -292,15 +285,21 @@ impl Tensor {
         Ok(unsafe { owned_str(s) })
     }
 
-    fn check_host<T: Element>(&self, len: usize) -> Result<()> {
+    /// Err unless the tensor's dtype is `T`'s; `what` names the other side ("slice").
+    fn check_dtype<T: Element>(&self, what: &str) -> Result<()> {
         let dtype = self.dtype()?;
         if dtype != T::DTYPE {
             return Err(Error::invalid(format!(
-                "dtrain: the tensor holds {}, the host slice {}",
+                "dtrain: the tensor holds {}, the {what} {}",
                 dtype.name(),
                 T::DTYPE.name()
             )));
         }
+        Ok(())
+    }
+
+    fn check_host<T: Element>(&self, len: usize) -> Result<()> {
+        self.check_dtype::<T>("host slice")?;
         let numel = self.numel()?;
         if numel != len {
             return Err(Error::invalid(format!(
