@@ -14,6 +14,7 @@ demo_packages=(
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libcli11-dev                                # the dtrain command line's flags and --help
   libcpp-httplib-dev pkg-config               # dtrain serve's HTTP server (found through its .pc file)
+  libpcre2-dev                                # tokenizer.json split regexes (Unicode classes; lib/io/tokenizer_*)
 )
 # The rest of what tools/test.sh builds and runs.
 test_packages=(

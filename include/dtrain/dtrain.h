@@ -472,6 +472,10 @@ typedef struct dt_module dt_module;
  *   "d_ff"       int, 0 to 2^20 (0: 4 * d_model).
  *   "norm"       "layernorm" | "rmsnorm".   "pos"  "learned" | "rope".
  *   "act"        "gelu" | "swiglu".          "tied_embeddings", "bias"  bool.
+ *   "qkv_bias"   bool: biases on q, k and v even without "bias" (Qwen2).
+ *   "norm_eps"   double, 0 to 1 (default 1e-5).   "rope_base"  double > 0 (default 10000).
+ *   "sliding_window" int, 0 (none, the default) to 2^22: attention over the last this many
+ *                positions (Mistral); the context may not exceed it.
  *   "seed"       int: parameters are a function of (seed, parameter name).
  *   "precision"  "f32" (default) | "bf16" | "f16": the dtype of parameters, gradients,
  *                activations and the KV cache (math is f32; bf16/f16 parameters are the f32
@@ -669,7 +673,8 @@ DT_API dt_status dt_engine_eval(dt_engine* engine, const dt_tensor* inputs,
  *  "max_new_tokens" (int >= 0, default 16; prompt length + it must fit the context),
  *  "temperature" (>= 0, default 0: greedy, lowest id on ties), "top_k" (int >= 0, 0: all),
  *  "top_p" ((0, 1], default 1), "seed" (int: sampling depends only on it, the step and the
- *  prompt's index), "stop_token" (int, default -1: none; a prompt ends after emitting it).
+ *  prompt's index), "stop_token" (int, default -1: none; a prompt ends after emitting it),
+ *  "stop_tokens" (string of ids, "3,7": several, such as a model's end-of-turn ids).
  *  out_tokens holds n_prompts rows of out_capacity_per_prompt (>= max_new_tokens) ids;
  *  row i receives prompt i's new tokens and out_lengths[i] their count. Nothing is written
  *  on failure. On an engine over a tp axis > 1 it runs on the replicas, each with its part
@@ -872,6 +877,127 @@ DT_API dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_modu
  *  "tensors":<count>,..}), written as dt_memory_report_json writes. Thread-safe. */
 DT_API dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_t capacity,
                                          size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Hugging Face models                                                                  */
+/* ------------------------------------------------------------------------------------ */
+
+/** Creates a GPT from a Hugging Face model directory `dir`: config.json (architectures
+ *  GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM),
+ *  generation_config.json if present, and the weights in model.safetensors or in the shards
+ *  that model.safetensors.index.json names (f32, bf16 or f16; memory-mapped and converted
+ *  once into the module's layout and precision). options (may be NULL):
+ *   "precision"  "f32" (default) | "bf16" | "f16" | "stored" (the files' dtype).
+ *   "context"    int: the longest sequence, 1 to the model's max_position_embeddings (the
+ *                default; a Mistral's is capped at its sliding window; GPT-2's learned
+ *                positions take no other).
+ *  The module lives on the CPU.
+ *  The module then trains, generates, serves and checkpoints like any GPT, under any layout.
+ *  An unsupported architecture or setting is DT_ERR_INVALID_ARGUMENT naming it and what is
+ *  accepted; a missing, extra or mis-shaped tensor, a shard outside the directory or a
+ *  malformed file is DT_ERR_IO naming the file and the tensor. Nothing is half-loaded.
+ *  Caller owns *out; release with dt_module_destroy. Thread-safe. */
+DT_API dt_status dt_module_create_from_hf(const char* dir, const dt_options* options, dt_module** out);
+
+/** Writes a GPT module as a Hugging Face directory `dir` (created if missing; each file
+ *  replaced atomically) that transformers loads: config.json, generation_config.json,
+ *  model.safetensors (or shards and an index past "max_shard_bytes"). options (may be NULL):
+ *   "precision"       "f32" | "bf16" | "f16" of the stored weights (default: the module's).
+ *   "architecture"    one of those above (default: the one the module's config is an
+ *                     instance of; a module of neither GPT-2 nor Llama style is refused).
+ *   "tokenizer_from"  a directory whose tokenizer files (tokenizer.json,
+ *                     tokenizer_config.json, ...) are copied over.
+ *   "bos_token_id", "eos_token_id"  int: written into both configs (default: none);
+ *   "eos_token_ids"   string of ids ("128001,128009"): several end-of-sequence ids.
+ *   "max_shard_bytes" int >= 1 (default 4 GiB).
+ *  After training through an engine, call dt_engine_save first or read the weights from
+ *  dt_engine_save_hf, which gathers them. Not thread-safe against steps on the module. */
+DT_API dt_status dt_module_save_hf(dt_module* module, const char* dir, const dt_options* options);
+
+/** What dt_module_save_hf writes, from an engine's current weights: under tp, pp, dp or
+ *  ZeRO they are gathered first (collective: under mpirun every process calls it, rank 0
+ *  writes). Same options. */
+DT_API dt_status dt_engine_save_hf(dt_engine* engine, const char* dir, const dt_options* options);
+
+/** Describes a Hugging Face model directory without loading its weights, as JSON:
+ *  {"architecture":..,"config":{<dt_module_create_gpt keys>},"parameters":..,
+ *  "stored_dtype":"bf16","weight_bytes":..,"files":[..],"bos_token_id":..,
+ *  "eos_token_ids":[..],"max_position_embeddings":..}. Written as dt_memory_report_json
+ *  writes. Errors as dt_module_create_from_hf. Thread-safe. */
+DT_API dt_status dt_hf_inspect_json(const char* dir, char* buf, size_t capacity, size_t* needed);
+
+/* ------------------------------------------------------------------------------------ */
+/* Tokenizers and chat templates                                                        */
+/* ------------------------------------------------------------------------------------ */
+
+/** A Hugging Face tokenizer (tokenizer.json: byte-level BPE with the model's split regex,
+ *  SentencePiece-style BPE with byte fallback, their normalizers, added and special tokens
+ *  and decoders) with the model's chat template (tokenizer_config.json) and end-of-sequence
+ *  ids (generation_config.json). Immutable once made: distinct threads may use one. */
+typedef struct dt_tokenizer dt_tokenizer;
+
+/** Loads a tokenizer from `path`: a model directory (its tokenizer.json, and if present
+ *  tokenizer_config.json and generation_config.json) or a tokenizer.json file. options
+ *  (may be NULL): "chat_template" a built-in family to use instead of the file's ("chatml",
+ *  "llama3", "llama2", "mistral", "zephyr"). Anything in tokenizer.json that libdtrain does
+ *  not implement exactly is refused by name (DT_ERR_INVALID_ARGUMENT); a malformed or
+ *  hostile file is DT_ERR_IO. Caller owns *out; release with dt_tokenizer_destroy. */
+DT_API dt_status dt_tokenizer_create(const char* path, const dt_options* options, dt_tokenizer** out);
+DT_API void dt_tokenizer_destroy(dt_tokenizer* tokenizer);
+
+/** Token ids of `len` bytes of `text` (UTF-8; invalid sequences read as U+FFFD, as Python's
+ *  errors="replace"). add_special_tokens nonzero: the post-processor's tokens too (Llama's
+ *  BOS). Writes up to `capacity` ids into `ids` (may be NULL when capacity is 0) and the
+ *  full count into *n_ids: call with capacity 0 to size the buffer. Thread-safe. */
+DT_API dt_status dt_tokenizer_encode(dt_tokenizer* tokenizer, const char* text, size_t len,
+                                     int32_t add_special_tokens, int32_t* ids, size_t capacity,
+                                     size_t* n_ids);
+
+/** The text of `n` ids (skip_special_tokens nonzero: special tokens left out), written as
+ *  dt_memory_report_json writes (NUL-terminated; *needed includes the NUL). An id outside
+ *  the vocabulary is DT_ERR_INVALID_ARGUMENT. Thread-safe. */
+DT_API dt_status dt_tokenizer_decode(dt_tokenizer* tokenizer, const int32_t* ids, size_t n,
+                                     int32_t skip_special_tokens, char* buf, size_t capacity,
+                                     size_t* needed);
+
+/** The vocabulary size (largest id + 1). Thread-safe. */
+DT_API dt_status dt_tokenizer_vocab_size(dt_tokenizer* tokenizer, int64_t* out);
+
+/** The id of a token's text (e.g. "<|im_end|>"); DT_ERR_NOT_FOUND if it has none. */
+DT_API dt_status dt_tokenizer_token_to_id(dt_tokenizer* tokenizer, const char* token, int32_t* out);
+
+/** The special tokens as JSON: {"bos_token":..,"eos_token":..,"bos_token_id":..,
+ *  "eos_token_ids":[..],"special":[{"id":..,"content":..},..],"chat_template":bool}.
+ *  eos_token_ids are what generation stops at: generation_config.json's, else the
+ *  tokenizer_config's eos token. Written as dt_memory_report_json writes. */
+DT_API dt_status dt_tokenizer_info_json(dt_tokenizer* tokenizer, char* buf, size_t capacity,
+                                        size_t* needed);
+
+/** Renders a conversation with the tokenizer's chat template, byte-identical to
+ *  transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...).
+ *  messages_json: [{"role":"system"|"user"|"assistant","content":"..."},..]. A template
+ *  error (raise_exception in it, such as roles that do not alternate) is
+ *  DT_ERR_INVALID_ARGUMENT carrying its message; no template is DT_ERR_NOT_FOUND naming the
+ *  "chat_template" option. Written as dt_memory_report_json writes. Thread-safe. */
+DT_API dt_status dt_tokenizer_apply_chat_template(dt_tokenizer* tokenizer, const char* messages_json,
+                                                  int32_t add_generation_prompt, char* buf,
+                                                  size_t capacity, size_t* needed);
+
+/** Streaming decode: ids in one at a time, text out only when final (never half a UTF-8
+ *  character; a SentencePiece leading space handled as a whole decode handles it), so the
+ *  pieces concatenate to dt_tokenizer_decode of all ids. One thread at a time. */
+typedef struct dt_detokenizer dt_detokenizer;
+DT_API dt_status dt_detokenizer_create(dt_tokenizer* tokenizer, int32_t skip_special_tokens,
+                                       dt_detokenizer** out);
+DT_API void dt_detokenizer_destroy(dt_detokenizer* detokenizer);
+/** Adds one id; its text, when final, waits for dt_detokenizer_text. */
+DT_API dt_status dt_detokenizer_push(dt_detokenizer* detokenizer, int32_t id);
+/** Ends the stream: what is held back is released (an incomplete UTF-8 tail as U+FFFD). */
+DT_API dt_status dt_detokenizer_finish(dt_detokenizer* detokenizer);
+/** The text made final since the last successful call, written as dt_memory_report_json
+ *  writes; it is taken (cleared) only when it fitted in `capacity`. */
+DT_API dt_status dt_detokenizer_text(dt_detokenizer* detokenizer, char* buf, size_t capacity,
+                                     size_t* needed);
 
 /* ------------------------------------------------------------------------------------ */
 /* Datasets and loaders                                                                 */

@@ -96,7 +96,7 @@ const dt::Tensor& batch_of(const dt_tensor* t, const char* name) {
 
 dt::engine::GenerateOptions generate_options(const dt_options* options) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_engine_generate",
-                     {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop_token"});
+                     {"max_new_tokens", "temperature", "top_k", "top_p", "seed", "stop_token", "stop_tokens"});
   dt::engine::GenerateOptions g;
   g.max_new_tokens = r.get_int("max_new_tokens", g.max_new_tokens);
   dt::api::read_sampling(r, g);
@@ -104,6 +104,7 @@ dt::engine::GenerateOptions generate_options(const dt_options* options) {
   DT_CHECK(stop >= -1 && stop <= INT32_MAX,
            "option \"stop_token\" = " + std::to_string(stop) + "; accepted: -1 (none) or a token id");
   if (stop >= 0) g.stop_tokens.push_back(static_cast<int32_t>(stop));
+  dt::api::read_stop_tokens(r, g.stop_tokens);
   return g;
 }
 
@@ -274,6 +275,14 @@ dt_status dt_engine_save(dt_engine* engine, const char* path_stem) {
     dt_engine& e = engine_of(engine);
     auto [dir, stem] = dt::api::split_stem(path_stem);
     e.engine->save(dir, nlohmann::json::object(), stem);
+  });
+}
+
+dt_status dt_engine_save_hf(dt_engine* engine, const char* dir, const dt_options* options) {
+  return guard("dt_engine_save_hf", [&] {
+    dt_engine& e = engine_of(engine);
+    need(dir, "dir");
+    e.engine->with_whole_model([&](dt::nn::GPT& whole) { dt::api::save_hf(whole, dir, options, "dt_engine_save_hf"); });
   });
 }
 

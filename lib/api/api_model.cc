@@ -40,6 +40,7 @@ int64_t positive_int(const dt::OptionReader& r, const char* key, int64_t fallbac
 const std::vector<std::string>& gpt_keys() {
   static const std::vector<std::string> keys = {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head",
                                                 "d_model", "d_ff", "norm", "pos", "act", "tied_embeddings", "bias",
+                                                "qkv_bias", "norm_eps", "rope_base", "sliding_window",
                                                 "seed", "precision", "device"};
   return keys;
 }
@@ -76,6 +77,13 @@ dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
                     {{"gelu", Act::GELU}, {"swiglu", Act::SwiGLU}});
   c.tied_embeddings = r.get_bool("tied_embeddings", c.tied_embeddings);
   c.bias = r.get_bool("bias", c.bias);
+  c.qkv_bias = r.get_bool("qkv_bias", c.qkv_bias);
+  const double eps = r.get_double("norm_eps", c.norm_eps), base = r.get_double("rope_base", c.rope_base);
+  DT_CHECK(eps >= 0 && eps <= 1, "option \"norm_eps\" = " + std::to_string(eps) + "; accepted: 0 to 1");
+  DT_CHECK(base > 0 && base <= 1e12, "option \"rope_base\" = " + std::to_string(base) + "; accepted: > 0, up to 1e12");
+  c.norm_eps = static_cast<float>(eps);
+  c.rope_base = static_cast<float>(base);
+  c.sliding_window = r.get_int("sliding_window", c.sliding_window);
   c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
   using dt::DType;
   c.dtype = pick<DType>("precision", r.get_string("precision", dt::dtype_name(c.dtype)),

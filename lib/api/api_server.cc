@@ -52,11 +52,7 @@ dt::serve::SamplingParams sampling(const dt_options* options) {
   dt::serve::SamplingParams p;
   p.max_tokens = r.get_int("max_tokens", p.max_tokens);
   dt::api::read_sampling(r, p);
-  const std::string stops = r.get_string("stop_tokens", "");
-  for (int64_t t : dt::parse_int_list(stops, 0, INT32_MAX, [&](const std::string&) {
-         return "option \"stop_tokens\" = \"" + stops + "\"; accepted: token ids separated by commas, such as \"3,7\"";
-       }))
-    p.stop_tokens.push_back(static_cast<int32_t>(t));
+  dt::api::read_stop_tokens(r, p.stop_tokens);
   return p;
 }
 

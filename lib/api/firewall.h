@@ -143,4 +143,8 @@ double physical_memory_bytes();
 // not left to the allocator (or to the OOM killer once overcommitted pages are touched).
 void refuse_beyond_memory(const std::string& fn, const std::string& what, double bytes);
 
+// dt_module_save_hf's and dt_engine_save_hf's one writer: `options` read and checked under
+// the name `fn`, then io::hf_save.
+void save_hf(nn::GPT& model, const char* dir, const dt_options* options, const char* fn);
+
 }  // namespace dt::api

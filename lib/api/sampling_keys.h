@@ -3,6 +3,7 @@
 #pragma once
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/options.h"
 #include "engine/sampling.h"
@@ -18,6 +19,15 @@ inline void read_sampling(const OptionReader& r, engine::SamplingOptions& s) {
   s.top_p = static_cast<float>(top_p);
   s.top_k = r.get_int("top_k", 0);
   s.seed = static_cast<uint64_t>(r.get_int("seed", 0));
+}
+
+// "stop_tokens": token ids separated by commas ("3,7"; "" none), appended to `out`.
+inline void read_stop_tokens(const OptionReader& r, std::vector<int32_t>& out) {
+  const std::string stops = r.get_string("stop_tokens", "");
+  for (int64_t t : parse_int_list(stops, 0, INT32_MAX, [&](const std::string&) {
+         return "option \"stop_tokens\" = \"" + stops + "\"; accepted: token ids separated by commas, such as \"3,7\"";
+       }))
+    out.push_back(static_cast<int32_t>(t));
 }
 
 }  // namespace dt::api

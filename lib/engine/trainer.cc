@@ -246,6 +246,24 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
   });
 }
 
+void Trainer::with_whole_model(const std::function<void(nn::GPT&)>& fn) {
+  if (!mesh_) return fn(model(0));
+  if (model_parallel()) gather_model_parallel();
+  else gather_model();  // ZeRO-3: the values whole until the next step; otherwise nothing to do
+  nn::GPT& whole = model_parallel() ? *host_ : model(0);
+  // An error on rank 0 must not leave the others waiting at the barrier: it is raised after.
+  std::exception_ptr failed;
+  if (mesh_->local_ranks()[0] == 0) {
+    try {
+      fn(whole);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  on_all([&](int, int rank) { mesh_->comm(rank, "world").barrier(); });
+  if (failed) std::rethrow_exception(failed);
+}
+
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
   if (model_parallel()) {  // into the host (which checks everything before it writes), then in parts
     nlohmann::json extra = host_engine_->load(dir, stem);

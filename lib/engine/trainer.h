@@ -124,6 +124,10 @@ class Trainer {
   std::vector<io::CheckpointTensor> state_tensors();
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
             const std::string& stem = "checkpoint");
+  // Runs fn on the world's rank 0 with the whole model as trained so far (gathered first
+  // under tp/pp into the host model, made whole under ZeRO-3), for writers of other formats
+  // (io/hf_model.h). Collective: every process of an mpirun calls it; the others wait.
+  void with_whole_model(const std::function<void(nn::GPT&)>& fn);
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
 
  private:

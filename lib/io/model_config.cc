@@ -9,7 +9,7 @@ using json = nlohmann::json;
 
 json config_to_json(const nn::GPTConfig& raw) {
   const nn::GPTConfig c = raw.resolved();
-  return {{"vocab_size", c.vocab_size},
+  json j = {{"vocab_size", c.vocab_size},
           {"context", c.context},
           {"n_layer", c.n_layer},
           {"n_head", c.n_head},
@@ -23,6 +23,19 @@ json config_to_json(const nn::GPTConfig& raw) {
           {"bias", c.bias},
           {"precision", dtype_name(c.dtype)},
           {"seed", c.seed}};
+  // What the Hugging Face architectures add, written only when it differs from the default,
+  // so the configs (and checkpoints) of earlier models read and compare as they always did.
+  const nn::GPTConfig d;
+  if (c.qkv_bias && !c.bias) j["qkv_bias"] = true;
+  if (c.norm_eps != d.norm_eps) j["norm_eps"] = c.norm_eps;
+  if (c.rope_base != d.rope_base) j["rope_base"] = c.rope_base;
+  if (c.sliding_window != 0) j["sliding_window"] = c.sliding_window;
+  const nn::RopeScaling& rs = c.rope_scaling;
+  if (rs.kind != nn::RopeScalingKind::None)
+    j["rope_scaling"] = {{"type", nn::rope_scaling_name(rs.kind)}, {"factor", rs.factor},
+                         {"low_freq_factor", rs.low_freq_factor}, {"high_freq_factor", rs.high_freq_factor},
+                         {"original_context", rs.original_context}};
+  return j;
 }
 
 namespace {
@@ -77,6 +90,28 @@ nn::GPTConfig config_from_json(const json& j, const std::string& where) {
   c.bias = bool_of(j, where, "bias");
   c.dtype = one_of<DType>(j, where, "precision", {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
   c.seed = static_cast<uint64_t>(int_of(j, where, "seed"));
+  // The optional keys (config_to_json writes them when not the default).
+  const auto number = [&](const json& o, const char* key, float fallback) {
+    if (!o.contains(key)) return fallback;
+    if (!o[key].is_number()) bad(where, key, "a number");
+    return o[key].get<float>();
+  };
+  if (j.contains("qkv_bias")) c.qkv_bias = bool_of(j, where, "qkv_bias");
+  c.norm_eps = number(j, "norm_eps", c.norm_eps);
+  c.rope_base = number(j, "rope_base", c.rope_base);
+  if (j.contains("sliding_window")) c.sliding_window = int_of(j, where, "sliding_window");
+  if (j.contains("rope_scaling")) {
+    const json& r = j["rope_scaling"];
+    if (!r.is_object()) bad(where, "rope_scaling", "an object");
+    nn::RopeScaling& rs = c.rope_scaling;
+    rs.kind = one_of<nn::RopeScalingKind>(r, where, "type", {{"none", nn::RopeScalingKind::None},
+                                                              {"linear", nn::RopeScalingKind::Linear},
+                                                              {"llama3", nn::RopeScalingKind::Llama3}});
+    rs.factor = number(r, "factor", rs.factor);
+    rs.low_freq_factor = number(r, "low_freq_factor", rs.low_freq_factor);
+    rs.high_freq_factor = number(r, "high_freq_factor", rs.high_freq_factor);
+    if (r.contains("original_context")) rs.original_context = int_of(r, where, "original_context");
+  }
   try {
     nn::validate(c);
   } catch (const Error& e) {
@@ -98,6 +133,10 @@ std::string config_mismatch(const json& saved, const nn::GPTConfig& model) {
     if (saved[key] != value)
       return "model config \"" + key + "\": checkpoint " + saved[key].dump() + ", this model " + value.dump();
   }
+  if (saved.is_object())  // an optional key the checkpoint has and this model leaves at its default
+    for (const auto& [key, value] : saved.items())
+      if (key != "seed" && !mine.contains(key))
+        return "model config \"" + key + "\": checkpoint " + value.dump() + ", this model the default";
   return "";
 }
 

@@ -31,7 +31,7 @@ CausalSelfAttention::CausalSelfAttention(const std::string& name, const Attentio
       hq(local_heads(name, c.n_head, c.tp)),
       kv_rep(kv_replicas(name, c.n_kv_head, c.tp)),
       hkv(c.n_kv_head * kv_rep / c.tp.size()),
-      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * head_dim, c.bias, seed, 0.02f, c.dtype, c.tp,
+      qkv(name + ".qkv", c.d_model, (c.n_head + 2 * c.n_kv_head) * head_dim, c.qkv_bias, seed, 0.02f, c.dtype, c.tp,
           {c.n_head * head_dim, c.n_kv_head * head_dim, c.n_kv_head * head_dim}, {1, kv_rep, kv_rep}),
       proj(name + ".proj", c.d_model, c.d_model, c.bias, seed, proj_std, c.dtype, c.tp) {}
 
@@ -65,8 +65,8 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Act
                    y2);
   }
   if (cfg.rope) {
-    rope_forward(a.q, cfg.rope_base);
-    rope_forward(a.k, cfg.rope_base);
+    rope_forward(a.q, cfg.rope_spec);
+    rope_forward(a.k, cfg.rope_spec);
   }
   ensure(a.out, {B, T, hq, D}, x.dtype());
   ensure(a.lse, {B, hq, T});
@@ -85,8 +85,8 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   ensure(a.dv, a.v.shape(), a.v.dtype());
   kernels::attention_backward(a.q, a.k, a.v, a.out, a.lse, a.dout, 0.0f, a.dq, a.dk, a.dv);
   if (cfg.rope) {  // back to the gradients of the un-rotated projections
-    rope_backward(a.dq, cfg.rope_base);
-    rope_backward(a.dk, cfg.rope_base);
+    rope_backward(a.dq, cfg.rope_spec);
+    rope_backward(a.dk, cfg.rope_spec);
   }
   // dx = dq Wq + dk Wk + dv Wv over the whole tokens; each rank's is its heads' share.
   // Under SP the input is gathered again (proj's backward has used the gathered buffer).
@@ -116,7 +116,7 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
 // gradients. Simpler than a communicator per KV head, and the heads are few.
 int64_t CausalSelfAttention::kv_slot() const {
   const int64_t rows = hkv * head_dim;  // hkv = 1 here
-  return 2 * (rows * cfg.d_model + (cfg.bias ? rows : 0));
+  return 2 * (rows * cfg.d_model + (cfg.qkv_bias ? rows : 0));
 }
 
 void CausalSelfAttention::zero_kv_slots(Acts& a) {
@@ -130,7 +130,7 @@ Tensor CausalSelfAttention::kv_grad_rows(Acts& a, int which, bool bias) {
   const int64_t C = cfg.d_model, rows = hkv * head_dim;
   const int64_t mine = (cfg.tp.rank() / kv_rep) * kv_slot();
   if (!bias) return a.kv_sum.slice0(mine + which * rows * C, mine + (which + 1) * rows * C).reshape({rows, C});
-  if (!cfg.bias) return Tensor();
+  if (!cfg.qkv_bias) return Tensor();
   const int64_t at = mine + 2 * rows * C + which * rows;
   return a.kv_sum.slice0(at, at + rows);
 }
@@ -141,7 +141,7 @@ void CausalSelfAttention::sum_shared_kv_grads(Acts& a) {
   for (int which = 0; which < 2; ++which) {
     Tensor w = qkv.weight.grad.slice0(s.begin[which + 1], s.end[which + 1]);
     kernels::add(w, kv_grad_rows(a, which, false), w);
-    if (cfg.bias) {
+    if (cfg.qkv_bias) {
       Tensor b = qkv.bias.grad.slice0(s.begin[which + 1], s.end[which + 1]);
       kernels::add(b, kv_grad_rows(a, which, true), b);
     }

@@ -16,6 +16,7 @@
 // the reverse backward.
 #pragma once
 #include "nn/layers.h"
+#include "nn/rope.h"
 #include "nn/tensor_parallel.h"
 
 namespace dt::nn {
@@ -23,8 +24,9 @@ namespace dt::nn {
 struct AttentionConfig {
   int64_t d_model = 0, n_head = 0, n_kv_head = 0;
   bool rope = false;
-  float rope_base = 10000.0f;
-  bool bias = true;
+  RopeSpec rope_spec;
+  bool bias = true;       // on the output projection
+  bool qkv_bias = true;   // on q, k and v (Qwen2 has these alone)
   DType dtype = DType::F32;  // of the parameters (and so of the activations)
   TpGroup tp;                // heads split over it (n_head and n_kv_head must divide by its size)
 };

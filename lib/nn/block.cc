@@ -14,8 +14,9 @@ AttentionConfig attention_config(const GPTConfig& c, TpGroup tp) {
   a.n_head = c.n_head;
   a.n_kv_head = c.n_kv_head;
   a.rope = c.pos == PosKind::RoPE;
-  a.rope_base = c.rope_base;
+  a.rope_spec = RopeSpec(c.rope_base, c.rope_scaling);
   a.bias = c.bias;
+  a.qkv_bias = c.bias || c.qkv_bias;
   a.dtype = c.dtype;
   return a;
 }

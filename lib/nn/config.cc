@@ -22,7 +22,7 @@ int64_t GPTConfig::param_count() const {
   const auto linear = [&](int64_t in, int64_t out, int64_t has_bias) { return in * out + has_bias * out; };
   const int64_t qkv_width = (c.n_head + 2 * c.n_kv_head) * (d / c.n_head);
   const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;  // SwiGLU: gate and up in one
-  const int64_t block = 2 * norm_params + linear(d, qkv_width, biases) + linear(d, d, biases) +
+  const int64_t block = 2 * norm_params + linear(d, qkv_width, c.qkv_bias_elems()) + linear(d, d, biases) +
                         linear(d, fc_width, biases) + linear(c.d_ff, d, biases);
   return c.vocab_size * d + (c.pos == PosKind::Learned ? c.context * d : 0) + c.n_layer * block + norm_params +
          (c.tied_embeddings ? 0 : linear(d, c.vocab_size, 0));
@@ -38,7 +38,7 @@ int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   const int64_t fc_rows = (c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff) / tp;
   // Per block: the norms and the two row-parallel biases whole; the rest this rank's part.
   const int64_t block_whole = 2 * norm_params + 2 * biases * d;
-  const int64_t block_split = qkv_rows * (d + biases) + d * (d / tp) + fc_rows * (d + biases) + d * (c.d_ff / tp);
+  const int64_t block_split = qkv_rows * (d + c.qkv_bias_elems()) + d * (d / tp) + fc_rows * (d + biases) + d * (c.d_ff / tp);
   const int64_t positions = c.pos == PosKind::Learned ? c.context * d : 0;
   const int64_t whole = positions + c.n_layer * block_whole + norm_params;
   if (replicated) *replicated = whole;
@@ -81,6 +81,10 @@ std::string GPTConfig::str() const {
          ", n_kv_head=" + std::to_string(c.n_kv_head) + ", d_model=" + std::to_string(c.d_model) +
          ", d_ff=" + std::to_string(c.d_ff) + ", norm=" + norm_name(c.norm) + ", pos=" + pos_name(c.pos) +
          ", act=" + act_name(c.act) + ", tied_embeddings=" + (c.tied_embeddings ? "true" : "false") +
+         // The Hugging Face architectures' extras, only when set (the strings of earlier models stay).
+         (c.qkv_bias && !c.bias ? std::string(", qkv_bias=true") : std::string()) +
+         (c.rope_scaling.kind != RopeScalingKind::None ? std::string(", rope_scaling=") + rope_scaling_name(c.rope_scaling.kind) : std::string()) +
+         (c.sliding_window ? ", sliding_window=" + std::to_string(c.sliding_window) : std::string()) +
          // Only when not f32, so the strings of existing f32 models (and checkpoints) stay as they were.
          (c.dtype == DType::F32 ? std::string() : std::string(", dtype=") + dtype_name(c.dtype)) + ")";
 }
@@ -100,7 +104,7 @@ constexpr SizeRange kSizeRanges[] = {
     {"vocab_size", &GPTConfig::vocab_size, 1, int64_t(1) << 24}, {"context", &GPTConfig::context, 1, int64_t(1) << 22},
     {"n_layer", &GPTConfig::n_layer, 1, 4096},                    {"n_head", &GPTConfig::n_head, 1, 4096},
     {"n_kv_head", &GPTConfig::n_kv_head, 0, 4096},                {"d_model", &GPTConfig::d_model, 1, int64_t(1) << 17},
-    {"d_ff", &GPTConfig::d_ff, 0, int64_t(1) << 20},
+    {"d_ff", &GPTConfig::d_ff, 0, int64_t(1) << 20},              {"sliding_window", &GPTConfig::sliding_window, 0, int64_t(1) << 22},
 };
 
 }  // namespace
@@ -123,6 +127,20 @@ void validate(const GPTConfig& raw) {
            "GPTConfig.d_model / n_head = " + std::to_string(c.head_dim()) + "; rope needs an even head dim");
   DT_CHECK(c.norm_eps >= 0, "GPTConfig.norm_eps must be >= 0");
   DT_CHECK(c.rope_base > 0, "GPTConfig.rope_base must be > 0");
+  DT_CHECK(c.sliding_window == 0 || c.context <= c.sliding_window,
+           "GPTConfig.context = " + std::to_string(c.context) + " exceeds sliding_window = " +
+               std::to_string(c.sliding_window) + "; accepted: context <= sliding_window (attention beyond the "
+               "window is not implemented; pass a shorter context)");
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.kind != RopeScalingKind::None) {
+    DT_CHECK(c.pos == PosKind::RoPE, "GPTConfig.rope_scaling needs pos = rope");
+    DT_CHECK(rs.factor >= 1.0f && rs.factor <= 1024.0f,
+             "GPTConfig.rope_scaling.factor = " + std::to_string(rs.factor) + "; accepted: 1 to 1024");
+  }
+  if (rs.kind == RopeScalingKind::Llama3)
+    DT_CHECK(rs.low_freq_factor > 0 && rs.high_freq_factor > rs.low_freq_factor && rs.original_context >= 1,
+             "GPTConfig.rope_scaling (llama3): accepted: 0 < low_freq_factor < high_freq_factor and "
+             "original_max_position_embeddings >= 1");
 }
 
 void validate(const MLPConfig& c) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/rope.h"
 
 namespace dt::nn {
 
@@ -39,8 +40,14 @@ struct GPTConfig {
   Act act = Act::GELU;
   bool tied_embeddings = true;  // lm_head reads wte.weight
   bool bias = true;             // biases on linears and LayerNorms (GPT-2); off for Llama style
+  bool qkv_bias = false;        // biases on q, k and v alone when `bias` is off (Qwen2)
   float norm_eps = 1e-5f;
   float rope_base = 10000.0f;
+  RopeScaling rope_scaling;     // frequency scaling for long contexts (Llama 3, linear)
+  // Sliding-window attention (Mistral): each token sees the last `sliding_window` positions.
+  // Within a context no longer than the window that is plain causal attention, so a model
+  // with a window accepts only context <= sliding_window (validate() says so); 0: none.
+  int64_t sliding_window = 0;
   uint64_t seed = 1337;
   bool checkpoint = false;  // activation checkpointing per block
   // Storage of parameters, gradients, activations and the KV cache: f32, bf16 or f16 (math
@@ -62,6 +69,7 @@ struct GPTConfig {
     return c;
   }
   int64_t head_dim() const { return d_model / n_head; }
+  int64_t qkv_bias_elems() const { return bias || qkv_bias ? 1 : 0; }  // 1 when q, k, v have biases
   // Elements of every parameter tensor the GPT built from this config holds (what
   // dt_module_param_count reports), computed without building it. The one formula the C API,
   // the command line's memory checks and the checkpoint loader's size check all use; exact

@@ -80,8 +80,8 @@ const Tensor& attention_cached(CausalSelfAttention& at, const Tensor& x, KvCache
     const int64_t r = rows[i], p0 = c.len[r];
     Tensor qi = s.q.slice0(i, i + 1), ki = s.kn.slice0(i, i + 1);
     if (at.cfg.rope) {  // each row at its own offset: that is what makes ragged batches work
-      rope_forward(qi, at.cfg.rope_base, p0);
-      rope_forward(ki, at.cfg.rope_base, p0);
+      rope_forward(qi, at.cfg.rope_spec, p0);
+      rope_forward(ki, at.cfg.rope_spec, p0);
     }
     // Append this step's keys and values to the row, then attend over all of it.
     auto* kdst = static_cast<char*>(cache_prefix(c.k[l], r, p0 + Tq).raw()) + static_cast<size_t>(p0) * pos_bytes;

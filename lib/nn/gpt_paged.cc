@@ -107,8 +107,8 @@ const Tensor& attention_paged(CausalSelfAttention& at, const Tensor& x, PagedKv&
     for (size_t i = 0; i < st.first.size(); ++i) {
       const int64_t a = st.first[i], n = st.count[i];
       Tensor qi = q.slice0(a, a + n).reshape({1, n, Hq, D}), ki = k.slice0(a, a + n).reshape({1, n, Hkv, D});
-      rope_forward(qi, at.cfg.rope_base, st.start[i]);
-      rope_forward(ki, at.cfg.rope_base, st.start[i]);
+      rope_forward(qi, at.cfg.rope_spec, st.start[i]);
+      rope_forward(ki, at.cfg.rope_spec, st.start[i]);
     }
   kernels::kv_cache_write(k, v, st.slots, kv.k[static_cast<size_t>(l)], kv.v[static_cast<size_t>(l)]);
   ensure(s.out, {N, Hq, D}, x.dtype());

@@ -10,17 +10,43 @@
 
 namespace dt::nn {
 
+const char* rope_scaling_name(RopeScalingKind k) {
+  switch (k) {
+    case RopeScalingKind::Linear: return "linear";
+    case RopeScalingKind::Llama3: return "llama3";
+    default: return "none";
+  }
+}
+
+double RopeSpec::inv_freq(int64_t i, int64_t D) const {
+  const double f = std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(D));
+  const RopeScaling& s = scaling;
+  if (s.kind == RopeScalingKind::Linear) return f / s.factor;
+  if (s.kind != RopeScalingKind::Llama3) return f;
+  // Wavelengths longer than the original context / low_freq_factor are slowed by factor,
+  // shorter than it / high_freq_factor kept, and blended linearly in between.
+  const double pi = 3.14159265358979323846, old_ctx = static_cast<double>(s.original_context);
+  const double wavelen = 2.0 * pi / f, low_wavelen = old_ctx / s.low_freq_factor,
+               high_wavelen = old_ctx / s.high_freq_factor;
+  if (wavelen > low_wavelen) return f / s.factor;
+  if (wavelen < high_wavelen) return f;
+  const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  return (1.0 - smooth) * f / s.factor + smooth * f;
+}
+
 // sign = +1 rotates forward, -1 backward.
-static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
+static void rotate(Tensor& x, const RopeSpec& rope, int64_t pos0, double sign) {
   DT_CHECK(is_floating(x.dtype()) && x.ndim() == 4, std::string("rope: x must be f32, bf16 or f16 [B, T, H, D], got ") +
                                                        dtype_name(x.dtype()) + " " + shape_str(x.shape()));
   const int64_t B = x.dim(0), T = x.dim(1), H = x.dim(2), D = x.dim(3), half = D / 2;
   DT_CHECK(D % 2 == 0, "rope: head dim " + std::to_string(D) + " must be even");
   // One table of cos/sin per (t, i), computed in double so every caller gets the same bits.
   std::vector<float> cs(static_cast<size_t>(T * half)), sn(cs.size());
+  std::vector<double> freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) freq[static_cast<size_t>(i)] = rope.inv_freq(i, D);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      double angle = static_cast<double>(pos0 + t) * std::pow(static_cast<double>(base), -2.0 * i / D);
+      double angle = static_cast<double>(pos0 + t) * freq[static_cast<size_t>(i)];
       cs[t * half + i] = static_cast<float>(std::cos(angle));
       sn[t * half + i] = static_cast<float>(sign * std::sin(angle));
     }
@@ -46,7 +72,7 @@ static void rotate(Tensor& x, float base, int64_t pos0, double sign) {
   });
 }
 
-void rope_forward(Tensor& x, float base, int64_t pos0) { rotate(x, base, pos0, 1.0); }
-void rope_backward(Tensor& dx, float base, int64_t pos0) { rotate(dx, base, pos0, -1.0); }
+void rope_forward(Tensor& x, const RopeSpec& rope, int64_t pos0) { rotate(x, rope, pos0, 1.0); }
+void rope_backward(Tensor& dx, const RopeSpec& rope, int64_t pos0) { rotate(dx, rope, pos0, -1.0); }
 
 }  // namespace dt::nn
