@@ -14,7 +14,8 @@ demo_packages=(
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
   libcli11-dev                                # the dtrain command line's flags and --help
   libcpp-httplib-dev pkg-config               # dtrain serve's HTTP server (found through its .pc file)
-  libpcre2-dev                                # tokenizer.json split regexes (Unicode classes; lib/io/tokenizer_*)
+  libpcre2-dev                                # tokenizer.json split regexes (Unicode classes, lookahead, JIT; lib/io/hf_*)
+  libicu-dev                                  # tokenizer.json NFC normalizer and Unicode properties (lib/io/hf_*)
 )
 # The rest of what tools/test.sh builds and runs.
 test_packages=(

@@ -1,11 +1,16 @@
 // Package dtrain is the Go binding of libdtrain, a library that trains and serves neural
 // networks on one CPU, one GPU, many GPUs and many machines.
 //
-// Every handle (Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader) is made by a
-// constructor and released by Close, which is idempotent; a finalizer releases a handle
-// that was never closed. A handle made from another keeps it alive inside the library, so
-// handles may be closed in any order. A handle is used by one goroutine at a time, except
-// a Server (serving with continuous batching), whose methods any goroutine may call.
+// Every handle (Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader, Tokenizer, ...)
+// is made by a constructor and released by Close, which is idempotent; a finalizer
+// releases a handle that was never closed. A handle made from another keeps it alive inside
+// the library, so handles may be closed in any order. A handle is used by one goroutine at
+// a time, except a Server (serving with continuous batching), whose methods any goroutine
+// may call, and a Tokenizer, which is immutable.
+//
+// Hugging Face model directories load with NewModelFromHF and save with Model.SaveHF and
+// Engine.SaveHF; a Tokenizer encodes, decodes and applies chat templates, and a
+// Detokenizer turns generated ids into text as it becomes final.
 //
 // Every call that can fail returns an error, a *Error carrying the library's status and
 // message; test its kind with errors.Is(err, dtrain.ErrNotFound) and the like. Getters that

@@ -86,7 +86,8 @@ const maxGenerateCapacity = 1 << 20
 
 // Generate continues each prompt (token ids) and returns the new tokens of each. opts: nil
 // or "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
-// "stop_token".
+// "stop_token", "stop_tokens" (a []int32 such as a TokenizerInfo's EOSTokenIDs, or "3,7":
+// a prompt ends after emitting one of them).
 func (e *Engine) Generate(prompts [][]int32, opts Options) ([][]int32, error) {
 	g, err := e.prepareGenerate("Generate", prompts, opts)
 	if err != nil {

@@ -4,13 +4,16 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strconv"
+	"strings"
 
 	"dtrain.dev/dtrain/internal/cdt"
 )
 
 // Options are the keys and values a constructor or call accepts, as documented in
 // dtrain.h. Values may be any Go integer (set as int), float32/float64 (double), bool, or
-// string; a nil or empty map passes no options. The library rejects unknown keys and values
+// string, or a []int32 of token ids ("stop_tokens", "eos_token_ids"), set as the string
+// "3,7"; a nil or empty map passes no options. The library rejects unknown keys and values
 // of the wrong type with ErrInvalidArgument and a message that lists what it accepts.
 type Options = map[string]any
 
@@ -64,7 +67,20 @@ func setOption(h cdt.Options, key string, value any) error {
 	case reflect.String:
 		return check(cdt.Dt_options_set_string(h, key, v.String()))
 	}
-	return invalid("option %q has a value of type %T; use an integer, float, bool or string", key, value)
+	if ids, ok := value.([]int32); ok {
+		return check(cdt.Dt_options_set_string(h, key, intList(ids)))
+	}
+	return invalid("option %q has a value of type %T; use an integer, float, bool, string or []int32",
+		key, value)
+}
+
+// intList writes token ids as "3,7".
+func intList(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(int64(id), 10)
+	}
+	return strings.Join(parts, ",")
 }
 
 // intOption reads an integer-valued option from opts, for the binding's own sizing.

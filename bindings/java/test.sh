@@ -39,7 +39,7 @@ javac --release 17 -encoding UTF-8 -Xlint:all -Werror -cp "$JAR:$JUNIT" -d "$WOR
 echo "== testing (JUnit 5)"
 set +e
 # -Xcheck:jni checks every JNI call the binding makes.
-"${JAVA[@]}" -Xcheck:jni -Ddtrain.test.work="$WORK" -jar "$JUNIT" \
+"${JAVA[@]}" -Xcheck:jni -Ddtrain.test.work="$WORK" -Ddtrain.test.fixtures="$ROOT/tests/fixtures" -jar "$JUNIT" \
   --class-path "$JAR:$WORK/test-classes" --select-package org.dtrain \
   --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree 2>&1 | tee "$WORK/junit.out"
 rc=${PIPESTATUS[0]}

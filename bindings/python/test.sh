@@ -26,7 +26,8 @@ cd "$work"  # never import the source tree's dtrain, which has no native module
 
 echo "== testing (pytest)"
 cp -r "$src/bindings/python/tests" "$work/tests"
-"$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$work/tests"
+# The Hugging Face fixtures (tests/fixtures/hf) stay in the source tree.
+DTRAIN_FIXTURES="$src/tests/fixtures" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$work/tests"
 
 echo "== sample: samples/python/train_gpt.py"
 "$work/venv/bin/python" "$src/samples/python/train_gpt.py" "$work/sample-ckpt/gpt" | tee "$work/sample.out"

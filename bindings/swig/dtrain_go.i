@@ -97,16 +97,18 @@ func dtgoStatus(s string) Status {
 
 // Handles: the library's opaque pointers, one type per kind (0 is NULL).
 type (
-	Options   uintptr
-	Tensor    uintptr
-	Mesh      uintptr
-	Module    uintptr
-	Optimizer uintptr
-	Engine    uintptr
-	Dataset   uintptr
-	Loader    uintptr
-	Server    uintptr
-	Cancel    uintptr
+	Options     uintptr
+	Tensor      uintptr
+	Mesh        uintptr
+	Module      uintptr
+	Optimizer   uintptr
+	Engine      uintptr
+	Dataset     uintptr
+	Loader      uintptr
+	Server      uintptr
+	Cancel      uintptr
+	Tokenizer   uintptr
+	Detokenizer uintptr
 )
 %}
 
@@ -163,6 +165,8 @@ DTGO_HANDLE(dt_dataset, Dataset)
 DTGO_HANDLE(dt_loader, Loader)
 DTGO_HANDLE(dt_server, Server)
 DTGO_HANDLE(dt_cancel, Cancel)
+DTGO_HANDLE(dt_tokenizer, Tokenizer)
+DTGO_HANDLE(dt_detokenizer, Detokenizer)
 
 /* Scalar out-pointers and arrays: Go pointers of the same width. */
 %define DTGO_POINTER(CTYPE, GOTYPE)
@@ -201,6 +205,14 @@ DTGO_POINTER(double, float64)
 %typemap(gotype) void ** "*unsafe.Pointer"
 %typemap(imtype) void ** "*unsafe.Pointer"
 %typemap(in) void ** %{ $1 = ($1_ltype)$input; %}
+
+/* A tokenizer's text: a Go string, its bytes and length passed as they are (no copy, and a
+ * NUL inside is text like any other byte). */
+%typemap(gotype) (const char* text, size_t len) "string"
+%typemap(in) (const char* text, size_t len) %{
+  $1 = (char*)$input.p;
+  $2 = (size_t)$input.n;
+%}
 
 /* JSON reports: (buf, capacity) is one []byte (nil asks for the size). */
 %typemap(gotype) (char* buf, size_t capacity) "[]byte"

@@ -13,7 +13,8 @@
  *  - an out-handle or out-value (`dt_xxx** out`, `int64_t* out`, `const char** out`, ...)
  *    is the return value; functions with two or three outputs return a long[] (an int64_t
  *    is never a double on its way to Java);
- *  - the JSON writers (buf, capacity, needed) return a String;
+ *  - the JSON writers (buf, capacity, needed) return a String, as do the text writers of
+ *    the tokenizer (decode, chat template, detokenizer); its encode returns an int[];
  *  - tensor copies take float[], int[], long[], short[], byte[], double[] (critical
  *    regions: no copy on HotSpot) or a direct java.nio.ByteBuffer (its address, no copy);
  *    a tensor can also borrow a direct ByteBuffer's memory, or lend its own as one;
@@ -149,6 +150,10 @@ DTJ_RETURNS(dtj_server_submit, jlong, long)
 DTJ_RETURNS(dtj_loss_with_grad, jlong, long)
 DTJ_RETURNS(dt_cancel_create, jlong, long)
 DTJ_RETURNS(dtj_tensor_wrap_buffer, jlong, long)
+DTJ_RETURNS(dt_module_create_from_hf, jlong, long)
+DTJ_RETURNS(dt_tokenizer_create, jlong, long)
+DTJ_RETURNS(dt_detokenizer_create, jlong, long)
+DTJ_RETURNS(dt_tokenizer_vocab_size, jlong, long)
 
 DTJ_RETURNS(dt_options_get_int, jlong, long)
 DTJ_RETURNS(dt_options_count, jlong, long)
@@ -174,6 +179,7 @@ DTJ_RETURNS(dt_mesh_local_rank, jint, int)
 DTJ_RETURNS(dt_mesh_axis_size, jint, int)
 DTJ_RETURNS(dt_mesh_coord, jint, int)
 DTJ_RETURNS(dt_cancel_is_requested, jint, int)
+DTJ_RETURNS(dt_tokenizer_token_to_id, jint, int)
 
 DTJ_RETURNS(dt_options_get_double, jdouble, double)
 DTJ_RETURNS(dt_engine_train_step, jdouble, double)
@@ -192,6 +198,13 @@ DTJ_RETURNS(dtj_engine_last_generate_stats_json, jstring, String)
 DTJ_RETURNS(dtj_checkpoint_info_json, jstring, String)
 DTJ_RETURNS(dtj_server_stats_json, jstring, String)
 DTJ_RETURNS(dtj_server_metrics_text, jstring, String)
+DTJ_RETURNS(dtj_hf_inspect_json, jstring, String)
+DTJ_RETURNS(dtj_tokenizer_decode, jstring, String)
+DTJ_RETURNS(dtj_tokenizer_info_json, jstring, String)
+DTJ_RETURNS(dtj_tokenizer_apply_chat_template, jstring, String)
+DTJ_RETURNS(dtj_detokenizer_text, jstring, String)
+
+DTJ_RETURNS(dtj_tokenizer_encode, jintArray, int[])
 
 DTJ_RETURNS(dtj_tensor_shape, jlongArray, long[])
 DTJ_RETURNS(dtj_memory_stats, jlongArray, long[])

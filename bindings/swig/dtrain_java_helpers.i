@@ -534,3 +534,112 @@ dt_status dtj_server_submit(dt_server* server, const int32_t* prompt, int64_t pr
                             const dt_options* options, int64_t* out);
 dt_status dtj_server_poll(dt_server* server, int64_t request_id, int32_t* tokens, int64_t capacity,
                           int32_t timeout_ms, dtj_longs* out);
+
+/* ---------------------------------------------------------------------------------- */
+/* Hugging Face directories and tokenizers                                              */
+/* ---------------------------------------------------------------------------------- */
+/* The text writers as Strings (through dtj_json; those of more than one argument take a
+ * struct of them), and encode as a new int[]: its text is a byte[] of UTF-8 (a String's
+ * getBytes, so a U+0000 in it is text like any other), encoded into a first guess of one
+ * id per byte and, if the ids did not fit, once more at their exact count. */
+%{
+DTJ_JSON_FN(hf_inspect, dt_hf_inspect_json, const char*)
+DTJ_JSON_FN(tokenizer_info, dt_tokenizer_info_json, dt_tokenizer*)
+DTJ_JSON_FN(detokenizer_text, dt_detokenizer_text, dt_detokenizer*)
+
+static dt_status dtj_hf_inspect_json(const char* dir, char** json_out) {
+  return dtj_json(dtj_json_hf_inspect, dir, json_out);
+}
+static dt_status dtj_tokenizer_info_json(dt_tokenizer* tokenizer, char** json_out) {
+  if (!tokenizer) return dt_tokenizer_info_json(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_tokenizer_info, tokenizer, json_out);
+}
+static dt_status dtj_detokenizer_text(dt_detokenizer* detokenizer, char** json_out) {
+  if (!detokenizer) return dt_detokenizer_text(NULL, NULL, 0, NULL);
+  return dtj_json(dtj_json_detokenizer_text, detokenizer, json_out);
+}
+
+typedef struct {
+  dt_tokenizer* tokenizer;
+  const int32_t* ids;
+  size_t n;
+  int32_t skip_special_tokens;
+} dtj_decode_args;
+static dt_status dtj_json_decode(const void* a, char* b, size_t c, size_t* n) {
+  const dtj_decode_args* d = (const dtj_decode_args*)a;
+  return dt_tokenizer_decode(d->tokenizer, d->ids, d->n, d->skip_special_tokens, b, c, n);
+}
+static dt_status dtj_tokenizer_decode(dt_tokenizer* tokenizer, const int32_t* ids, int64_t n_ids,
+                                      int32_t skip_special_tokens, char** json_out) {
+  dtj_decode_args d;
+  if (!tokenizer) return dt_tokenizer_decode(NULL, NULL, 0, 0, NULL, 0, NULL);
+  d.tokenizer = tokenizer;
+  d.ids = ids;
+  d.n = (size_t)n_ids;
+  d.skip_special_tokens = skip_special_tokens;
+  return dtj_json(dtj_json_decode, &d, json_out);
+}
+
+typedef struct {
+  dt_tokenizer* tokenizer;
+  const char* messages_json;
+  int32_t add_generation_prompt;
+} dtj_chat_args;
+static dt_status dtj_json_chat(const void* a, char* b, size_t c, size_t* n) {
+  const dtj_chat_args* d = (const dtj_chat_args*)a;
+  return dt_tokenizer_apply_chat_template(d->tokenizer, d->messages_json, d->add_generation_prompt, b, c, n);
+}
+static dt_status dtj_tokenizer_apply_chat_template(dt_tokenizer* tokenizer, const char* messages_json,
+                                                   int32_t add_generation_prompt, char** json_out) {
+  dtj_chat_args d;
+  if (!tokenizer) return dt_tokenizer_apply_chat_template(NULL, NULL, 0, NULL, 0, NULL);
+  d.tokenizer = tokenizer;
+  d.messages_json = messages_json;
+  d.add_generation_prompt = add_generation_prompt;
+  return dtj_json(dtj_json_chat, &d, json_out);
+}
+
+static dt_status dtj_tokenizer_encode(dt_tokenizer* tokenizer, const int8_t* text, int64_t text_len,
+                                      int32_t add_special_tokens, JNIEnv* env, jintArray* ids_out) {
+  size_t capacity = (size_t)text_len + 8, n = 0;
+  int32_t* ids;
+  dt_status s;
+  if (!tokenizer) return dt_tokenizer_encode(NULL, NULL, 0, 0, NULL, 0, &n);
+  if (text_len < 0 || text_len > INT32_MAX) return dtj_fail(DT_ERR_INVALID_ARGUMENT, "text is too long");
+  for (;;) {
+    ids = (int32_t*)malloc(capacity * sizeof(int32_t));
+    if (!ids) return dtj_fail(DT_ERR_OUT_OF_MEMORY, "no memory for the token ids");
+    s = dt_tokenizer_encode(tokenizer, (const char*)text, (size_t)text_len, add_special_tokens, ids, capacity, &n);
+    if (s != DT_OK || n <= capacity) break;
+    free(ids); /* more ids than the guess: again at the exact count */
+    capacity = n;
+  }
+  if (s == DT_OK && n > INT32_MAX) s = dtj_fail(DT_ERR_INVALID_ARGUMENT, "more ids than a Java array holds");
+  if (s == DT_OK) {
+    *ids_out = (*env)->NewIntArray(env, (jsize)n);
+    if (*ids_out) (*env)->SetIntArrayRegion(env, *ids_out, 0, (jsize)n, (const jint*)ids);
+    /* else an OutOfMemoryError is pending, and Java sees it */
+  }
+  free(ids);
+  return s;
+}
+%}
+
+DTJ_REPLACES(hf_inspect_json)
+DTJ_REPLACES(tokenizer_info_json)
+DTJ_REPLACES(tokenizer_decode)
+DTJ_REPLACES(tokenizer_apply_chat_template)
+DTJ_REPLACES(tokenizer_encode)
+DTJ_REPLACES(detokenizer_text)
+
+dt_status dtj_hf_inspect_json(const char* dir, char** json_out);
+dt_status dtj_tokenizer_info_json(dt_tokenizer* tokenizer, char** json_out);
+dt_status dtj_detokenizer_text(dt_detokenizer* detokenizer, char** json_out);
+%apply (const int32_t* ELEMS_IN, int64_t LEN) { (const int32_t* ids, int64_t n_ids) };
+dt_status dtj_tokenizer_decode(dt_tokenizer* tokenizer, const int32_t* ids, int64_t n_ids,
+                               int32_t skip_special_tokens, char** json_out);
+dt_status dtj_tokenizer_apply_chat_template(dt_tokenizer* tokenizer, const char* messages_json,
+                                            int32_t add_generation_prompt, char** json_out);
+%apply (const int8_t* ELEMS_IN, int64_t LEN) { (const int8_t* text, int64_t text_len) };
+dt_status dtj_tokenizer_encode(dt_tokenizer* tokenizer, const int8_t* text, int64_t text_len,
+                               int32_t add_special_tokens, JNIEnv* env, jintArray* ids_out);

@@ -122,6 +122,8 @@ DTJ_HANDLE(dt_dataset)
 DTJ_HANDLE(dt_loader)
 DTJ_HANDLE(dt_server)
 DTJ_HANDLE(dt_cancel)
+DTJ_HANDLE(dt_tokenizer)
+DTJ_HANDLE(dt_detokenizer)
 
 /* ---------------------------------------------------------------------------------- */
 /* Scalars and strings in; out-values as the return value                               */
@@ -256,6 +258,14 @@ DTJ_ARRAY(int8_t, jbyteArray, byte, Byte)
 %typemap(jstype) (jobject buffer, JNIEnv* env) "java.nio.ByteBuffer"
 %typemap(javain) (jobject buffer, JNIEnv* env) "$javainput"
 %typemap(in) (jobject buffer, JNIEnv* env) %{ $1 = $input; $2 = jenv; %}
+
+/* A new int[] a helper made (a tokenizer's ids; the JNIEnv it needs is the call's own). */
+%typemap(in, numinputs=0) (JNIEnv* env, jintArray* ids_out) (jintArray ids) %{
+  ids = NULL;
+  $1 = jenv;
+  $2 = &ids;
+%}
+%typemap(argout) (JNIEnv* env, jintArray* ids_out) %{ $result = ids$argnum; %}
 
 /* A new direct ByteBuffer a helper made (the JNIEnv it needs is the call's own). */
 %typemap(in, numinputs=0) (JNIEnv* env, jobject* buffer_out) (jobject buffer) %{

@@ -4,7 +4,7 @@
  *    from dt_last_error_message() inside the same call (the message is thread-local);
  *  - out-pointers returned (several as a tuple, in declaration order);
  *  - host memory passed through the buffer protocol (numpy arrays, memoryview, bytearray,
- *    array.array) without a copy: src/dst, dims, token arrays;
+ *    array.array) without a copy: src/dst, dims, token arrays, a tokenizer's text and ids;
  *  - the GIL released while libdtrain runs (threads="1"), and taken back by the token
  *    callbacks of dt_engine_generate_stream and _v2 (an exception in a _v2 callback stops
  *    the generation and is raised) and by the release callback of lent memory;
@@ -135,6 +135,8 @@ DTPY_OUT_HANDLE(dt_engine)
 DTPY_OUT_HANDLE(dt_dataset)
 DTPY_OUT_HANDLE(dt_loader)
 DTPY_OUT_HANDLE(dt_server)
+DTPY_OUT_HANDLE(dt_tokenizer)
+DTPY_OUT_HANDLE(dt_detokenizer)
 
 %define DTPY_OUT_VALUE(TYPE, NAMES, MAKE)
 %typemap(in, numinputs=0) TYPE* NAMES (TYPE tmp = 0) "$1 = &tmp;";
@@ -166,6 +168,8 @@ DTPY_OUT_VALUE(int32_t, state_out, PyLong_FromLong)
 DTPY_OUT_VALUE(int32_t, done_out, PyLong_FromLong)
 DTPY_OUT_VALUE(int64_t, context, PyLong_FromLongLong)
 DTPY_OUT_VALUE(int64_t, vocab_size, PyLong_FromLongLong)
+/* The tokenizer's: how many ids an encoding has (also when they did not all fit). */
+DTPY_OUT_VALUE(size_t, n_ids, PyLong_FromSize_t)
 
 /* SWIG declares the argument without its const: the cast says what it points to. */
 %typemap(in, numinputs=0) const char** (const char* tmp = NULL) "$1 = ($1_ltype)&tmp;";
@@ -225,7 +229,29 @@ DTPY_OUT_VALUE(int64_t, vocab_size, PyLong_FromLongLong)
   $1 = (int32_t*)view.buf;
   $2 = (int64_t)(view.len / (Py_ssize_t)sizeof(int32_t));
 }
+/* The tokenizer's: UTF-8 text as a bytes-like object (its length, so a NUL inside is
+ * text too), and int32 id buffers whose element count is the length or the capacity. */
+%typemap(in) (const char* text, size_t len) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+  $1 = (char*)view.buf;
+  $2 = (size_t)view.len;
+}
+%typemap(in) (const int32_t* ids, size_t n) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
+  $1 = (int32_t*)view.buf;
+  $2 = (size_t)(view.len / (Py_ssize_t)sizeof(int32_t));
+}
+%typemap(in) (int32_t* ids, size_t capacity) (Py_buffer view) {
+  view.obj = NULL;
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) SWIG_fail;
+  $1 = (int32_t*)view.buf;
+  $2 = (size_t)(view.len / (Py_ssize_t)sizeof(int32_t));
+}
 %typemap(freearg) (const void* src, size_t bytes), (void* dst, size_t bytes),
+                  (const char* text, size_t len), (const int32_t* ids, size_t n),
+                  (int32_t* ids, size_t capacity),
                   (const int32_t* prompt, int64_t prompt_len), (int32_t* tokens, int64_t capacity),
                   (char* buf, size_t capacity), (int64_t* dims, int32_t capacity),
                   const int64_t* shape, const int32_t* prompt_tokens, const int64_t* prompt_lengths,

@@ -891,6 +891,8 @@ DT_API dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_
  *   "context"    int: the longest sequence, 1 to the model's max_position_embeddings (the
  *                default; a Mistral's is capped at its sliding window; GPT-2's learned
  *                positions take no other).
+ *   "random_init" bool (default false): the config's shape with fresh weights (seeded by
+ *                "random_init_seed", int), the weight files not read and not required.
  *  The module lives on the CPU.
  *  The module then trains, generates, serves and checkpoints like any GPT, under any layout.
  *  An unsupported architecture or setting is DT_ERR_INVALID_ARGUMENT naming it and what is
@@ -923,7 +925,8 @@ DT_API dt_status dt_engine_save_hf(dt_engine* engine, const char* dir, const dt_
  *  {"architecture":..,"config":{<dt_module_create_gpt keys>},"parameters":..,
  *  "stored_dtype":"bf16","weight_bytes":..,"files":[..],"bos_token_id":..,
  *  "eos_token_ids":[..],"max_position_embeddings":..}. Written as dt_memory_report_json
- *  writes. Errors as dt_module_create_from_hf. Thread-safe. */
+ *  writes. A directory without weight files is described too ("files" empty). Errors as
+ *  dt_module_create_from_hf. Thread-safe. */
 DT_API dt_status dt_hf_inspect_json(const char* dir, char* buf, size_t capacity, size_t* needed);
 
 /* ------------------------------------------------------------------------------------ */
@@ -1014,6 +1017,15 @@ typedef struct dt_dataset dt_dataset;
  *  kind "tokens":   little-endian token ids. options: "path", "context" as for "text",
  *                   "width" (2: u16, the default; 4: u32), "vocab_size" (int: every token
  *                   must be below it; 0, the default: no check).
+ *  kind "text" with "tokenizer" (a model directory or tokenizer.json): the file's text
+ *                   through that tokenizer instead of one token per byte.
+ *  kind "jsonl":    JSON lines, tokenized with the required "tokenizer" option: lines of
+ *                   {"text": ...} (each followed by the model's end-of-sequence id, the
+ *                   stream cut into examples), or of {"messages": [{"role","content"},..]}
+ *                   (one conversation per example, rendered with the chat template, cut or
+ *                   padded to context; targets only on the assistant turns, else -1).
+ *                   "chat_template": a built-in family instead of the model's. "path" and
+ *                   "context" as for "text". A malformed line is DT_ERR_IO naming it.
  *  kind "addition": "a+b=c" problems such as "042+917=0959\n" (operands zero-padded, only
  *                   the sum's digits and the newline are targets). options: "digits" (1 to
  *                   18, default 3), "size" (examples, 1 to 2^32 = 4294967296, default

@@ -7,6 +7,7 @@
 
 #include "io/dataset.h"
 #include "io/sampler.h"
+#include "io/hf_dataset.h"
 #include "lib/api/firewall.h"
 
 using dt::api::guard;
@@ -31,8 +32,28 @@ constexpr int32_t kIgnore = -1;
 // holds one int64 per example, so even this many need 32 GiB.
 constexpr int64_t kMaxAdditionSize = int64_t(1) << 32;
 
+// "text" with a "tokenizer", and "jsonl": read through a model's tokenizer (io/hf_dataset.h).
+std::shared_ptr<dt::io::Dataset> tokenized_dataset(const std::string& kind, const dt::Options* o) {
+  dt::OptionReader r(o, "dt_dataset_create(\"" + kind + "\")", {"path", "context", "tokenizer", "chat_template"});
+  DT_CHECK(r.has("path"), "option \"path\" is required: the " + kind + " file to read");
+  DT_CHECK(r.has("context"), "option \"context\" is required: tokens per example (int >= 1)");
+  DT_CHECK(r.has("tokenizer"), "option \"tokenizer\" is required for \"" + kind +
+                                   "\": a model directory or tokenizer.json whose tokenizer reads the file");
+  DT_CHECK(kind == "jsonl" || !r.has("chat_template"), "option \"chat_template\" applies to \"jsonl\" only");
+  const std::string path = r.get_string("path", "");
+  const int64_t context = r.get_int("context", 0);
+  DT_CHECK(context >= 1, "option \"context\" = " + std::to_string(context) + "; accepted: >= 1");
+  const dt::io::HfModelText text = dt::io::HfModelText::load(r.get_string("tokenizer", ""), r.get_string("chat_template", ""));
+  std::shared_ptr<dt::io::Dataset> d = kind == "jsonl" ? dt::io::hf_jsonl_dataset(path, context, text)
+                                                       : dt::io::hf_text_dataset(path, context, text);
+  DT_CHECK(d->size() >= 1, "option \"path\" = \"" + path + "\" holds no example of context " +
+                               std::to_string(context) + " (a text needs at least context + 1 tokens)");
+  return d;
+}
+
 std::shared_ptr<dt::io::Dataset> make_dataset(const std::string& kind, const dt_options* options) {
   const dt::Options* o = dt::api::opts_of(options);
+  if (kind == "jsonl" || (kind == "text" && o && o->find("tokenizer"))) return tokenized_dataset(kind, o);
   if (kind == "text" || kind == "tokens") {
     std::vector<std::string> keys = {"path", "context"};
     if (kind == "tokens") keys.insert(keys.end(), {"width", "vocab_size"});
@@ -73,7 +94,7 @@ std::shared_ptr<dt::io::Dataset> make_dataset(const std::string& kind, const dt_
     return std::make_shared<dt::io::AdditionDataset>(static_cast<int>(digits), size,
                                                      static_cast<uint64_t>(r.get_int("seed", 0)), kIgnore, s);
   }
-  dt::invalid("kind \"" + kind + "\" is unknown; accepted: \"text\", \"tokens\", \"addition\"");
+  dt::invalid("kind \"" + kind + "\" is unknown; accepted: \"text\", \"tokens\", \"jsonl\", \"addition\"");
 }
 
 dt::io::Dataset& data_of(const dt_dataset* d) { return *need(d, "dataset")->data; }

@@ -75,8 +75,9 @@ dt_status dt_module_create_from_hf(const char* dir, const dt_options* options, d
   return guard("dt_module_create_from_hf", [&] {
     need(dir, "dir");
     need(out, "out");
-    dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_from_hf", {"precision", "context"});
-    const dt::io::HfModelDir d = dt::io::hf_open(dir);
+    dt::OptionReader r(dt::api::opts_of(options), "dt_module_create_from_hf", {"precision", "context", "random_init", "random_init_seed"});
+    const bool random = r.get_bool("random_init", false);
+    const dt::io::HfModelDir d = dt::io::hf_open(dir, !random);
     dt::nn::GPTConfig c = d.config.gpt;
     const std::string p = r.get_string("precision", "f32");
     c.dtype = p == "stored" ? d.config.gpt.dtype : precision_of("precision", p, {"stored"});
@@ -92,8 +93,9 @@ dt_status dt_module_create_from_hf(const char* dir, const dt_options* options, d
     }
     dt::api::refuse_beyond_memory("dt_module_create_from_hf", "the model's weights",
                                   static_cast<double>(c.param_count()) * static_cast<double>(dt::dtype_size(c.dtype)));
+    if (random) c.seed = static_cast<uint64_t>(r.get_int("random_init_seed", 1337));
     auto gpt = std::make_shared<dt::nn::GPT>(c);  // on the CPU, where the files are mapped
-    dt::io::hf_load_weights(d, *gpt);
+    if (!random) dt::io::hf_load_weights(d, *gpt);
     *out = new dt_module{gpt, gpt.get()};
   });
 }
@@ -109,7 +111,7 @@ dt_status dt_module_save_hf(dt_module* module, const char* dir, const dt_options
 dt_status dt_hf_inspect_json(const char* dir, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_hf_inspect_json", [&] {
     need(dir, "dir");
-    dt::api::write_text(inspect(dt::io::hf_open(dir)).dump(), buf, capacity, needed);
+    dt::api::write_text(inspect(dt::io::hf_open(dir, /*need_weights=*/false)).dump(), buf, capacity, needed);
   });
 }
 

@@ -1,6 +1,8 @@
 #include "io/hf_config.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -171,6 +173,17 @@ void llama_config(const Reader& r, Family f, nn::GPTConfig& c, int64_t& max_posi
   read_rope(r, c);
 }
 
+// A float as the shortest decimal that reads back as the same float (1e-06, not
+// 9.999999974752427e-07): what a person wrote in the config, and what float() gives back.
+json short_float(float v) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
 }  // namespace
 
 std::string hf_architectures() {
@@ -244,20 +257,20 @@ json hf_config_to_json(const nn::GPTConfig& raw, const std::string& arch_name, D
   if (!eos.empty()) j["eos_token_id"] = eos.size() == 1 ? json(eos[0]) : json(eos);
   if (arch->family == Family::GPT2) {
     j.update({{"n_positions", c.context}, {"n_embd", c.d_model}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-              {"n_inner", c.d_ff}, {"activation_function", "gelu_new"}, {"layer_norm_epsilon", c.norm_eps},
+              {"n_inner", c.d_ff}, {"activation_function", "gelu_new"}, {"layer_norm_epsilon", short_float(c.norm_eps)},
               {"tie_word_embeddings", true}, {"scale_attn_weights", true}});
     return j;
   }
   j.update({{"hidden_size", c.d_model}, {"intermediate_size", c.d_ff}, {"num_hidden_layers", c.n_layer},
             {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head},
-            {"head_dim", c.head_dim()}, {"max_position_embeddings", c.context}, {"rms_norm_eps", c.norm_eps},
-            {"hidden_act", "silu"}, {"tie_word_embeddings", c.tied_embeddings}, {"rope_theta", c.rope_base},
+            {"head_dim", c.head_dim()}, {"max_position_embeddings", c.context}, {"rms_norm_eps", short_float(c.norm_eps)},
+            {"hidden_act", "silu"}, {"tie_word_embeddings", c.tied_embeddings}, {"rope_theta", short_float(c.rope_base)},
             {"initializer_range", 0.02}, {"attention_dropout", 0.0}});
   const nn::RopeScaling& s = c.rope_scaling;
-  if (s.kind == nn::RopeScalingKind::Linear) j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.factor}};
+  if (s.kind == nn::RopeScalingKind::Linear) j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", short_float(s.factor)}};
   if (s.kind == nn::RopeScalingKind::Llama3)
-    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.factor}, {"low_freq_factor", s.low_freq_factor},
-                         {"high_freq_factor", s.high_freq_factor},
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", short_float(s.factor)}, {"low_freq_factor", short_float(s.low_freq_factor)},
+                         {"high_freq_factor", short_float(s.high_freq_factor)},
                          {"original_max_position_embeddings", s.original_context}};
   if (arch->family == Family::Llama) j.update({{"attention_bias", false}, {"mlp_bias", false}, {"pretraining_tp", 1}});
   if (arch->family == Family::Qwen2) j.update({{"use_sliding_window", false}});

@@ -148,7 +148,7 @@ const std::vector<std::string>& hf_tokenizer_files() {
   return files;
 }
 
-HfModelDir hf_open(const std::string& dir_in) {
+HfModelDir hf_open(const std::string& dir_in, bool need_weights) {
   HfModelDir out;
   out.dir = dir_in.empty() ? "." : dir_in;
   const std::string& dir = out.dir;
@@ -174,7 +174,7 @@ HfModelDir hf_open(const std::string& dir_in) {
     for (const std::string& n : names) out.files.push_back(shard_path(dir, index_path, n));
   } else if (file_exists(dir + "/model.safetensors")) {
     out.files.push_back(dir + "/model.safetensors");
-  } else {
+  } else if (need_weights) {
     fail(DT_ERR_IO, dir + ": no model.safetensors and no model.safetensors.index.json (only safetensors "
                           "weights are read; convert a pytorch_model.bin with transformers' save_pretrained)");
   }

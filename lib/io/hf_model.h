@@ -31,7 +31,9 @@ struct HfModelDir {
 // Reads and checks config.json, generation_config.json (optional) and the weight files'
 // names and sizes (not their contents). DT_ERR_IO for what is missing or malformed;
 // DT_ERR_INVALID_ARGUMENT for an unsupported architecture or setting.
-HfModelDir hf_open(const std::string& dir);
+// need_weights false: a directory of a config alone is accepted (files stays empty): a model
+// of that shape to initialize at random.
+HfModelDir hf_open(const std::string& dir, bool need_weights = true);
 
 // Fills every parameter of `model` (whole, on the CPU, built from a config of dir.config's
 // shape; its dtype may differ) from the files. Nothing is written unless all checks pass.

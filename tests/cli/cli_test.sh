@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, interrupt, bad_input, ranges, plan, dp, zero, tp, pp, serve, mpi, demo. Prints
+# Cases: help, pipeline, resume, interrupt, bad_input, ranges, plan, dp, zero, tp, pp, serve, serve_chat, mpi, demo, hf. Prints
 # "cli CASE passed" on success.
 set -uo pipefail
 # (No `producer | grep -q`: grep -q exits at its first match, the producer may then die of
 # SIGPIPE, and pipefail turns that into a failure that depends on timing.)
 D=$1; W=$2; CASE=$3
 DOCS="$(cd "$(dirname "$0")/../../docs" && pwd)"
+HF="$(cd "$(dirname "$0")/../fixtures/hf/models" && pwd)"  # tiny Hugging Face models (tools/hf_fixtures)
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 # A small, fast model and run for the cases that only check plumbing.
@@ -33,6 +34,50 @@ expect_usage() {
 }
 
 case $CASE in
+serve_chat)
+  # dtrain serve --model over loopback (tests/cli/serve_chat_test.py): OpenAI chat completions
+  # through the fixtures' tokenizers and chat templates, on one rank, --tp 2, --pp 2, 2 replicas.
+  for flags in "" "--tp 2" "--pp 2" "--replicas 2"; do
+    timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_chat_test.py" $D "$(dirname "$DOCS")/tests/fixtures/hf" \
+      "w$(echo $flags | tr -d ' -')" $flags || fail "serve chat $flags"
+  done
+  ;;
+hf)
+  # A Hugging Face directory: inspected, generated from (a prompt and a chat), fine-tuned on
+  # conversations under tp 2 and pp 2 (the same losses as one rank), exported, and the
+  # export generates what the run's checkpoint generates.
+  $D inspect "$HF/qwen2" --json i.json >ins.txt || fail inspect
+  grep -q "Qwen2ForCausalLM" ins.txt && grep -q "tp 2 pp 2" ins.txt || { cat ins.txt; fail "inspect output"; }
+  grep -q '"layouts"' i.json || fail "inspect JSON lacks layouts"
+  $D generate --model "$HF/llama3" --prompt "Hello" --max-new-tokens 6 --ignore-eos --json g.json >/dev/null 2>&1 || fail "generate --model"
+  grep -q '"tokens"' g.json || fail "generate --model JSON lacks tokens"
+  $D generate --model "$HF/qwen2" --chat '[{"role":"user","content":"Hi"}]' --max-new-tokens 4 >chat.txt 2>/dev/null || fail "generate --chat"
+  grep -q "<|im_start|>assistant" chat.txt || { cat chat.txt; fail "the chat template was not applied"; }
+  expect_error "alternate" $D generate --model "$HF/llama" --chat '[{"role":"user","content":"a"},{"role":"user","content":"b"}]'
+  expect_error "not_there directory" $D inspect not_there
+  expect_usage "hf:DIR" $D train --init "$HF/qwen2" --data text:x
+  for i in $(seq 1 40); do
+    echo '{"messages": [{"role": "user", "content": "what is '$i' plus one?"}, {"role": "assistant", "content": "it is '$((i + 1))'"}]}'
+  done >chats.jsonl
+  HFT=(--init "hf:$HF/qwen2" --data jsonl:chats.jsonl --context 96 --steps 6 --batch 4 --micro-batches 2 --lr 1e-2 --no-progress --threads 1)
+  $D train "${HFT[@]}" --out one >one.txt 2>&1 || { cat one.txt; fail "train --init hf"; }
+  $D train "${HFT[@]}" --tp 2 --out tp >/dev/null 2>&1 || fail "train --init hf --tp 2"
+  $D train "${HFT[@]}" --pp 2 --out pp >/dev/null 2>&1 || fail "train --init hf --pp 2"
+  loss() { grep -o '"loss":[0-9.e+-]*' "$1"/metrics.jsonl | tail -1 | cut -d: -f2; }
+  for r in tp pp; do
+    python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-4 * abs(b))" \
+      "$(loss $r)" "$(loss one)" || fail "$r final loss $(loss $r) differs from one rank's $(loss one)"
+  done
+  $D export --checkpoint tp/ckpt --hf out --precision f32 >/dev/null || fail export
+  for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    [ -s out/$f ] || fail "export lacks $f"
+  done
+  a=$($D generate --model out --prompt "what is" --max-new-tokens 5 --ignore-eos 2>/dev/null)
+  b=$($D generate --model "$HF/qwen2" --prompt "what is" --max-new-tokens 5 --ignore-eos 2>/dev/null)
+  [ "$a" != "$b" ] || fail "the export generates what the untrained model does: not the trained weights?"
+  $D export --model out --hf out_bf16 --precision bf16 --max-shard-mb 1 >/dev/null || fail "export --model"
+  $D inspect out_bf16 | grep -q "stored as bf16" || fail "the rewritten export is not bf16"
+  ;;
 help)
   $D --help | grep >/dev/null "train" || fail "top-level help lists no train command"
   $D train --help | grep >/dev/null -- "--resume" || fail "train --help lacks --resume"

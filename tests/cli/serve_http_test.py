@@ -2,8 +2,8 @@
 streamed (server-sent events in OpenAI's chunk shape) give `dtrain generate`'s greedy text;
 concurrent clients; a client that disconnects mid-stream (its request is aborted and its KV
 blocks freed); stop strings; bad requests (malformed JSON, unknown fields, a prompt longer
-than the context, max_tokens <= 0, another model, n = 2) get OpenAI-style errors; Ctrl-C
-drains a stream in flight and exits 0.
+than the context, max_tokens <= 0, another model, n = 2, chat completions of a checkpoint)
+get OpenAI-style errors; Ctrl-C drains a stream in flight and exits 0.
 
 usage: serve_http_test.py DTRAIN CHECKPOINT CONTEXT [extra serve flags...]
 (SERVE_LAUNCH, if set, prefixes the server's command: "mpirun -np 2 --oversubscribe")
@@ -225,6 +225,10 @@ expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": -3}, param="m
 expect_error(400, {"model": "dtrain", "prompt": "x", "n": 2}, param="n")
 expect_error(400, {"model": "dtrain", "prompt": "", "max_tokens": 2}, param="prompt")
 expect_error(404, {"model": "gpt-4", "prompt": "x"}, code="model_not_found")
+# Chat needs a tokenizer and a chat template: a checkpoint's tokens are bytes.
+status, text = request("POST", "/v1/chat/completions", {"model": "dtrain", "messages": [{"role": "user", "content": "x"}]})
+if status != 400 or "--model" not in json.loads(text)["error"]["message"]:
+    fail(f"chat completions on a checkpoint: HTTP {status} {text}")
 m = metrics()
 if m['dtrain_kv_blocks{state="used"}'] != 0 or m['dtrain_requests{state="running"}'] != 0:
     fail(f"blocks or requests left over: {m}")

@@ -78,11 +78,14 @@ struct TrainRun {
 };
 
 // Trains a fresh model of c (AdamW, dp_adamw) over mesh (null: one rank) for `steps` steps
-// of batch(step); on_step, if given, sees each step's statistics and the trainer.
+// of batch(step); on_step, if given, sees each step's statistics and the trainer; init, if
+// given, sets the model's weights first (an imported checkpoint, say).
 inline TrainRun train_layout(std::shared_ptr<comm::Mesh> mesh, const nn::GPTConfig& c, const engine::TrainOptions& o,
                              const engine::ParallelOptions& par, int steps, const std::function<TokenBatch(int)>& batch,
-                             const std::function<void(const engine::StepStats&, engine::Trainer&)>& on_step = {}) {
+                             const std::function<void(const engine::StepStats&, engine::Trainer&)>& on_step = {},
+                             const std::function<void(nn::GPT&)>& init = {}) {
   nn::GPT model(c);
+  if (init) init(model);
   optim::AdamW opt(model.parameters(), dp_adamw());
   engine::Trainer t(std::move(mesh), model, opt, o, par);
   TrainRun r;

@@ -10,6 +10,7 @@
 
 #include "engine/generate.h"
 #include "io/file_util.h"
+#include "io/hf_dataset.h"
 #include "io/hf_model.h"
 #include "io/safetensors.h"
 #include "nn/kv_cache.h"
@@ -261,6 +262,30 @@ TEST_F(HfHostile, TruncatedWeightsAreCaught) {
   copy_from("gpt2");
   fs::resize_file(dir_ + "/model.safetensors", fs::file_size(dir_ + "/model.safetensors") - 100);
   expect_fails(DT_ERR_IO, "model.safetensors");
+}
+
+}  // namespace
+}  // namespace dt
+
+namespace dt {
+namespace {
+
+// Chat fine-tuning data (io/hf_dataset.h): the loss falls on the assistant's tokens only.
+TEST(HfChatData, OnlyAssistantTurnsAreLearned) {
+  const io::HfModelText text = io::HfModelText::load(fixture("qwen2"));
+  const std::vector<io::ChatMessage> conv = {{"user", "what is 2 plus one?"}, {"assistant", "it is 3"},
+                                             {"user", "and 5?"}, {"assistant", "six"}};
+  const io::ChatExample e = io::hf_chat_example(conv, text);
+  ASSERT_EQ(e.ids.size(), e.learned.size());
+  std::vector<int32_t> learned, other;
+  for (size_t k = 0; k < e.ids.size(); ++k) (e.learned[k] ? learned : other).push_back(e.ids[k]);
+  const std::string l = text.tokenizer->decode(learned), o = text.tokenizer->decode(other);
+  EXPECT_NE(l.find("it is 3"), std::string::npos) << l;
+  EXPECT_NE(l.find("six"), std::string::npos) << l;
+  EXPECT_NE(l.find("<|im_end|>"), std::string::npos) << l;
+  EXPECT_EQ(l.find("user"), std::string::npos) << l;
+  EXPECT_EQ(o.find("it is 3"), std::string::npos) << o;
+  EXPECT_NE(o.find("what is 2 plus one?"), std::string::npos) << o;
 }
 
 }  // namespace

@@ -53,10 +53,14 @@ template <class F> std::string read_text(F&& call, const char* what) {
 // i32 [rows, cols] CPU tensor.
 Tensor make_batch(int64_t rows, int64_t cols);
 
-// "--data" spec: "addition", "text:PATH" or "tokens:PATH[:WIDTH]".
+// "--data" spec: "addition", "text:PATH", "jsonl:PATH" or "tokens:PATH[:WIDTH]".
 struct DataSpec {
   std::string kind, path;
   int64_t width = 2;
+  // A model directory (or tokenizer.json) whose tokenizer reads "text" and "jsonl" data
+  // (dtrain train --init hf:DIR sets it); "" reads text as bytes. chat_template: a built-in
+  // family for "jsonl" conversations instead of the model's own.
+  std::string tokenizer, chat_template;
 };
 DataSpec parse_data_spec(const std::string& spec);
 
@@ -127,5 +131,7 @@ struct Loaded {
   nlohmann::json info;
 };
 Loaded load_checkpoint(const std::string& stem, int64_t tp = 1, int64_t pp = 1);
+// l.model's engine for inference (SGD, no optimizer state) over tp x pp ranks of this process.
+void attach_inference_engine(Loaded& l, int64_t tp, int64_t pp);
 
 }  // namespace dtcli

@@ -40,7 +40,8 @@ DataSpec parse_data_spec(const std::string& spec) {
   const size_t colon = spec.find(':');
   d.kind = spec.substr(0, colon);
   if (d.kind == "addition" && colon == std::string::npos) return d;
-  if ((d.kind == "text" || d.kind == "tokens") && colon != std::string::npos && colon + 1 < spec.size()) {
+  if ((d.kind == "text" || d.kind == "tokens" || d.kind == "jsonl") && colon != std::string::npos &&
+      colon + 1 < spec.size()) {
     d.path = spec.substr(colon + 1);
     if (d.kind == "tokens") {  // tokens:PATH[:WIDTH]
       const size_t last = d.path.rfind(':');
@@ -51,8 +52,8 @@ DataSpec parse_data_spec(const std::string& spec) {
     }
     return d;
   }
-  throw CliError("--data \"" + spec + "\"; accepted: addition, text:PATH, tokens:PATH, tokens:PATH:2 (u16), "
-                 "tokens:PATH:4 (u32)");
+  throw CliError("--data \"" + spec + "\"; accepted: addition, text:PATH, jsonl:PATH (with --init hf:DIR), "
+                 "tokens:PATH, tokens:PATH:2 (u16), tokens:PATH:4 (u32)");
 }
 
 Dataset open_dataset(const DataSpec& spec, int64_t context, int64_t digits, int64_t size, int64_t seed,
@@ -77,6 +78,8 @@ Dataset open_dataset(const DataSpec& spec, int64_t context, int64_t digits, int6
     set(o.get(), "path", spec.path);
     set(o.get(), "context", context);
     if (spec.kind == "tokens") set(o.get(), "width", spec.width);
+    if (!spec.tokenizer.empty() && spec.kind != "tokens") set(o.get(), "tokenizer", spec.tokenizer);
+    if (!spec.chat_template.empty() && spec.kind == "jsonl") set(o.get(), "chat_template", spec.chat_template);
   }
   dt_dataset* d = nullptr;
   check(dt_dataset_create(spec.kind.c_str(), o.get(), &d), "opening the dataset");
@@ -246,15 +249,11 @@ void write_file(const std::string& path, const std::string& text) {
 // of the KV cache (sharded by heads); pp > 1: of pp x tp ranks, each pp rank its stage's
 // blocks and their layers' cache (the prompt's tokens passing stage to stage). The tokens
 // are the single-rank model's.
-Loaded load_checkpoint(const std::string& stem, int64_t tp, int64_t pp) {
-  Loaded l;
-  dt_module* m = nullptr;
-  check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
-  l.model.reset(m);
+void attach_inference_engine(Loaded& l, int64_t tp, int64_t pp) {
   // Inference needs no optimizer state, but an engine needs an optimizer: plain SGD holds
-  // none (only its step counter, which the checkpoint has).
+  // none (only its step counter, which a checkpoint has).
   dt_optimizer* o = nullptr;
-  check(dt_optimizer_create(m, "sgd", nullptr, &o), "dt_optimizer_create");
+  check(dt_optimizer_create(l.model.get(), "sgd", nullptr, &o), "dt_optimizer_create");
   l.opt.reset(o);
   if (tp * pp > 1) {
     Options mo = make_options();
@@ -265,8 +264,17 @@ Loaded load_checkpoint(const std::string& stem, int64_t tp, int64_t pp) {
     l.mesh.reset(mesh);
   }
   dt_engine* e = nullptr;
-  check(dt_engine_create(l.mesh.get(), m, o, nullptr, &e), "dt_engine_create");
+  check(dt_engine_create(l.mesh.get(), l.model.get(), o, nullptr, &e), "dt_engine_create");
   l.engine.reset(e);
+}
+
+Loaded load_checkpoint(const std::string& stem, int64_t tp, int64_t pp) {
+  Loaded l;
+  dt_module* m = nullptr;
+  check(dt_module_create_from_checkpoint(stem.c_str(), &m), "reading the checkpoint");
+  l.model.reset(m);
+  attach_inference_engine(l, tp, pp);
+  dt_engine* e = l.engine.get();
   check(dt_engine_load(e, stem.c_str()), "loading the checkpoint");
   l.info = nlohmann::json::parse(
       read_text([&](char* b, size_t c, size_t* n) { return dt_checkpoint_info_json(stem.c_str(), b, c, n); },

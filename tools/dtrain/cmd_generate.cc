@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "hf_args.h"
 
 namespace dtcli {
 namespace {
@@ -27,6 +28,8 @@ std::string unescape(const std::string& s) {
 
 struct GenerateArgs {
   std::string checkpoint = "runs/latest/ckpt", prompt, stop, json;
+  std::string model, chat, chat_template, precision;  // --model DIR: a Hugging Face directory and its tokenizer
+  bool ignore_eos = false;
   int64_t max_new_tokens = 64, top_k = 0, seed = 0, tp = 1, pp = 1;
   double temperature = 0.0, top_p = 1.0;
 };
@@ -45,7 +48,91 @@ void print_token(void* user, int32_t, int32_t token) {
   std::fflush(stdout);
 }
 
+// --model: the tokens through the model's tokenizer, printed as they become final text
+// (dt_detokenizer), ending at the model's end-of-sequence ids and at the --stop text.
+struct TextStream {
+  dt_detokenizer* detok;
+  std::string stop, text;
+  size_t printed = 0;
+  bool stopped = false;
+  // Prints what is final, holding back what could be the start of the stop text.
+  void flush(bool last) {
+    const size_t at = stop.empty() ? std::string::npos : text.find(stop);
+    if (at != std::string::npos) text.resize(at), stopped = true;
+    const size_t hold = stopped || last || stop.empty() ? 0 : std::min(text.size(), stop.size() - 1);
+    const size_t ready = text.size() - hold;
+    if (ready > printed) std::fwrite(text.data() + printed, 1, ready - printed, stdout), printed = ready;
+    std::fflush(stdout);
+  }
+};
+
+int32_t print_text(void* user, int32_t, int32_t token) {
+  TextStream& s = *static_cast<TextStream*>(user);
+  check(dt_detokenizer_push(s.detok, token), "decoding");
+  s.text += read_text([&](char* b, size_t c, size_t* n) { return dt_detokenizer_text(s.detok, b, c, n); }, "decoding");
+  s.flush(false);
+  return s.stopped ? 1 : 0;
+}
+
+int run_generate_hf(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.chat.empty())
+    throw UsageError("with --model give --prompt TEXT or --chat '[{\"role\":\"user\",\"content\":...}]', not both");
+  Loaded l;
+  l.model = load_hf_module(a.model, a.precision, 0);
+  attach_inference_engine(l, a.tp, a.pp);
+  Tokenizer tok = load_tokenizer(a.model, a.chat_template);
+  const nlohmann::json info = tokenizer_info(tok.get());
+  std::vector<int32_t> ids;
+  std::string shown;
+  if (!a.chat.empty()) {
+    shown = read_text([&](char* b, size_t c, size_t* n) {
+      return dt_tokenizer_apply_chat_template(tok.get(), a.chat.c_str(), 1, b, c, n);
+    }, "applying the chat template (--chat)");
+    ids = encode(tok.get(), shown, false);  // the template's text holds its special tokens
+  } else {
+    shown = unescape(a.prompt);
+    ids = encode(tok.get(), shown, true);
+  }
+  if (ids.empty()) throw CliError("the prompt encodes to no tokens; accepted: some text");
+  const int64_t length = static_cast<int64_t>(ids.size());
+  Options g = make_options();
+  set(g.get(), "max_new_tokens", a.max_new_tokens);
+  set(g.get(), "temperature", a.temperature);
+  set(g.get(), "top_k", a.top_k);
+  set(g.get(), "top_p", a.top_p);
+  set(g.get(), "seed", a.seed);
+  if (!a.ignore_eos && !stop_ids_text(info).empty()) set(g.get(), "stop_tokens", stop_ids_text(info));
+  dt_detokenizer* d = nullptr;
+  check(dt_detokenizer_create(tok.get(), 1, &d), "dt_detokenizer_create");
+  std::unique_ptr<dt_detokenizer, Deleter<dt_detokenizer, dt_detokenizer_destroy>> detok(d);
+  TextStream stream{d, unescape(a.stop)};
+  std::fputs(shown.c_str(), stdout);
+  std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(a.max_new_tokens, 1)));
+  int64_t out_len = 0;
+  const dt_status st = dt_engine_generate_stream_v2(l.engine.get(), ids.data(), &length, 1, g.get(), print_text,
+                                                    &stream, out.data(), static_cast<int64_t>(out.size()), &out_len);
+  if (st != DT_ERR_CANCELLED || !stream.stopped) check(st, "generating");
+  check(dt_detokenizer_finish(d), "decoding");
+  if (!stream.stopped)
+    stream.text += read_text([&](char* b, size_t c, size_t* n) { return dt_detokenizer_text(d, b, c, n); }, "decoding");
+  stream.flush(true);
+  std::fputc('\n', stdout);
+  nlohmann::json st_json = nlohmann::json::parse(read_text(
+      [&](char* b, size_t c, size_t* n) { return dt_engine_last_generate_stats_json(l.engine.get(), b, c, n); },
+      "dt_engine_last_generate_stats_json"));
+  std::fprintf(stderr, "%lld prompt tokens; %s\n", static_cast<long long>(length),
+               stream.stopped ? "stopped at the --stop text" : "");
+  if (!a.json.empty()) {
+    st_json["prompt_tokens"] = ids;
+    st_json["text"] = stream.text;
+    if (st == DT_OK) st_json["tokens"] = std::vector<int32_t>(out.begin(), out.begin() + out_len);
+    write_file(a.json, st_json.dump(2) + "\n");
+  }
+  return 0;
+}
+
 int run_generate(const GenerateArgs& a) {
+  if (!a.model.empty()) return run_generate_hf(a);
   Loaded l = load_checkpoint(a.checkpoint, a.tp, a.pp);
   const std::string prompt = unescape(a.prompt);
   if (prompt.empty()) throw CliError("--prompt is empty; accepted: at least one byte of text");
@@ -129,13 +216,20 @@ void add_generate_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand("generate", "Continue a prompt with a trained model, streaming the text");
   c->footer("Example:\n  dtrain generate --checkpoint runs/latest/ckpt --prompt \"123+456=\" --max-new-tokens 5");
   c->add_option("--checkpoint", a->checkpoint, "Checkpoint stem (what dtrain train wrote: RUN_DIR/ckpt)")->capture_default_str();
-  c->add_option("--prompt", a->prompt, "Text to continue (\\n is a newline)")->required();
+  c->add_option("--prompt", a->prompt, "Text to continue (\\n is a newline)");
+  c->add_option("--model", a->model,
+                "A Hugging Face model directory (instead of --checkpoint): its tokenizer, chat template and stop ids");
+  c->add_option("--chat", a->chat, "With --model: a conversation as JSON, rendered with the model's chat template");
+  c->add_option("--chat-template", a->chat_template, "With --model: a built-in template instead of the model's "
+                "(chatml, llama3, llama2, mistral, zephyr)");
+  c->add_option("--precision", a->precision, "With --model: f32 (default), bf16, f16 or stored");
+  c->add_flag("--ignore-eos", a->ignore_eos, "With --model: do not stop at the model's end-of-sequence tokens");
   add_int(c, "--max-new-tokens", a->max_new_tokens, {0, 65536}, "Tokens to add (prompt + these must fit the context)");
   add_real(c, "--temperature", a->temperature, {0, 100, "greedy"}, "Higher: more random");
   add_int(c, "--top-k", a->top_k, {1, 16777216, "all"}, "Sample among the k likeliest tokens");
   add_real(c, "--top-p", a->top_p, {1e-6, 1}, "Sample among the likeliest tokens whose probability reaches p");
   add_int(c, "--seed", a->seed, {0, INT64_MAX}, "Sampling seed");
-  c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\")");
+  c->add_option("--stop", a->stop, "Stop after this byte (e.g. \"\\n\"); with --model: at this text (left out)");
   add_int(c, "--tp", a->tp, {1, 1024},
           "Tensor-parallel ranks in this process (heads, features, vocabulary and the KV cache split)");
   add_int(c, "--pp", a->pp, {1, 1024},

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "hf_args.h"
 #include "model_args.h"
 #include "report.h"
 
@@ -36,6 +37,7 @@ struct TrainArgs {
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.99, clip = 1.0, min_lr_ratio = 0.1;
   std::string schedule = "cosine";
   std::string out = "runs/latest", json, trace, backend = "local";
+  std::string init, chat_template;  // --init hf:DIR: fine-tune a Hugging Face model
   int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
   bool resume = false, no_progress = false, report = false;
 };
@@ -97,13 +99,38 @@ int run_train(TrainArgs a) {
     set(c.get(), "threads", a.threads);
     check(dt_configure(c.get()), "setting --threads");
   }
-  const DataSpec spec = parse_data_spec(a.data);
+  DataSpec spec = parse_data_spec(a.data);
   const bool addition = spec.kind == "addition";
+  // --init hf:DIR: the model, its weights and its tokenizer come from a Hugging Face directory.
+  const std::string hf_dir = hf_init_dir(a.init);
+  if (!a.init.empty() && hf_dir.empty())
+    throw UsageError("--init \"" + a.init + "\"; accepted: hf:DIR (a Hugging Face model directory)");
+  int64_t hf_context = 0;
+  if (!hf_dir.empty()) {
+    if (a.model.given())
+      throw UsageError("--init hf:" + hf_dir + " gives the model's shape; leave out --model and the shape flags");
+    if (addition) throw UsageError("--init hf:DIR fine-tunes on text: --data text:PATH or jsonl:PATH");
+    const nlohmann::json info = nlohmann::json::parse(read_text(
+        [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(hf_dir.c_str(), b, c, n); }, ("reading " + hf_dir).c_str()));
+    a.model.hf_config = info["config"];
+    hf_context = info["config"]["context"].get<int64_t>();
+    if (a.context > hf_context) {
+      if (a.model.parsed->count("--context") > 0)
+        throw UsageError("--context " + std::to_string(a.context) + " exceeds the model's context of " +
+                         std::to_string(hf_context));
+      a.context = hf_context;
+    }
+    spec.tokenizer = hf_dir;
+    spec.chat_template = a.chat_template;
+  } else if (spec.kind == "jsonl") {
+    throw UsageError("--data jsonl:PATH is tokenized with a model's tokenizer: give --init hf:DIR");
+  }
   refuse_too_big_run(a, addition);
   Dataset data = open_dataset(spec, a.context, a.digits, a.train_size, a.seed, "train");
   const int64_t T = dataset_context(data.get());
   // Addition: one more position than an example, so the answer's last token can be generated.
-  Module model = a.model.create(addition ? T + 1 : T, a.seed);
+  Module model = hf_dir.empty() ? a.model.create(addition ? T + 1 : T, a.seed)
+                                : load_hf_module(hf_dir, a.model.precision, 0);
   int64_t params = 0;
   check(dt_module_param_count(model.get(), &params), "dt_module_param_count");
 
@@ -186,6 +213,7 @@ int run_train(TrainArgs a) {
   Loader loader(loader_raw);
 
   std::filesystem::create_directories(a.out);
+  if (!hf_dir.empty() && lead) record_hf_source(a.out, hf_dir);  // dtrain export writes its tokenizer back
   FailureReport on_failure(mesh.get(), a.report, a.out);  // --report: hang forensics if this scope unwinds
   const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
   std::vector<std::pair<int64_t, double>> curve;
@@ -347,10 +375,23 @@ void add_train_command(CLI::App& app) {
       "  dtrain train --data addition --digits 3 --layers 2 --d-model 128 --heads 4 --steps 2000 --batch 64 --lr 3e-3\n"
       "  dtrain train --data text:book.txt --context 128 --model gpt-small --steps 500 --out runs/book\n"
       "  dtrain train ... --resume          (continue the run in --out from its checkpoint)\n"
-      "  dtrain train --layers 4 --pp 2 --tp 2 --dp 2 --micro-batches 4 --pp-schedule 1f1b --report   (8 ranks)");
+      "  dtrain train --layers 4 --pp 2 --tp 2 --dp 2 --micro-batches 4 --pp-schedule 1f1b --report   (8 ranks)\n"
+      "  dtrain train --init hf:models/SmolLM2-135M --data jsonl:chats.jsonl --context 512 --tp 2 --steps 100 --out runs/ft\n"
+      "  dtrain export --checkpoint runs/ft/ckpt --hf out/SmolLM2-ft   (back to a Hugging Face directory)");
   a->model.add_to(*c);
-  c->add_option("--data", a->data, "addition | text:PATH (bytes) | tokens:PATH[:2|:4] (u16/u32 ids)")
+  c->add_option("--init", a->init,
+                "hf:DIR: fine-tune the Hugging Face model in DIR (its weights, shape and tokenizer; export with "
+                "dtrain export)")
+      ->group("Model");
+  c->add_option("--data", a->data,
+                "addition | text:PATH (bytes; with --init hf: the model's tokens) | jsonl:PATH (with --init hf: "
+                "lines of {\"text\": ...} or chat {\"messages\": [...]}, the loss on assistant turns) | "
+                "tokens:PATH[:2|:4] (u16/u32 ids)")
       ->capture_default_str()->group("Data");
+  c->add_option("--chat-template", a->chat_template,
+                "With --init hf and jsonl conversations: a built-in template instead of the model's (chatml, "
+                "llama3, llama2, mistral, zephyr)")
+      ->group("Data");
   add_int(c, "--digits", a->digits, {1, 18}, "Operand digits for --data addition")->group("Data");
   add_int(c, "--train-size", a->train_size, {1, kMaxExamples}, "Training problems for --data addition")->group("Data");
   add_int(c, "--context", a->context, {1, 65536}, "Tokens per example for text and token files")->group("Data");

@@ -16,5 +16,7 @@ void add_generate_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace dtcli

@@ -35,7 +35,25 @@ void ModelArgs::add_to(CLI::App& app) {
       ->group("Model");
 }
 
+Options options_from_config(const nlohmann::json& config) {
+  Options o = make_options();
+  for (const auto& [key, v] : config.items()) {
+    if (v.is_boolean()) set_bool(o.get(), key.c_str(), v.get<bool>());
+    else if (v.is_number_integer()) set(o.get(), key.c_str(), v.get<int64_t>());
+    else if (v.is_number()) set(o.get(), key.c_str(), v.get<double>());
+    else if (v.is_string()) set(o.get(), key.c_str(), v.get<std::string>());
+  }
+  return o;
+}
+
 Options ModelArgs::options(int64_t context, int64_t seed) const {
+  if (!hf_config.is_null()) {
+    Options o = options_from_config(hf_config);
+    set(o.get(), "context", context);
+    set(o.get(), "seed", seed);
+    set(o.get(), "precision", precision.empty() ? std::string("f32") : precision);
+    return o;
+  }
   Options o = make_options();
   set(o.get(), "preset", preset);
   set(o.get(), "context", context);

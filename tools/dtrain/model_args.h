@@ -33,6 +33,9 @@ struct ModelArgs {
   int64_t layers = -1, d_model = -1, heads = -1, kv_heads = -1, d_ff = -1, vocab = -1;  // -1: not given
   std::string norm, pos, act, precision, device;
   const CLI::App* parsed = nullptr;  // where add_to put the flags, for given()
+  // A Hugging Face model's config (dt_hf_inspect_json's "config", dtrain train --init
+  // hf:DIR): then it, not the flags, gives the shape, so counts and plans describe that model.
+  nlohmann::json hf_config;
 
   void add_to(CLI::App& app);
   // True when the command line gave --model or any shape flag (after parsing).
@@ -54,6 +57,10 @@ struct ModelArgs {
   nlohmann::json plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
                       int64_t accumulation, const PipelineArgs* pipe = nullptr, bool trace = false) const;
 };
+
+// dt_module_create_gpt options from a model config JSON (its keys; the nested rope_scaling,
+// which changes no size, is left out).
+Options options_from_config(const nlohmann::json& config);
 
 // Bytes per parameter of the model states: weights, gradients and the optimizer state K
 // (AdamW: two f32 moments, plus an f32 master copy when weights are 16-bit: K = 12, the ZeRO

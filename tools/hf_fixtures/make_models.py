@@ -55,7 +55,7 @@ def spec():
                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                                 rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
                                 use_sliding_window=False, bos_token_id=VOCAB - 3, eos_token_id=VOCAB - 1),
-         torch.float32, None, "qwen2", "chatml"),
+         torch.float32, None, "qwen2", "qwen2"),
         ("mistral", T.MistralConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                                     rms_norm_eps=1e-5, rope_theta=10000.0, sliding_window=128,

@@ -12,6 +12,10 @@
         with dtrain.Server(model, block_size=16) as server:  # serving: continuous batching
             tokens = list(server.submit([1, 2, 3], max_tokens=8))
 
+    with dtrain.Model.from_hf("Qwen2-0.5B") as model, dtrain.Tokenizer("Qwen2-0.5B") as tok:
+        ids = tok.encode(tok.apply_chat_template([{"role": "user", "content": "Hi"}]))
+        ...                                          # Model.save_hf / Engine.save_hf write one
+
 Every handle has close() and works as a context manager; a failed call raises the
 DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...;
 CancelledError for a cancelled call).
@@ -28,6 +32,7 @@ from .model import GPT, MLP, Model, Optimizer, Sequential, gpt_param_count, loss
 from .engine import Engine  # noqa: F401
 from .data import Dataset, Loader  # noqa: F401
 from .server import Request, Server  # noqa: F401
+from .hf import Detokenizer, Tokenizer, hf_inspect  # noqa: F401
 
 __version__: str = native.dt_version()
 from_numpy = Tensor.from_numpy

@@ -5,14 +5,15 @@ import json
 from typing import Any, Callable
 
 
-def read_text(call: Callable[[bytearray], int]) -> str:
-    """call(buf) writes into the bytearray buf and returns the bytes needed (NUL included)."""
+def read_text(call: Callable[[bytearray], int], errors: str = "strict") -> str:
+    """call(buf) writes into the bytearray buf and returns the bytes needed (NUL included).
+    errors: how undecodable UTF-8 is read (bytes.decode's argument)."""
     needed = call(bytearray(0))
     while True:
         buf = bytearray(needed)
         again = call(buf)
         if again <= needed:  # else it grew between the two calls: ask again
-            return bytes(buf[:max(again, 1) - 1]).decode("utf-8")
+            return bytes(buf[:max(again, 1) - 1]).decode("utf-8", errors)
         needed = again
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import array
 import contextlib
 import numbers
+import os
 import queue
 import threading
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
@@ -20,7 +21,7 @@ from ._json import read_json
 from .cancel import CancelToken, attached
 from .errors import CancelledError
 from .mesh import Mesh
-from .model import Model, Optimizer
+from .model import Model, Optimizer, PathLike, hf_save_options
 from .tensor import Tensor
 
 Prompt = Union[str, bytes, Sequence[int]]
@@ -85,6 +86,17 @@ class Engine(Handle):
     def load(self, path_stem: str) -> None:
         native.dt_engine_load(self._h, path_stem)
 
+    def save_hf(self, dir: PathLike, precision: Optional[str] = None, architecture: Optional[str] = None,
+                tokenizer_from: Optional[PathLike] = None, bos_token_id: Optional[int] = None,
+                eos_token_id: Optional[int] = None, eos_token_ids: Optional[Union[str, Sequence[int]]] = None,
+                max_shard_bytes: Optional[int] = None) -> None:
+        """Model.save_hf of the engine's current weights, gathered first under tp, pp, dp or
+        ZeRO (collective: under mpirun every process calls it; rank 0 writes)."""
+        with contextlib.ExitStack() as stack:
+            opts = options_ptr(hf_save_options(precision, architecture, tokenizer_from, bos_token_id, eos_token_id,
+                                               eos_token_ids, max_shard_bytes), stack)
+            native.dt_engine_save_hf(self._h, os.fspath(dir), opts)
+
     def generate(self, prompts: Union[Prompt, Sequence[Prompt]], max_new_tokens: int = 16,
                  on_token: Optional[Callable[[int, int], Any]] = None, cancel: Optional[CancelToken] = None,
                  **options: Any) -> Any:
@@ -93,7 +105,12 @@ class Engine(Handle):
         on_token(prompt_index, token), if given, is called with each token as it is made
         (its result is ignored; an exception it raises stops the generation and is raised
         here). cancel: a CancelToken; its cancel() makes this raise CancelledError.
-        options: temperature, top_k, top_p, seed, stop_token."""
+        options: temperature, top_k, top_p, seed, stop_token, stop_tokens (a list of ids,
+        such as Tokenizer.info["eos_token_ids"], or a string "3,7"): a prompt ends after
+        emitting one of them."""
+        stop = options.get("stop_tokens")
+        if stop is not None and not isinstance(stop, str):
+            options["stop_tokens"] = ",".join(str(int(t)) for t in stop)
         single = _is_single(prompts)
         rows = [_tokens(prompts)] if single else [_tokens(p) for p in prompts]
         if not rows or any(len(r) == 0 for r in rows):

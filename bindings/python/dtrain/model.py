@@ -2,13 +2,28 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, List, Sequence, Tuple, Type, TypeVar, Union
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 M = TypeVar("M", bound="Model")
+PathLike = Union[str, "os.PathLike[str]"]
 
 from . import native
 from ._handle import Handle, handle_of, options_ptr
 from .tensor import Tensor
+
+
+def hf_save_options(precision: Optional[str], architecture: Optional[str], tokenizer_from: Optional[PathLike],
+                    bos_token_id: Optional[int], eos_token_id: Optional[int],
+                    eos_token_ids: Optional[Union[str, Sequence[int]]], max_shard_bytes: Optional[int]) -> Dict[str, Any]:
+    """The options of dt_module_save_hf / dt_engine_save_hf, leaving out those not given."""
+    if eos_token_ids is not None and not isinstance(eos_token_ids, str):
+        eos_token_ids = ",".join(str(int(t)) for t in eos_token_ids)
+    values = {"precision": precision, "architecture": architecture,
+              "tokenizer_from": None if tokenizer_from is None else os.fspath(tokenizer_from),
+              "bos_token_id": bos_token_id, "eos_token_id": eos_token_id, "eos_token_ids": eos_token_ids,
+              "max_shard_bytes": max_shard_bytes}
+    return {k: v for k, v in values.items() if v is not None}
 
 
 class Model(Handle):
@@ -26,6 +41,35 @@ class Model(Handle):
     def from_checkpoint(cls: Type[M], path_stem: str) -> M:
         """The GPT a checkpoint was saved from (fresh weights: load them with Engine.load)."""
         return cls(native.dt_module_create_from_checkpoint(path_stem))
+
+    @classmethod
+    def from_hf(cls: Type[M], dir: PathLike, precision: str = "f32", context: Optional[int] = None) -> M:
+        """A GPT from a Hugging Face model directory (config.json and model.safetensors, or
+        its shards: GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM),
+        with its weights. precision: "f32", "bf16", "f16" or "stored" (the files' dtype);
+        context: the longest sequence (default: the model's max_position_embeddings).
+        DtrainIOError naming the file for a missing or malformed directory,
+        InvalidArgumentError naming what is unsupported."""
+        config: Dict[str, Any] = {"precision": precision}
+        if context is not None:
+            config["context"] = int(context)
+        path = os.fspath(dir)
+        return cls._make(lambda opts: native.dt_module_create_from_hf(path, opts), config)
+
+    def save_hf(self, dir: PathLike, precision: Optional[str] = None, architecture: Optional[str] = None,
+                tokenizer_from: Optional[PathLike] = None, bos_token_id: Optional[int] = None,
+                eos_token_id: Optional[int] = None, eos_token_ids: Optional[Union[str, Sequence[int]]] = None,
+                max_shard_bytes: Optional[int] = None) -> None:
+        """Writes this GPT as a Hugging Face directory that transformers loads (config.json,
+        generation_config.json, model.safetensors or shards past max_shard_bytes), created
+        if missing. precision: "f32", "bf16" or "f16" (default: the model's); architecture:
+        default the one the config is an instance of; tokenizer_from: a directory whose
+        tokenizer files are copied over; eos_token_ids: a list of ids (or "1,2"). After
+        training through an Engine, use Engine.save_hf, which gathers the weights."""
+        with contextlib.ExitStack() as stack:
+            opts = options_ptr(hf_save_options(precision, architecture, tokenizer_from, bos_token_id, eos_token_id,
+                                               eos_token_ids, max_shard_bytes), stack)
+            native.dt_module_save_hf(self._h, os.fspath(dir), opts)
 
     @property
     def param_count(self) -> int:

@@ -2567,6 +2567,348 @@ _gostring_ _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(_gostring_ _swig_g
 }
 
 
+_gostring_ _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, dt_options *_swig_go_1, dt_module **_swig_go_2) {
+  char *arg1 = (char *) 0 ;
+  dt_options *arg2 = (dt_options *) 0 ;
+  dt_module **arg3 = (dt_module **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  arg2 = (dt_options *)_swig_go_1; 
+  arg3 = (dt_module **)_swig_go_2; 
+  
+  result = (dt_status)dt_module_create_from_hf((char const *)arg1,(struct dt_options const *)arg2,arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg1); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(dt_module *_swig_go_0, _gostring_ _swig_go_1, dt_options *_swig_go_2) {
+  dt_module *arg1 = (dt_module *) 0 ;
+  char *arg2 = (char *) 0 ;
+  dt_options *arg3 = (dt_options *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_module *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (dt_options *)_swig_go_2; 
+  
+  result = (dt_status)dt_module_save_hf(arg1,(char const *)arg2,(struct dt_options const *)arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(dt_engine *_swig_go_0, _gostring_ _swig_go_1, dt_options *_swig_go_2) {
+  dt_engine *arg1 = (dt_engine *) 0 ;
+  char *arg2 = (char *) 0 ;
+  dt_options *arg3 = (dt_options *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_engine *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (dt_options *)_swig_go_2; 
+  
+  result = (dt_status)dt_engine_save_hf(arg1,(char const *)arg2,(struct dt_options const *)arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  char *arg1 = (char *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_hf_inspect_json((char const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg1); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, dt_options *_swig_go_1, dt_tokenizer **_swig_go_2) {
+  char *arg1 = (char *) 0 ;
+  dt_options *arg2 = (dt_options *) 0 ;
+  dt_tokenizer **arg3 = (dt_tokenizer **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  arg2 = (dt_options *)_swig_go_1; 
+  arg3 = (dt_tokenizer **)_swig_go_2; 
+  
+  result = (dt_status)dt_tokenizer_create((char const *)arg1,(struct dt_options const *)arg2,arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg1); 
+  return _swig_go_result;
+}
+
+
+void _wrap_dt_tokenizer_destroy_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  
+  dt_tokenizer_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, _gostring_ _swig_go_1, int _swig_go_2, int *_swig_go_3, long long _swig_go_4, long long *_swig_go_5) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  size_t arg6 ;
+  size_t *arg7 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  
+  arg2 = (char*)_swig_go_1.p;
+  arg3 = (size_t)_swig_go_1.n;
+  
+  arg4 = (int32_t)_swig_go_2; 
+  arg5 = (int32_t *)_swig_go_3; 
+  arg6 = (size_t)_swig_go_4; 
+  arg7 = (size_t *)_swig_go_5; 
+  
+  result = (dt_status)dt_tokenizer_encode(arg1,(char const *)arg2,arg3,arg4,arg5,arg6,arg7);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, int *_swig_go_1, long long _swig_go_2, int _swig_go_3, _goslice_ _swig_go_4, long long *_swig_go_5) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  size_t arg3 ;
+  int32_t arg4 ;
+  char *arg5 = (char *) 0 ;
+  size_t arg6 ;
+  size_t *arg7 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  arg2 = (int32_t *)_swig_go_1; 
+  arg3 = (size_t)_swig_go_2; 
+  arg4 = (int32_t)_swig_go_3; 
+  
+  arg5 = (char*)_swig_go_4.array;
+  arg6 = (size_t)_swig_go_4.len;
+  
+  arg7 = (size_t *)_swig_go_5; 
+  
+  result = (dt_status)dt_tokenizer_decode(arg1,(int const *)arg2,arg3,arg4,arg5,arg6,arg7);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, long long *_swig_go_1) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  arg2 = (int64_t *)_swig_go_1; 
+  
+  result = (dt_status)dt_tokenizer_vocab_size(arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, _gostring_ _swig_go_1, int *_swig_go_2) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_tokenizer_token_to_id(arg1,(char const *)arg2,arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_tokenizer_info_json(arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, _gostring_ _swig_go_1, int _swig_go_2, _goslice_ _swig_go_3, long long *_swig_go_4) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  char *arg4 = (char *) 0 ;
+  size_t arg5 ;
+  size_t *arg6 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = (int32_t)_swig_go_2; 
+  
+  arg4 = (char*)_swig_go_3.array;
+  arg5 = (size_t)_swig_go_3.len;
+  
+  arg6 = (size_t *)_swig_go_4; 
+  
+  result = (dt_status)dt_tokenizer_apply_chat_template(arg1,(char const *)arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(dt_tokenizer *_swig_go_0, int _swig_go_1, dt_detokenizer **_swig_go_2) {
+  dt_tokenizer *arg1 = (dt_tokenizer *) 0 ;
+  int32_t arg2 ;
+  dt_detokenizer **arg3 = (dt_detokenizer **) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_tokenizer *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (dt_detokenizer **)_swig_go_2; 
+  
+  result = (dt_status)dt_detokenizer_create(arg1,arg2,arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+void _wrap_dt_detokenizer_destroy_cdt_9ef706f7a1559335(dt_detokenizer *_swig_go_0) {
+  dt_detokenizer *arg1 = (dt_detokenizer *) 0 ;
+  
+  arg1 = (dt_detokenizer *)_swig_go_0; 
+  
+  dt_detokenizer_destroy(arg1);
+  
+}
+
+
+_gostring_ _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(dt_detokenizer *_swig_go_0, int _swig_go_1) {
+  dt_detokenizer *arg1 = (dt_detokenizer *) 0 ;
+  int32_t arg2 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_detokenizer *)_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (dt_status)dt_detokenizer_push(arg1,arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(dt_detokenizer *_swig_go_0) {
+  dt_detokenizer *arg1 = (dt_detokenizer *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_detokenizer *)_swig_go_0; 
+  
+  result = (dt_status)dt_detokenizer_finish(arg1);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(dt_detokenizer *_swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  dt_detokenizer *arg1 = (dt_detokenizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_detokenizer *)_swig_go_0; 
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_detokenizer_text(arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_dataset_create_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, dt_options *_swig_go_1, dt_dataset **_swig_go_2) {
   char *arg1 = (char *) 0 ;
   dt_options *arg2 = (dt_options *) 0 ;

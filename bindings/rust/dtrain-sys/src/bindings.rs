@@ -624,6 +624,10 @@ extern "C" {
     #[doc = "   \"d_ff\"       int, 0 to 2^20 (0: 4 * d_model)."]
     #[doc = "   \"norm\"       \"layernorm\" | \"rmsnorm\".   \"pos\"  \"learned\" | \"rope\"."]
     #[doc = "   \"act\"        \"gelu\" | \"swiglu\".          \"tied_embeddings\", \"bias\"  bool."]
+    #[doc = "   \"qkv_bias\"   bool: biases on q, k and v even without \"bias\" (Qwen2)."]
+    #[doc = "   \"norm_eps\"   double, 0 to 1 (default 1e-5).   \"rope_base\"  double > 0 (default 10000)."]
+    #[doc = "   \"sliding_window\" int, 0 (none, the default) to 2^22: attention over the last this many"]
+    #[doc = "                positions (Mistral); the context may not exceed it."]
     #[doc = "   \"seed\"       int: parameters are a function of (seed, parameter name)."]
     #[doc = "   \"precision\"  \"f32\" (default) | \"bf16\" | \"f16\": the dtype of parameters, gradients,"]
     #[doc = "                activations and the KV cache (math is f32; bf16/f16 parameters are the f32"]
@@ -869,7 +873,8 @@ extern "C" {
     #[doc = "  \"max_new_tokens\" (int >= 0, default 16; prompt length + it must fit the context),"]
     #[doc = "  \"temperature\" (>= 0, default 0: greedy, lowest id on ties), \"top_k\" (int >= 0, 0: all),"]
     #[doc = "  \"top_p\" ((0, 1], default 1), \"seed\" (int: sampling depends only on it, the step and the"]
-    #[doc = "  prompt's index), \"stop_token\" (int, default -1: none; a prompt ends after emitting it)."]
+    #[doc = "  prompt's index), \"stop_token\" (int, default -1: none; a prompt ends after emitting it),"]
+    #[doc = "  \"stop_tokens\" (string of ids, \"3,7\": several, such as a model's end-of-turn ids)."]
     #[doc = "  out_tokens holds n_prompts rows of out_capacity_per_prompt (>= max_new_tokens) ids;"]
     #[doc = "  row i receives prompt i's new tokens and out_lengths[i] their count. Nothing is written"]
     #[doc = "  on failure. On an engine over a tp axis > 1 it runs on the replicas, each with its part"]
@@ -1160,6 +1165,196 @@ extern "C" {
         needed: *mut usize,
     ) -> dt_status;
 }
+extern "C" {
+    #[doc = " Creates a GPT from a Hugging Face model directory `dir`: config.json (architectures"]
+    #[doc = "  GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM),"]
+    #[doc = "  generation_config.json if present, and the weights in model.safetensors or in the shards"]
+    #[doc = "  that model.safetensors.index.json names (f32, bf16 or f16; memory-mapped and converted"]
+    #[doc = "  once into the module's layout and precision). options (may be NULL):"]
+    #[doc = "   \"precision\"  \"f32\" (default) | \"bf16\" | \"f16\" | \"stored\" (the files' dtype)."]
+    #[doc = "   \"context\"    int: the longest sequence, 1 to the model's max_position_embeddings (the"]
+    #[doc = "                default; a Mistral's is capped at its sliding window; GPT-2's learned"]
+    #[doc = "                positions take no other)."]
+    #[doc = "   \"random_init\" bool (default false): the config's shape with fresh weights (seeded by"]
+    #[doc = "                \"random_init_seed\", int), the weight files not read and not required."]
+    #[doc = "  The module lives on the CPU."]
+    #[doc = "  The module then trains, generates, serves and checkpoints like any GPT, under any layout."]
+    #[doc = "  An unsupported architecture or setting is DT_ERR_INVALID_ARGUMENT naming it and what is"]
+    #[doc = "  accepted; a missing, extra or mis-shaped tensor, a shard outside the directory or a"]
+    #[doc = "  malformed file is DT_ERR_IO naming the file and the tensor. Nothing is half-loaded."]
+    #[doc = "  Caller owns *out; release with dt_module_destroy. Thread-safe."]
+    pub fn dt_module_create_from_hf(
+        dir: *const ::std::os::raw::c_char,
+        options: *const dt_options,
+        out: *mut *mut dt_module,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Writes a GPT module as a Hugging Face directory `dir` (created if missing; each file"]
+    #[doc = "  replaced atomically) that transformers loads: config.json, generation_config.json,"]
+    #[doc = "  model.safetensors (or shards and an index past \"max_shard_bytes\"). options (may be NULL):"]
+    #[doc = "   \"precision\"       \"f32\" | \"bf16\" | \"f16\" of the stored weights (default: the module's)."]
+    #[doc = "   \"architecture\"    one of those above (default: the one the module's config is an"]
+    #[doc = "                     instance of; a module of neither GPT-2 nor Llama style is refused)."]
+    #[doc = "   \"tokenizer_from\"  a directory whose tokenizer files (tokenizer.json,"]
+    #[doc = "                     tokenizer_config.json, ...) are copied over."]
+    #[doc = "   \"bos_token_id\", \"eos_token_id\"  int: written into both configs (default: none);"]
+    #[doc = "   \"eos_token_ids\"   string of ids (\"128001,128009\"): several end-of-sequence ids."]
+    #[doc = "   \"max_shard_bytes\" int >= 1 (default 4 GiB)."]
+    #[doc = "  After training through an engine, call dt_engine_save first or read the weights from"]
+    #[doc = "  dt_engine_save_hf, which gathers them. Not thread-safe against steps on the module."]
+    pub fn dt_module_save_hf(
+        module: *mut dt_module,
+        dir: *const ::std::os::raw::c_char,
+        options: *const dt_options,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " What dt_module_save_hf writes, from an engine's current weights: under tp, pp, dp or"]
+    #[doc = "  ZeRO they are gathered first (collective: under mpirun every process calls it, rank 0"]
+    #[doc = "  writes). Same options."]
+    pub fn dt_engine_save_hf(
+        engine: *mut dt_engine,
+        dir: *const ::std::os::raw::c_char,
+        options: *const dt_options,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Describes a Hugging Face model directory without loading its weights, as JSON:"]
+    #[doc = "  {\"architecture\":..,\"config\":{<dt_module_create_gpt keys>},\"parameters\":..,"]
+    #[doc = "  \"stored_dtype\":\"bf16\",\"weight_bytes\":..,\"files\":[..],\"bos_token_id\":..,"]
+    #[doc = "  \"eos_token_ids\":[..],\"max_position_embeddings\":..}. Written as dt_memory_report_json"]
+    #[doc = "  writes. Errors as dt_module_create_from_hf. Thread-safe."]
+    pub fn dt_hf_inspect_json(
+        dir: *const ::std::os::raw::c_char,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct dt_tokenizer {
+    _unused: [u8; 0],
+}
+extern "C" {
+    #[doc = " Loads a tokenizer from `path`: a model directory (its tokenizer.json, and if present"]
+    #[doc = "  tokenizer_config.json and generation_config.json) or a tokenizer.json file. options"]
+    #[doc = "  (may be NULL): \"chat_template\" a built-in family to use instead of the file's (\"chatml\","]
+    #[doc = "  \"llama3\", \"llama2\", \"mistral\", \"zephyr\"). Anything in tokenizer.json that libdtrain does"]
+    #[doc = "  not implement exactly is refused by name (DT_ERR_INVALID_ARGUMENT); a malformed or"]
+    #[doc = "  hostile file is DT_ERR_IO. Caller owns *out; release with dt_tokenizer_destroy."]
+    pub fn dt_tokenizer_create(
+        path: *const ::std::os::raw::c_char,
+        options: *const dt_options,
+        out: *mut *mut dt_tokenizer,
+    ) -> dt_status;
+}
+extern "C" {
+    pub fn dt_tokenizer_destroy(tokenizer: *mut dt_tokenizer);
+}
+extern "C" {
+    #[doc = " Token ids of `len` bytes of `text` (UTF-8; invalid sequences read as U+FFFD, as Python's"]
+    #[doc = "  errors=\"replace\"). add_special_tokens nonzero: the post-processor's tokens too (Llama's"]
+    #[doc = "  BOS). Writes up to `capacity` ids into `ids` (may be NULL when capacity is 0) and the"]
+    #[doc = "  full count into *n_ids: call with capacity 0 to size the buffer. Thread-safe."]
+    pub fn dt_tokenizer_encode(
+        tokenizer: *mut dt_tokenizer,
+        text: *const ::std::os::raw::c_char,
+        len: usize,
+        add_special_tokens: i32,
+        ids: *mut i32,
+        capacity: usize,
+        n_ids: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The text of `n` ids (skip_special_tokens nonzero: special tokens left out), written as"]
+    #[doc = "  dt_memory_report_json writes (NUL-terminated; *needed includes the NUL). An id outside"]
+    #[doc = "  the vocabulary is DT_ERR_INVALID_ARGUMENT. Thread-safe."]
+    pub fn dt_tokenizer_decode(
+        tokenizer: *mut dt_tokenizer,
+        ids: *const i32,
+        n: usize,
+        skip_special_tokens: i32,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The vocabulary size (largest id + 1). Thread-safe."]
+    pub fn dt_tokenizer_vocab_size(tokenizer: *mut dt_tokenizer, out: *mut i64) -> dt_status;
+}
+extern "C" {
+    #[doc = " The id of a token's text (e.g. \"<|im_end|>\"); DT_ERR_NOT_FOUND if it has none."]
+    pub fn dt_tokenizer_token_to_id(
+        tokenizer: *mut dt_tokenizer,
+        token: *const ::std::os::raw::c_char,
+        out: *mut i32,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " The special tokens as JSON: {\"bos_token\":..,\"eos_token\":..,\"bos_token_id\":..,"]
+    #[doc = "  \"eos_token_ids\":[..],\"special\":[{\"id\":..,\"content\":..},..],\"chat_template\":bool}."]
+    #[doc = "  eos_token_ids are what generation stops at: generation_config.json's, else the"]
+    #[doc = "  tokenizer_config's eos token. Written as dt_memory_report_json writes."]
+    pub fn dt_tokenizer_info_json(
+        tokenizer: *mut dt_tokenizer,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Renders a conversation with the tokenizer's chat template, byte-identical to"]
+    #[doc = "  transformers' apply_chat_template(messages, tokenize=False, add_generation_prompt=...)."]
+    #[doc = "  messages_json: [{\"role\":\"system\"|\"user\"|\"assistant\",\"content\":\"...\"},..]. A template"]
+    #[doc = "  error (raise_exception in it, such as roles that do not alternate) is"]
+    #[doc = "  DT_ERR_INVALID_ARGUMENT carrying its message; no template is DT_ERR_NOT_FOUND naming the"]
+    #[doc = "  \"chat_template\" option. Written as dt_memory_report_json writes. Thread-safe."]
+    pub fn dt_tokenizer_apply_chat_template(
+        tokenizer: *mut dt_tokenizer,
+        messages_json: *const ::std::os::raw::c_char,
+        add_generation_prompt: i32,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct dt_detokenizer {
+    _unused: [u8; 0],
+}
+extern "C" {
+    pub fn dt_detokenizer_create(
+        tokenizer: *mut dt_tokenizer,
+        skip_special_tokens: i32,
+        out: *mut *mut dt_detokenizer,
+    ) -> dt_status;
+}
+extern "C" {
+    pub fn dt_detokenizer_destroy(detokenizer: *mut dt_detokenizer);
+}
+extern "C" {
+    #[doc = " Adds one id; its text, when final, waits for dt_detokenizer_text."]
+    pub fn dt_detokenizer_push(detokenizer: *mut dt_detokenizer, id: i32) -> dt_status;
+}
+extern "C" {
+    #[doc = " Ends the stream: what is held back is released (an incomplete UTF-8 tail as U+FFFD)."]
+    pub fn dt_detokenizer_finish(detokenizer: *mut dt_detokenizer) -> dt_status;
+}
+extern "C" {
+    #[doc = " The text made final since the last successful call, written as dt_memory_report_json"]
+    #[doc = "  writes; it is taken (cleared) only when it fitted in `capacity`."]
+    pub fn dt_detokenizer_text(
+        detokenizer: *mut dt_detokenizer,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct dt_dataset {
@@ -1172,6 +1367,15 @@ extern "C" {
     #[doc = "  kind \"tokens\":   little-endian token ids. options: \"path\", \"context\" as for \"text\","]
     #[doc = "                   \"width\" (2: u16, the default; 4: u32), \"vocab_size\" (int: every token"]
     #[doc = "                   must be below it; 0, the default: no check)."]
+    #[doc = "  kind \"text\" with \"tokenizer\" (a model directory or tokenizer.json): the file's text"]
+    #[doc = "                   through that tokenizer instead of one token per byte."]
+    #[doc = "  kind \"jsonl\":    JSON lines, tokenized with the required \"tokenizer\" option: lines of"]
+    #[doc = "                   {\"text\": ...} (each followed by the model's end-of-sequence id, the"]
+    #[doc = "                   stream cut into examples), or of {\"messages\": [{\"role\",\"content\"},..]}"]
+    #[doc = "                   (one conversation per example, rendered with the chat template, cut or"]
+    #[doc = "                   padded to context; targets only on the assistant turns, else -1)."]
+    #[doc = "                   \"chat_template\": a built-in family instead of the model's. \"path\" and"]
+    #[doc = "                   \"context\" as for \"text\". A malformed line is DT_ERR_IO naming it."]
     #[doc = "  kind \"addition\": \"a+b=c\" problems such as \"042+917=0959\\n\" (operands zero-padded, only"]
     #[doc = "                   the sum's digits and the newline are targets). options: \"digits\" (1 to"]
     #[doc = "                   18, default 3), \"size\" (examples, 1 to 2^32 = 4294967296, default"]

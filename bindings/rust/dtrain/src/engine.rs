@@ -308,7 +308,8 @@ impl Engine {
 
     /// Continues each prompt (token ids); returns every prompt's new tokens. Options:
     /// "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
-    /// "stop_token".
+    /// "stop_token", "stop_tokens" (ids: `vec![3, 7].into()`, such as a tokenizer's
+    /// end-of-sequence ids, or "3,7"; a prompt ends after emitting one of them).
     pub fn generate<P: AsRef<[i32]>>(
         &mut self,
         prompts: &[P],
@@ -416,6 +417,18 @@ impl Engine {
         let _g = self.lock_with(&[]);
         // SAFETY: live handle, valid string.
         check(unsafe { sys::dt_engine_load(p, stem.as_ptr()) })
+    }
+
+    /// Writes the engine's current weights as a Hugging Face directory, as
+    /// [`Model::save_hf`] does (the same options), gathered first under tp, pp, dp or ZeRO
+    /// (collective: under mpirun every process calls it, and rank 0 writes).
+    pub fn save_hf(&mut self, dir: impl AsRef<Path>, options: &Pairs) -> Result<()> {
+        let p = self.raw()?;
+        let d = path_cstring(dir.as_ref())?;
+        let opts = CallOptions::new(options)?;
+        let _g = self.lock_with(&[]);
+        // SAFETY: live handle under its locks, valid string and options.
+        check(unsafe { sys::dt_engine_save_hf(p, d.as_ptr(), opts.ptr()) })
     }
 
     /// Optimizer steps taken so far (restored by load).

@@ -48,6 +48,10 @@
 //! * No input makes a call panic: sizes are checked and a bad one is an `Err`
 //!   (`Status::INVALID_ARGUMENT`, or `Status::OUT_OF_MEMORY` for an allocation that fails).
 //! * Options are slices of `(key, Value)` pairs: `&[("lr", 0.003.into())]`, `&[]` for none.
+//! * Hugging Face: [`Model::from_hf`], [`Model::save_hf`], [`Engine::save_hf`] and
+//!   [`hf_inspect_json`] read and write model directories; a [`Tokenizer`] (`Send + Sync`:
+//!   it is immutable) encodes, decodes and applies chat templates, and a [`Detokenizer`]
+//!   turns a stream of ids into text as it becomes final.
 //! * Serving: a [`Server`] (`Send + Sync`: its calls are thread-safe) runs continuous
 //!   batching on its own thread; [`Server::submit`] returns a [`Request`], an iterator over
 //!   its new token ids.
@@ -65,6 +69,7 @@ mod data;
 mod engine;
 mod error;
 mod handle;
+mod hf;
 mod mesh;
 mod model;
 mod options;
@@ -82,6 +87,7 @@ pub use cancel::CancelToken;
 pub use data::{Dataset, Loader};
 pub use engine::Engine;
 pub use error::{status_name, Error, Result, Status};
+pub use hf::{hf_inspect_json, Detokenizer, Message, Tokenizer};
 pub use mesh::{CommStats, Mesh, MeshAbortHandle, ReduceOp};
 pub use model::{loss, Model, Optimizer};
 pub use options::{Options, Pairs, Value};

@@ -7,7 +7,8 @@ use dtrain_sys as sys;
 
 use crate::error::{check, owned_str, Error, Result};
 
-/// One option value. Build it with `.into()` from an integer, a float, a `bool` or a string:
+/// One option value. Build it with `.into()` from an integer, a float, a `bool`, a string,
+/// or token ids (`vec![3, 7]`, `[3, 7]`: the string "3,7"):
 ///
 /// ```no_run
 /// # use dtrain::{Model, Value};
@@ -75,6 +76,29 @@ impl From<String> for Value {
 impl From<&String> for Value {
     fn from(v: &String) -> Value {
         Value::Str(v.clone())
+    }
+}
+
+/// A list of token ids ("stop_tokens", "eos_token_ids"): the string "3,7".
+impl From<&[i32]> for Value {
+    fn from(ids: &[i32]) -> Value {
+        let list: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        Value::Str(list.join(","))
+    }
+}
+impl From<Vec<i32>> for Value {
+    fn from(ids: Vec<i32>) -> Value {
+        Value::from(ids.as_slice())
+    }
+}
+impl From<&Vec<i32>> for Value {
+    fn from(ids: &Vec<i32>) -> Value {
+        Value::from(ids.as_slice())
+    }
+}
+impl<const N: usize> From<[i32; N]> for Value {
+    fn from(ids: [i32; N]) -> Value {
+        Value::from(&ids[..])
     }
 }
 

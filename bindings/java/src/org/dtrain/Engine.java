@@ -96,6 +96,29 @@ public final class Engine extends Handle {
     reachabilityFence(this);
   }
 
+  /**
+   * Writes the engine's current weights as a Hugging Face directory, as {@link Model#saveHf}
+   * does, gathered first under tp, pp, dp or ZeRO (collective: under mpirun every process
+   * calls it, and rank 0 writes). The same options (null: none).
+   */
+  public void saveHf(String dir, Options options) {
+    DtrainNative.dt_engine_save_hf(engine(), requireArg(dir, "dir"), optional(options));
+    reachabilityFence(this);
+    reachabilityFence(options);
+  }
+
+  public void saveHf(String dir) {
+    saveHf(dir, (Options) null);
+  }
+
+  public void saveHf(String dir, Map<String, ?> options) {
+    requireArg(dir, "dir");
+    Options.with(options, o -> {
+      saveHf(dir, o);
+      return null;
+    });
+  }
+
   /** Optimizer steps taken so far. */
   public long step() {
     try {
@@ -126,7 +149,8 @@ public final class Engine extends Handle {
   /**
    * Continues each prompt; returns the new tokens of each. options: null or
    * "max_new_tokens" (default 16), "temperature" (0: greedy), "top_k", "top_p", "seed",
-   * "stop_token".
+   * "stop_token", "stop_tokens" (an int[], such as a tokenizer's end-of-sequence ids, or
+   * "3,7": a prompt ends after emitting one of them).
    */
   public int[][] generate(int[][] prompts, Options options) {
     return generate(prompts, options, null);

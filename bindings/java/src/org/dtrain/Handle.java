@@ -21,7 +21,8 @@ import java.util.function.LongConsumer;
  * {@code model.param("w").toFloatArray()} could be released in the middle of its own call.
  */
 public abstract sealed class Handle implements AutoCloseable
-    permits Options, Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader, Server, CancelToken {
+    permits Options, Tensor, Mesh, Model, Optimizer, Engine, Dataset, Loader, Server, CancelToken,
+        Tokenizer, Detokenizer {
   /** The one thread that releases what became unreachable (also Tensor's buffer views). */
   static final Cleaner CLEANER = Cleaner.create(task -> {
     Thread t = new Thread(task, "dtrain-cleaner");

@@ -83,6 +83,57 @@ public final class Model extends Handle {
     return new Model(DtrainNative.dt_module_create_from_checkpoint(requireArg(pathStem, "pathStem")));
   }
 
+  /**
+   * A GPT from a Hugging Face model directory (config.json and model.safetensors or its
+   * shards: GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM), with
+   * its weights, in f32. DtrainException IO naming the file for a missing or malformed
+   * directory, INVALID_ARGUMENT naming what is not supported. See {@link Hf#inspectJson}.
+   */
+  public static Model fromHf(String dir) {
+    return fromHf(dir, (Options) null);
+  }
+
+  /** fromHf with options: "precision" ("f32", the default, "bf16", "f16", or "stored": the
+   *  files' dtype) and "context" (the longest sequence; default max_position_embeddings). */
+  public static Model fromHf(String dir, Options options) {
+    try {
+      return new Model(DtrainNative.dt_module_create_from_hf(requireArg(dir, "dir"), optional(options)));
+    } finally {
+      reachabilityFence(options);
+    }
+  }
+
+  public static Model fromHf(String dir, Map<String, ?> options) {
+    requireArg(dir, "dir");
+    return Options.with(options, o -> fromHf(dir, o));
+  }
+
+  /**
+   * Writes this GPT as a Hugging Face directory that transformers loads (config.json,
+   * generation_config.json, model.safetensors or shards), created if missing. After training
+   * through an engine, use {@link Engine#saveHf}, which gathers the weights first.
+   */
+  public void saveHf(String dir) {
+    saveHf(dir, (Options) null);
+  }
+
+  /** saveHf with options: "precision" ("f32", "bf16", "f16"; default: the model's),
+   *  "architecture", "tokenizer_from" (a directory whose tokenizer files are copied over),
+   *  "bos_token_id", "eos_token_id", "eos_token_ids" (an int[] or "1,2"), "max_shard_bytes". */
+  public void saveHf(String dir, Options options) {
+    DtrainNative.dt_module_save_hf(ptr(), requireArg(dir, "dir"), optional(options));
+    reachabilityFence(this);
+    reachabilityFence(options);
+  }
+
+  public void saveHf(String dir, Map<String, ?> options) {
+    requireArg(dir, "dir");
+    Options.with(options, o -> {
+      saveHf(dir, o);
+      return null;
+    });
+  }
+
   /** A checkpoint's metadata as JSON ({"step":..,"config":{..},"tensors":..}). */
   public static String checkpointInfoJson(String pathStem) {
     return DtrainNative.dt_checkpoint_info_json(requireArg(pathStem, "pathStem"));

@@ -21,7 +21,8 @@ public final class Options extends Handle {
 
   /**
    * A bag holding every entry of {@code values}: Integer, Long, Short, Byte as int;
-   * Double, Float as double; Boolean as bool; String (any CharSequence) as string.
+   * Double, Float as double; Boolean as bool; String (any CharSequence) as string; an int[]
+   * of token ids ("stop_tokens", "eos_token_ids") as the string "3,7".
    */
   public static Options of(Map<String, ?> values) {
     requireArg(values, "values");
@@ -63,8 +64,13 @@ public final class Options extends Handle {
       return setDouble(key, ((Number) value).doubleValue());
     }
     if (value instanceof CharSequence s) return setString(key, s.toString());
+    if (value instanceof int[] ids) {
+      StringBuilder list = new StringBuilder();
+      for (int id : ids) list.append(list.length() == 0 ? "" : ",").append(id);
+      return setString(key, list.toString());
+    }
     throw new IllegalArgumentException("option \"" + key + "\": a " + value.getClass().getName()
-        + " is not an option value (use an int, long, double, boolean or String)");
+        + " is not an option value (use an int, long, double, boolean, String or int[])");
   }
 
   public Options setInt(String key, long value) {
