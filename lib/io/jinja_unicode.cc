@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "io/hf_tok_internal.h"
 #include "io/jinja_value.h"
 
 namespace dt::io::jinja {
@@ -19,23 +20,8 @@ size_t utf8_decode_at(const std::string& s, size_t p, uint32_t* cp) {
   return n;
 }
 
-void utf8_append(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+// One encoder for the library: the tokenizer's (io/hf_tok_internal.h).
+void utf8_append(uint32_t cp, std::string& out) { hft::u8append(out, cp); }
 
 bool utf8_valid(const std::string& s) {
   size_t p = 0, n = s.size();

@@ -34,6 +34,17 @@ struct GenerateArgs {
   double temperature = 0.0, top_p = 1.0;
 };
 
+// dt_engine_generate's options from the sampling flags.
+Options sampling_options(const GenerateArgs& a) {
+  Options g = make_options();
+  set(g.get(), "max_new_tokens", a.max_new_tokens);
+  set(g.get(), "temperature", a.temperature);
+  set(g.get(), "top_k", a.top_k);
+  set(g.get(), "top_p", a.top_p);
+  set(g.get(), "seed", a.seed);
+  return g;
+}
+
 // Streams to stdout: the prompt with the first token (so a refused request prints
 // nothing), then each token as it comes.
 struct Stream {
@@ -95,12 +106,7 @@ int run_generate_hf(const GenerateArgs& a) {
   }
   if (ids.empty()) throw CliError("the prompt encodes to no tokens; accepted: some text");
   const int64_t length = static_cast<int64_t>(ids.size());
-  Options g = make_options();
-  set(g.get(), "max_new_tokens", a.max_new_tokens);
-  set(g.get(), "temperature", a.temperature);
-  set(g.get(), "top_k", a.top_k);
-  set(g.get(), "top_p", a.top_p);
-  set(g.get(), "seed", a.seed);
+  Options g = sampling_options(a);
   if (!a.ignore_eos && !stop_ids_text(info).empty()) set(g.get(), "stop_tokens", stop_ids_text(info));
   dt_detokenizer* d = nullptr;
   check(dt_detokenizer_create(tok.get(), 1, &d), "dt_detokenizer_create");
@@ -139,12 +145,7 @@ int run_generate(const GenerateArgs& a) {
   std::vector<int32_t> ids(prompt.begin(), prompt.end());
   for (int32_t& t : ids) t = static_cast<unsigned char>(t);
   const int64_t length = static_cast<int64_t>(ids.size());
-  Options g = make_options();
-  set(g.get(), "max_new_tokens", a.max_new_tokens);
-  set(g.get(), "temperature", a.temperature);
-  set(g.get(), "top_k", a.top_k);
-  set(g.get(), "top_p", a.top_p);
-  set(g.get(), "seed", a.seed);
+  Options g = sampling_options(a);
   const std::string stop = unescape(a.stop);
   if (stop.size() > 1) throw CliError("--stop \"" + a.stop + "\"; accepted: one byte, such as \"\\n\"");
   if (!stop.empty()) set(g.get(), "stop_token", static_cast<int64_t>(static_cast<unsigned char>(stop[0])));

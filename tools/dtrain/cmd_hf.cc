@@ -47,9 +47,7 @@ int run_inspect(const InspectArgs& a) {
               (long long)c["d_ff"], (long long)c["vocab_size"], (long long)c["context"],
               c["norm"].get<std::string>().c_str(), c["pos"].get<std::string>().c_str(),
               c["act"].get<std::string>().c_str(), c["tied_embeddings"].get<bool>() ? ", tied head" : "");
-  std::string eos;
-  for (const auto& id : info["eos_token_ids"]) eos += (eos.empty() ? "" : ", ") + std::to_string(id.get<int64_t>());
-  std::printf("  bos %lld, eos [%s]\n", (long long)info["bos_token_id"], eos.c_str());
+  std::printf("  bos %lld, eos [%s]\n", (long long)info["bos_token_id"], stop_ids_text(info).c_str());
   // Per rank: the weights for serving in bf16, and for training with AdamW (weights,
   // gradients and two moments: 16 bytes a parameter in f32, as in bf16 with f32 masters).
   std::printf("memory per rank by layout (the most loaded rank):\n  %-10s %14s %16s %18s\n", "layout", "parameters",
@@ -93,8 +91,7 @@ int run_export(const ExportArgs& a) {
     }
     const nlohmann::json info = nlohmann::json::parse(read_text(
         [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(a.model.c_str(), b, c, n); }, "reading --model"));
-    std::string eos;
-    for (const auto& id : info["eos_token_ids"]) eos += (eos.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
+    const std::string eos = stop_ids_text(info);
     Options o = make_options();
     if (!a.precision.empty()) set(o.get(), "precision", a.precision);
     set(o.get(), "architecture", a.architecture.empty() ? info["architecture"].get<std::string>() : a.architecture);

@@ -12,10 +12,8 @@ std::string hf_init_dir(const std::string& init) { return init.rfind("hf:", 0) =
 void record_hf_source(const std::string& run_dir, const std::string& hf_dir) {
   const nlohmann::json info = nlohmann::json::parse(read_text(
       [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(hf_dir.c_str(), b, c, n); }, ("reading " + hf_dir).c_str()));
-  std::string eos;
-  for (const auto& id : info["eos_token_ids"]) eos += (eos.empty() ? "" : ",") + std::to_string(id.get<int64_t>());
   const nlohmann::json rec = {{"dir", hf_dir}, {"architecture", info["architecture"]},
-                              {"bos_token_id", info["bos_token_id"]}, {"eos_token_ids", eos}};
+                              {"bos_token_id", info["bos_token_id"]}, {"eos_token_ids", stop_ids_text(info)}};
   write_file(run_dir + "/hf_source.json", rec.dump(2) + "\n");
 }
 

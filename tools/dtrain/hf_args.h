@@ -31,7 +31,8 @@ Tokenizer load_tokenizer(const std::string& path, const std::string& chat_templa
 nlohmann::json tokenizer_info(dt_tokenizer* t);
 std::vector<int32_t> encode(dt_tokenizer* t, const std::string& text, bool add_special_tokens);
 std::string decode(dt_tokenizer* t, const std::vector<int32_t>& ids, bool skip_special_tokens = true);
-// "3,7": the ids generation stops at (the model's eos ids).
+// "3,7": the ids generation stops at (the "eos_token_ids" of dt_tokenizer_info_json or of
+// dt_hf_inspect_json).
 std::string stop_ids_text(const nlohmann::json& tokenizer_info);
 // 124439808 -> "124.4M".
 std::string format_count(double n);

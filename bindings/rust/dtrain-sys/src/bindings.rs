@@ -1224,7 +1224,8 @@ extern "C" {
     #[doc = "  {\"architecture\":..,\"config\":{<dt_module_create_gpt keys>},\"parameters\":..,"]
     #[doc = "  \"stored_dtype\":\"bf16\",\"weight_bytes\":..,\"files\":[..],\"bos_token_id\":..,"]
     #[doc = "  \"eos_token_ids\":[..],\"max_position_embeddings\":..}. Written as dt_memory_report_json"]
-    #[doc = "  writes. Errors as dt_module_create_from_hf. Thread-safe."]
+    #[doc = "  writes. A directory without weight files is described too (\"files\" empty). Errors as"]
+    #[doc = "  dt_module_create_from_hf. Thread-safe."]
     pub fn dt_hf_inspect_json(
         dir: *const ::std::os::raw::c_char,
         buf: *mut ::std::os::raw::c_char,
