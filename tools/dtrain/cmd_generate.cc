@@ -111,7 +111,7 @@ int run_generate_hf(const GenerateArgs& a) {
   dt_detokenizer* d = nullptr;
   check(dt_detokenizer_create(tok.get(), 1, &d), "dt_detokenizer_create");
   std::unique_ptr<dt_detokenizer, Deleter<dt_detokenizer, dt_detokenizer_destroy>> detok(d);
-  TextStream stream{d, unescape(a.stop)};
+  TextStream stream{d, unescape(a.stop), "", 0, false};
   std::fputs(shown.c_str(), stdout);
   std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(a.max_new_tokens, 1)));
   int64_t out_len = 0;
