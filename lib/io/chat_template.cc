@@ -126,10 +126,9 @@ ChatTemplate ChatTemplate::builtin(const std::string& family, const std::string&
 }
 
 ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path, const std::string& name) {
-  std::vector<char> data = read_file(path, kMaxConfigBytes, "a tokenizer_config.json");
   JsonLimits limits;
   limits.max_bytes = kMaxConfigBytes;
-  nlohmann::json j = parse_bounded_json(path, data.data(), data.size(), limits);
+  nlohmann::json j = read_bounded_json_file(path, "a tokenizer_config.json", limits);
   if (!j.is_object()) fail(DT_ERR_IO, path + ": not a JSON object");
   const std::string want = name.empty() ? "default" : name;
   const std::string pick_builtin =

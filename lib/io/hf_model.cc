@@ -117,11 +117,6 @@ void convert_any(const void* src, DType st, void* dst, DType dt, int64_t rows, i
 
 // ---- Reading the directory. ------------------------------------------------------------
 
-json read_json_file(const std::string& path, const char* what) {
-  std::vector<char> text = read_file(path, JsonLimits{}.max_bytes, what);
-  return parse_bounded_json(path, text.data(), text.size(), JsonLimits{});
-}
-
 // A shard name from an index: a plain file name in the directory.
 std::string shard_path(const std::string& dir, const std::string& index_path, const std::string& name) {
   const bool plain = !name.empty() && name.find('/') == std::string::npos && name.find('\\') == std::string::npos &&
@@ -155,15 +150,15 @@ HfModelDir hf_open(const std::string& dir_in, bool need_weights) {
   if (!fs::is_directory(dir)) fail(DT_ERR_IO, dir + ": not a directory (expected a Hugging Face model directory)");
   const std::string config_path = dir + "/config.json";
   if (!file_exists(config_path)) fail(DT_ERR_IO, config_path + ": missing (every Hugging Face model has one)");
-  const json config = read_json_file(config_path, "a model config.json");
+  const json config = read_bounded_json_file(config_path, "a model config.json");
   const std::string gen_path = dir + "/generation_config.json";
   json generation;
   const bool has_gen = file_exists(gen_path);
-  if (has_gen) generation = read_json_file(gen_path, "a generation_config.json");
+  if (has_gen) generation = read_bounded_json_file(gen_path, "a generation_config.json");
   out.config = hf_config_from_json(config, has_gen ? &generation : nullptr, config_path);
   const std::string index_path = dir + "/model.safetensors.index.json";
   if (file_exists(index_path)) {
-    const json idx = read_json_file(index_path, "a shard index");
+    const json idx = read_bounded_json_file(index_path, "a shard index");
     if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
       fail(DT_ERR_IO, index_path + ": no \"weight_map\" object");
     std::set<std::string> names;

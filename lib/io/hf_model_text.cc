@@ -11,11 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json read_json(const std::string& path, const char* what) {
-  std::vector<char> text = read_file(path, JsonLimits{}.max_bytes, what);
-  return parse_bounded_json(path, text.data(), text.size(), JsonLimits{});
-}
-
 // A special token in tokenizer_config.json: a string or an AddedToken {"content": ...}.
 std::string token_text(const json& cfg, const char* key) {
   if (!cfg.is_object() || !cfg.contains(key)) return "";
@@ -38,7 +33,7 @@ HfModelText HfModelText::load(const std::string& path, const std::string& chat_f
   t.tokenizer = std::make_shared<const HfTokenizer>(HfTokenizer::load(tok_path));
   const std::string cfg_path = dir + "/tokenizer_config.json";
   json cfg;
-  if (file_exists(cfg_path)) cfg = read_json(cfg_path, "a tokenizer_config.json");
+  if (file_exists(cfg_path)) cfg = read_bounded_json_file(cfg_path, "a tokenizer_config.json");
   t.bos_token = token_text(cfg, "bos_token");
   t.eos_token = token_text(cfg, "eos_token");
   if (!chat_family.empty()) {
@@ -53,7 +48,7 @@ HfModelText HfModelText::load(const std::string& path, const std::string& chat_f
   if (!t.bos_token.empty()) t.bos_id = t.tokenizer->token_to_id(t.bos_token);
   const std::string gen_path = dir + "/generation_config.json";
   if (file_exists(gen_path)) {
-    const json gen = read_json(gen_path, "a generation_config.json");
+    const json gen = read_bounded_json_file(gen_path, "a generation_config.json");
     const json eos = gen.is_object() ? gen.value("eos_token_id", json()) : json();
     for (const json& id : eos.is_array() ? eos : json::array({eos}))
       if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < t.tokenizer->vocab_size())

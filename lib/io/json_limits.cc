@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/file_util.h"
 
 namespace dt::io {
 namespace {
@@ -79,6 +80,11 @@ json parse_bounded_json(const std::string& path, const char* text, size_t n, con
   bool ok = json::sax_parse(text, text + n, &check, json::input_format_t::json, /*strict=*/true);
   if (!ok) fail(DT_ERR_IO, path + ": " + (check.problem.empty() ? std::string("not valid JSON") : check.problem));
   return json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
+}
+
+nlohmann::json read_bounded_json_file(const std::string& path, const char* what, const JsonLimits& limits) {
+  const std::vector<char> text = read_file(path, limits.max_bytes, what);
+  return parse_bounded_json(path, text.data(), text.size(), limits);
 }
 
 }  // namespace dt::io

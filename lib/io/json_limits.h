@@ -23,4 +23,8 @@ struct JsonLimits {
 nlohmann::json parse_bounded_json(const std::string& path, const char* text, size_t n,
                                   const JsonLimits& limits = JsonLimits{});
 
+// The file at `path` (a regular file of at most limits.max_bytes; `what` names it in the
+// error, e.g. "a model config.json"), read and parsed with those limits.
+nlohmann::json read_bounded_json_file(const std::string& path, const char* what, const JsonLimits& limits = JsonLimits{});
+
 }  // namespace dt::io

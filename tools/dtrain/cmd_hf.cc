@@ -35,8 +35,7 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
-  nlohmann::json info = nlohmann::json::parse(read_text(
-      [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(a.dir.c_str(), b, c, n); }, "reading the model"));
+  nlohmann::json info = hf_inspect(a.dir);
   const nlohmann::json& c = info["config"];
   std::printf("%s: %s, %s parameters, stored as %s in %zu file(s) (%s)\n", a.dir.c_str(),
               info["architecture"].get<std::string>().c_str(),
@@ -89,8 +88,7 @@ int run_export(const ExportArgs& a) {
     } else {
       m = load_hf_module(a.model, "stored", 0);
     }
-    const nlohmann::json info = nlohmann::json::parse(read_text(
-        [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(a.model.c_str(), b, c, n); }, "reading --model"));
+    const nlohmann::json info = hf_inspect(a.model);
     const std::string eos = stop_ids_text(info);
     Options o = make_options();
     if (!a.precision.empty()) set(o.get(), "precision", a.precision);

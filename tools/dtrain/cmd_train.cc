@@ -110,8 +110,7 @@ int run_train(TrainArgs a) {
     if (a.model.given())
       throw UsageError("--init hf:" + hf_dir + " gives the model's shape; leave out --model and the shape flags");
     if (addition) throw UsageError("--init hf:DIR fine-tunes on text: --data text:PATH or jsonl:PATH");
-    const nlohmann::json info = nlohmann::json::parse(read_text(
-        [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(hf_dir.c_str(), b, c, n); }, ("reading " + hf_dir).c_str()));
+    const nlohmann::json info = hf_inspect(hf_dir);
     a.model.hf_config = info["config"];
     hf_context = info["config"]["context"].get<int64_t>();
     if (a.context > hf_context) {

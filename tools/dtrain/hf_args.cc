@@ -9,9 +9,13 @@ namespace dtcli {
 
 std::string hf_init_dir(const std::string& init) { return init.rfind("hf:", 0) == 0 ? init.substr(3) : ""; }
 
+nlohmann::json hf_inspect(const std::string& dir) {
+  return nlohmann::json::parse(read_text(
+      [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(dir.c_str(), b, c, n); }, ("reading " + dir).c_str()));
+}
+
 void record_hf_source(const std::string& run_dir, const std::string& hf_dir) {
-  const nlohmann::json info = nlohmann::json::parse(read_text(
-      [&](char* b, size_t c, size_t* n) { return dt_hf_inspect_json(hf_dir.c_str(), b, c, n); }, ("reading " + hf_dir).c_str()));
+  const nlohmann::json info = hf_inspect(hf_dir);
   const nlohmann::json rec = {{"dir", hf_dir}, {"architecture", info["architecture"]},
                               {"bos_token_id", info["bos_token_id"]}, {"eos_token_ids", stop_ids_text(info)}};
   write_file(run_dir + "/hf_source.json", rec.dump(2) + "\n");

@@ -24,6 +24,9 @@ struct HfSource {
 void record_hf_source(const std::string& run_dir, const std::string& hf_dir);
 HfSource hf_source_of_run(const std::string& run_dir);
 
+// dt_hf_inspect_json of `dir`, parsed (the error names the directory).
+nlohmann::json hf_inspect(const std::string& dir);
+
 // The module of a Hugging Face directory (dt_module_create_from_hf) with "precision" and,
 // when > 0, "context".
 Module load_hf_module(const std::string& dir, const std::string& precision, int64_t context);
