@@ -827,7 +827,19 @@ typedef void (*dt_request_callback)(void* user, int64_t request_id, int32_t toke
 /** Submits a request: prompt_len (>= 1) token ids in [0, vocab_size). options: NULL or
  *  keys "max_tokens" (>= 1, default 16), "temperature" (>= 0, default 0: greedy), "top_k"
  *  (>= 0), "top_p" ((0, 1]), "seed" (int), "stop_tokens" (string of ids, "3,7"; the output
- *  ends after one of them). on_event: NULL to collect the tokens with dt_server_poll.
+ *  ends after one of them), and the OpenAI completions API's, applied in this order to the
+ *  logits before temperature, top_k and top_p (greedy takes the argmax of the result):
+ *  "logit_bias" (string "id:bias,id:bias", such as "50256:-100,11:2.5"; ids in
+ *  [0, vocab_size), each once; biases in [-100, 100]; at most 300 entries: added to those
+ *  ids' logits), "repetition_penalty" (double in (0, 2], default 1: off; each distinct token
+ *  of the prompt or the output so far has its logit divided by it if positive, multiplied
+ *  if not), "presence_penalty" and "frequency_penalty" (doubles in [-2, 2], default 0:
+ *  logit -= presence * (count > 0) + frequency * count, count = the token's occurrences in
+ *  the output so far, the prompt not counted), "logprobs" (int in [0, 20], default -1: none;
+ *  k >= 0 records each output token's log-probability and the k most likely tokens'; see
+ *  dt_server_poll_logprobs). The draw stays keyed by (seed, index of the token in the
+ *  output), so a request's tokens do not depend on what else runs.
+ *  on_event: NULL to collect the tokens with dt_server_poll or dt_server_poll_logprobs.
  *  *out_id gets the request's id. A request that can never run is accepted and then
  *  rejected (its end event says why); bad arguments fail here (DT_ERR_INVALID_ARGUMENT);
  *  DT_ERR_UNAVAILABLE while the server drains or after it failed. Thread-safe. */
@@ -861,6 +873,33 @@ DT_API dt_status dt_server_metrics_text(dt_server* server, char* buf, size_t cap
 
 /** The model's context length and vocabulary size (for a front end's checks). */
 DT_API dt_status dt_server_model_info(dt_server* server, int64_t* context, int64_t* vocab_size);
+
+/** dt_server_poll for a request submitted with "logprobs" = k >= 0, with each token's
+ *  log-probabilities beside it. A log-probability is log-softmax of the model's own logits
+ *  for that position (before logit_bias, the penalties, temperature, top_k and top_p; what
+ *  the model gives, whatever was drawn). For token i of the *n_out taken: tokens[i],
+ *  logprobs[i] (its log-probability; NULL: not wanted), and row i of top_ids /
+ *  top_logprobs, entries [i * top_stride, (i + 1) * top_stride): the min(k, top_stride)
+ *  most likely tokens by descending log-probability (lower id first on ties; the drawn
+ *  token may or may not be among them), the rest of the row -1 / -INFINITY. top_stride in
+ *  [0, 20]; top_ids and top_logprobs hold capacity x top_stride entries (NULL allowed when
+ *  top_stride is 0). DT_ERR_INVALID_ARGUMENT, with nothing taken, for a request submitted
+ *  without "logprobs". dt_server_poll also reads such a request (dropping its
+ *  log-probabilities); the two may be mixed. Thread-safe. */
+DT_API dt_status dt_server_poll_logprobs(dt_server* server, int64_t request_id, int32_t* tokens, float* logprobs,
+                                         int32_t* top_ids, float* top_logprobs, int32_t top_stride,
+                                         int64_t capacity, int64_t* n_out, int32_t* state_out, int32_t* done_out,
+                                         int32_t timeout_ms);
+
+/** Called from inside a dt_request_callback of this server (on its thread), for the event
+ *  being delivered: *logprob gets its token's log-probability and top_ids / top_logprobs
+ *  up to `capacity` of the most likely tokens' (as dt_server_poll_logprobs gives them;
+ *  *n_out of them; NULL allowed when capacity is 0). DT_ERR_NOT_FOUND when the event has
+ *  none (an end without a token, or a request submitted without "logprobs");
+ *  DT_ERR_INVALID_ARGUMENT outside a callback. Reads the calling thread's current event
+ *  only, so it is safe beside any other call. */
+DT_API dt_status dt_server_event_logprobs(dt_server* server, float* logprob, int32_t* top_ids, float* top_logprobs,
+                                          int32_t capacity, int32_t* n_out);
 
 /* ------------------------------------------------------------------------------------ */
 /* Checkpoints                                                                          */

@@ -42,7 +42,8 @@ dt::engine::TrainOptions train_options(const dt_options* options, float base_lr,
   par.sequence_parallel = r.get_bool("sequence_parallel", false);
   par.pp_schedule = r.get_string("pp_schedule", par.pp_schedule);
   par.virtual_stages = static_cast<int>(r.get_int("virtual_stages", par.virtual_stages));
-  par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
+  if (r.has("pp_blocks"))
+    par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
   par.zero = static_cast<int>(r.get_int("zero", 0));
   DT_CHECK(par.zero == 0 || !r.has("bucket_bytes"),
            "option \"bucket_bytes\" applies to DDP (\"zero\" = 0) only; with \"zero\" = " + std::to_string(par.zero) +

@@ -97,6 +97,9 @@ dt::nn::MLPConfig mlp_config(const dt_options* options) {
   DT_CHECK(r.has("sizes"), "option \"sizes\" is required: a comma-separated list such as \"4,32,1\"");
   dt::nn::MLPConfig c;
   std::string s = r.get_string("sizes", "");
+  // getline drops a trailing empty item: "4,8," would pass as "4,8".
+  DT_CHECK(s.empty() || s.back() != ',', "option \"sizes\" = \"" + s + "\" ends in a comma; accepted: comma-separated "
+                                         "integers > 0, such as \"4,32,1\"");
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -135,7 +138,8 @@ void pipeline_plan_options(const dt::OptionReader& r, dt::engine::PlanOptions& o
   DT_CHECK(v >= 1 && v <= 64,
            "option \"virtual_stages\" = " + std::to_string(v) + "; accepted: 1 to 64 (>= 2 for interleaved)");
   o.virtual_stages = static_cast<int>(v);
-  o.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
+  if (r.has("pp_blocks"))
+    o.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
   o.timeline_trace = r.get_bool("timeline_trace", false);
 }
 

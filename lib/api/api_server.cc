@@ -1,6 +1,7 @@
 // dt_server: the serving engine (lib/serve) behind the C ABI. The server runs on its own
 // Trainer over the module (an SGD optimizer without state, never stepped), which gives it
 // the replicas, tp parts and pipeline stages of the mesh; serve::Server owns the thread.
+#include <cmath>
 #include <cstring>
 
 #include "comm/mesh.h"
@@ -41,19 +42,42 @@ dt::serve::EngineConfig engine_config(const dt_options* options, dt::engine::Par
   c.max_num_seqs = r.get_int("max_num_seqs", c.max_num_seqs);
   c.max_batched_tokens = r.get_int("max_batched_tokens", c.max_batched_tokens);
   c.prefix_caching = r.get_bool("prefix_caching", true);
-  par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
+  if (r.has("pp_blocks"))
+    par.pp_blocks = dt::engine::parse_block_counts(r.get_string("pp_blocks", ""), "option \"pp_blocks\"");
   c.check();
   return c;
 }
 
 dt::serve::SamplingParams sampling(const dt_options* options) {
   dt::OptionReader r(dt::api::opts_of(options), "dt_server_submit",
-                     {"max_tokens", "temperature", "top_k", "top_p", "seed", "stop_tokens"});
+                     {"max_tokens", "temperature", "top_k", "top_p", "seed", "stop_tokens", "presence_penalty",
+                      "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs"});
   dt::serve::SamplingParams p;
   p.max_tokens = r.get_int("max_tokens", p.max_tokens);
   dt::api::read_sampling(r, p);
   dt::api::read_stop_tokens(r, p.stop_tokens);
+  dt::api::read_logits_adjust(r, p.adjust, p.logprobs);
   return p;
+}
+
+// The event a dt_request_callback is being called with, on this (the server's) thread:
+// what dt_server_event_logprobs reads.
+struct CurrentEvent {
+  const dt_server* server = nullptr;
+  const dt::serve::Event* event = nullptr;
+};
+thread_local CurrentEvent current_event;
+
+// One token's log-probability and its row of `stride` alternatives: min(k, stride) of them,
+// the rest of the row -1 / -inf, so a caller's fixed-size rows are always fully written.
+void write_logprobs(const dt::engine::TokenLogprobs& lp, float* logprob, int32_t* top_ids, float* top_logprobs,
+                    int64_t stride) {
+  if (logprob) *logprob = lp.logprob;
+  for (int64_t j = 0; j < stride; ++j) {
+    const bool have = j < static_cast<int64_t>(lp.top_ids.size());
+    if (top_ids) top_ids[j] = have ? lp.top_ids[static_cast<size_t>(j)] : -1;
+    if (top_logprobs) top_logprobs[j] = have ? lp.top_logprobs[static_cast<size_t>(j)] : -INFINITY;
+  }
 }
 
 }  // namespace
@@ -93,8 +117,10 @@ dt_status dt_server_submit(dt_server* server, const int32_t* prompt, int64_t pro
     need(prompt, "prompt");
     dt::serve::Server::Callback cb;
     if (on_event)
-      cb = [on_event, user](const dt::serve::Event& e) {
+      cb = [on_event, user, server](const dt::serve::Event& e) {
+        current_event = {server, &e};
         on_event(user, e.id, e.token, e.done ? 1 : 0, static_cast<int32_t>(e.state), e.reason.c_str());
+        current_event = {};
       };
     *out_id = s.submit(std::vector<int32_t>(prompt, prompt + prompt_len), sampling(options), std::move(cb));
   });
@@ -112,6 +138,58 @@ dt_status dt_server_poll(dt_server* server, int64_t request_id, int32_t* tokens,
     *n_out = static_cast<int64_t>(p.tokens.size());
     if (state_out) *state_out = static_cast<int32_t>(p.state);
     if (done_out) *done_out = p.done ? 1 : 0;
+  });
+}
+
+dt_status dt_server_poll_logprobs(dt_server* server, int64_t request_id, int32_t* tokens, float* logprobs,
+                                  int32_t* top_ids, float* top_logprobs, int32_t top_stride, int64_t capacity,
+                                  int64_t* n_out, int32_t* state_out, int32_t* done_out, int32_t timeout_ms) {
+  return guard("dt_server_poll_logprobs", [&] {
+    dt::serve::Server& s = server_of(server);
+    need(n_out, "n_out");
+    DT_CHECK(capacity >= 0 && (capacity == 0 || tokens), "tokens/capacity: a buffer of capacity >= 0 ids");
+    DT_CHECK(top_stride >= 0 && top_stride <= dt::engine::kMaxLogprobs,
+             "top_stride = " + std::to_string(top_stride) + "; accepted: [0, " +
+                 std::to_string(dt::engine::kMaxLogprobs) + "]");
+    DT_CHECK(top_stride == 0 || capacity == 0 || (top_ids && top_logprobs),
+             "top_ids/top_logprobs: NULL with top_stride = " + std::to_string(top_stride) +
+                 "; accepted: buffers of capacity x top_stride, or top_stride = 0");
+    DT_CHECK(timeout_ms >= 0, "timeout_ms = " + std::to_string(timeout_ms) + "; accepted: >= 0");
+    // Refused before anything is taken, so a mistaken call loses no tokens.
+    if (s.logprobs_of(request_id) < 0)
+      dt::invalid("request " + std::to_string(request_id) +
+                  " was submitted without \"logprobs\"; read it with dt_server_poll, or submit with \"logprobs\" >= 0");
+    const dt::serve::Server::Polled p = s.poll(request_id, capacity, timeout_ms / 1000.0);
+    for (size_t i = 0; i < p.tokens.size(); ++i) {
+      tokens[i] = p.tokens[i];
+      DT_ASSERT(p.logprobs[i]);
+      const size_t row = i * static_cast<size_t>(top_stride);
+      write_logprobs(*p.logprobs[i], logprobs ? logprobs + i : nullptr, top_ids ? top_ids + row : nullptr,
+                     top_logprobs ? top_logprobs + row : nullptr, top_stride);
+    }
+    *n_out = static_cast<int64_t>(p.tokens.size());
+    if (state_out) *state_out = static_cast<int32_t>(p.state);
+    if (done_out) *done_out = p.done ? 1 : 0;
+  });
+}
+
+dt_status dt_server_event_logprobs(dt_server* server, float* logprob, int32_t* top_ids, float* top_logprobs,
+                                   int32_t capacity, int32_t* n_out) {
+  return guard("dt_server_event_logprobs", [&] {
+    need(server, "server");
+    DT_CHECK(capacity >= 0 && (capacity == 0 || (top_ids && top_logprobs)),
+             "top_ids/top_logprobs/capacity: buffers of capacity >= 0 entries");
+    const CurrentEvent& c = current_event;
+    if (c.server != server || !c.event)
+      dt::invalid("dt_server_event_logprobs: called outside a dt_request_callback of this server");
+    if (!c.event->logprobs)
+      dt::fail(DT_ERR_NOT_FOUND, "request " + std::to_string(c.event->id) +
+                                     ": this event has no log-probabilities (no token, or submitted without "
+                                     "\"logprobs\")");
+    const dt::engine::TokenLogprobs& lp = *c.event->logprobs;
+    const int64_t n = std::min<int64_t>(capacity, static_cast<int64_t>(lp.top_ids.size()));
+    write_logprobs(lp, logprob, top_ids, top_logprobs, n);
+    if (n_out) *n_out = static_cast<int32_t>(n);
   });
 }
 

@@ -1,9 +1,11 @@
 // The exception firewall: every extern "C" entry point runs its body through guard(),
 // which turns any exception into a dt_status and the thread's last-error message.
 #pragma once
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -81,6 +83,19 @@ template <class F> dt_status guard(const char* fn, F&& body) noexcept {
   } catch (const std::bad_alloc&) {
     set_last_error(DT_ERR_OUT_OF_MEMORY, std::string(fn) + ": out of host memory");
     return DT_ERR_OUT_OF_MEMORY;
+  } catch (const std::system_error& e) {
+    // A thread the system refused (EAGAIN: no memory for its stack under a limit, or too
+    // many threads) is the process running out of resources, not a bug in libdtrain.
+    const int c = e.code().value();
+    const bool resources = e.code().category() == std::generic_category() || e.code().category() == std::system_category();
+    if (resources && (c == EAGAIN || c == ENOMEM)) {
+      set_last_error(DT_ERR_OUT_OF_MEMORY, std::string(fn) + ": out of resources: " + e.what() +
+                                               " (the system refused a thread or memory under this process's limits: "
+                                               "ulimit -v, -u or a cgroup); lower the ranks (dp x pp x tp) or threads");
+      return DT_ERR_OUT_OF_MEMORY;
+    }
+    set_last_error(DT_ERR_INTERNAL, std::string(fn) + ": internal error: " + e.what());
+    return DT_ERR_INTERNAL;
   } catch (const std::exception& e) {
     set_last_error(DT_ERR_INTERNAL, std::string(fn) + ": internal error: " + e.what());
     return DT_ERR_INTERNAL;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <exception>
+#include <system_error>
 
 #include "core/error.h"
 #include "core/rank_scope.h"
@@ -218,7 +219,15 @@ void Mesh::run(const std::function<void(int, int)>& fn) {
   if (n == 1) {
     body(0);
   } else {
-    while (static_cast<int>(threads_.size()) < n) threads_.push_back(std::make_unique<RankThread>());
+    while (static_cast<int>(threads_.size()) < n) {
+      try {
+        threads_.push_back(std::make_unique<RankThread>());
+      } catch (const std::system_error& e) {  // EAGAIN: no memory for its stack, or too many threads
+        fail(DT_ERR_OUT_OF_MEMORY, "cannot start the thread of local rank " + std::to_string(threads_.size()) + " of " +
+                                       std::to_string(n) + " (" + e.what() + "): the process is at its thread or memory "
+                                       "limit (ulimit -v, -u or a cgroup); lower the ranks (dp x pp x tp) or raise the limit");
+      }
+    }
     for (int i = 0; i < n; ++i) threads_[i]->start([&, i] { body(i); });
     for (int i = 0; i < n; ++i) threads_[i]->join_job();
   }

@@ -76,6 +76,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, int64_t lo, int64_t
     out.push_back(v);
     at = end + 1;
   }
+  // "1,2," ends in an empty item, which the loop above never reaches: refused like "1,,2".
+  DT_CHECK(text.empty() || text.back() != ',', bad_item(""));
   return out;
 }
 

@@ -43,7 +43,8 @@ class OptionReader {
 };
 
 // A string option holding integers separated by commas ("3,1"; "" is none), each in
-// [lo, hi]. INVALID_ARGUMENT with bad_item(item) for the first item that is not.
+// [lo, hi]. INVALID_ARGUMENT with bad_item(item) for the first item that is not, an empty
+// item ("1,,2", "1,2,") included. A caller that reads a key the host gave refuses "" itself.
 std::vector<int64_t> parse_int_list(const std::string& text, int64_t lo, int64_t hi,
                                     const std::function<std::string(const std::string& item)>& bad_item);
 

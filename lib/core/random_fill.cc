@@ -1,5 +1,6 @@
 #include "core/random_fill.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -14,6 +15,11 @@ void fill_random(Tensor& t, Distribution dist, uint64_t seed, const std::string&
   DT_CHECK(is_floating(t.dtype()),
            std::string("tensor has dtype ") + dtype_name(t.dtype()) + "; random fill accepts f32, bf16, f16");
   DT_CHECK(offset >= 0, "offset = " + std::to_string(offset) + "; accepted: >= 0");
+  // offset + i is each element's global index: it must not wrap past INT64_MAX.
+  DT_CHECK(offset <= INT64_MAX - t.numel(),
+           "offset = " + std::to_string(offset) + " with " + std::to_string(t.numel()) +
+               " elements runs past the largest element index (2^63 - 1); accepted: 0 to " +
+               std::to_string(INT64_MAX - t.numel()));
   if (dist == Distribution::Normal) DT_CHECK(b >= 0.0f, "b (standard deviation) = " + std::to_string(b) + "; accepted: >= 0");
   else DT_CHECK(a <= b, "uniform range [" + std::to_string(a) + ", " + std::to_string(b) + "): a must be <= b");
   // Fill on the host (staging for device tensors), then copy.

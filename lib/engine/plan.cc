@@ -202,11 +202,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
     p.virtual_stages = o.virtual_stages;
     p.check();
     // The simulator runs every (micro-batch, chunk, stage) action: bound them.
-    const int64_t actions = o.pp * o.accumulation * o.virtual_stages;
-    DT_CHECK(actions <= (1 << 20), "pp (" + std::to_string(o.pp) + ") x accumulation (" +
-                                       std::to_string(o.accumulation) + ") x virtual_stages (" +
-                                       std::to_string(o.virtual_stages) + ") = " + std::to_string(actions) +
-                                       " forwards to simulate; accepted: at most 1048576");
+    parallel::check_simulation_size(o.pp, o.accumulation, o.virtual_stages, "pp", "accumulation", "virtual_stages");
   }
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, N = o.tp, L = c.n_layer;
   DT_CHECK(T <= c.context, "seq_len = " + std::to_string(T) + " exceeds context = " + std::to_string(c.context));

@@ -134,6 +134,12 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
   auto release = [&](int m) {
     auto it = live.find(m);
     DT_ASSERT(it != live.end());
+    // The ids and targets may be views of the caller's batch (on the CPU, the embedding and
+    // the loss keep the caller's tensor, not a copy): dropped here, so the pool never holds
+    // it past this step and memory a host lent (dt_tensor_create_from_memory) is released
+    // at its dt_tensor_destroy, as the header promises.
+    it->second->ids = Tensor();
+    it->second->targets = Tensor();
     acts_pool_.push_back(std::move(it->second));
     live.erase(it);
   };

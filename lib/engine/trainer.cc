@@ -42,6 +42,8 @@ std::vector<std::pair<std::string, int>> strategies_covering(const ParallelOptio
 }  // namespace
 
 std::vector<int> parse_block_counts(const std::string& text, const std::string& what) {
+  DT_CHECK(!text.empty(), what + " = \"\": an empty list; accepted: comma-separated integers >= 1, one per stage "
+                                 "(e.g. \"3,1\"), or leave the key out for balanced stages");
   const std::vector<int64_t> counts = parse_int_list(text, 1, 1000000, [&](const std::string& item) {
     return what + " = \"" + text + "\": item \"" + item + "\" is not a block count; accepted: comma-separated "
            "integers >= 1, one per stage (e.g. \"3,1\")";
@@ -76,6 +78,14 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
     : mesh_(std::move(mesh)) {
   p.check();
   const int tp = mesh_ ? mesh_->axis_size(comm::kTp) : 1;
+  // Pipeline placement without a pipeline would be ignored: refused, as dt_plan_json does.
+  if (const int pp = mesh_ ? mesh_->axis_size(comm::kPp) : 1; pp < 2) {
+    DT_CHECK(p.virtual_stages == 1, "option \"virtual_stages\" = " + std::to_string(p.virtual_stages) +
+                                        " splits pipeline ranks into chunks; the mesh's pp axis is " + std::to_string(pp) +
+                                        "; accepted: with a pp axis >= 2, or leave it out");
+    DT_CHECK(p.pp_blocks.empty(), "option \"pp_blocks\" places blocks on pipeline stages; the mesh's pp axis is " +
+                                      std::to_string(pp) + "; accepted: with a pp axis >= 2, or leave it out");
+  }
   DT_CHECK(!p.sequence_parallel || tp > 1,
            "sequence_parallel needs tensor parallelism: the mesh's tp axis is " + std::to_string(tp) +
                "; accepted: sequence_parallel with a tp axis > 1, or without it");

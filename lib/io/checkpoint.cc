@@ -80,6 +80,33 @@ json read_checkpoint_index(const std::string& dir, const std::string& stem) {
   return parse_checkpoint_index(path, text.data(), text.size());
 }
 
+namespace {
+
+// The index's own shape and shard of a tensor, read before any file is opened: every dim a
+// non-negative integer of at most 2^40 and their product at most 2^59 elements (as
+// safetensors.cc bounds a file's), and the shard dim -1 (whole) or a dim of that shape. A
+// dim of 2^64 - 1 would otherwise wrap (to -1: "whole") and be accepted.
+template <class Bad>
+void check_index_shape(const json& t, const std::string& where, const Bad& bad) {
+  const json& shape = t["shape"];
+  uint64_t numel = 1;
+  for (const json& d : shape) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 40))
+      bad(where + ": shape " + shape.dump() + "; accepted: dims from 0 to 2^40");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim != 0 && numel > (uint64_t(1) << 59) / dim)
+      bad(where + ": shape " + shape.dump() + " holds more than 2^59 elements");
+    numel *= dim;
+  }
+  const json& dim = t["shard"]["dim"];
+  const bool ok = dim.is_number_unsigned() ? dim.get<uint64_t>() < shape.size() : dim.get<int64_t>() == -1;
+  if (!ok)
+    bad(where + ": shard dim " + dim.dump() + "; accepted: -1 (whole) or a dim of its shape, 0 to " +
+        std::to_string(static_cast<int64_t>(shape.size()) - 1));
+}
+
+}  // namespace
+
 json parse_checkpoint_index(const std::string& path, const char* text, size_t n) {
   // An index is ~150 bytes a tensor: the default 32 MiB is 200,000 tensors.
   json idx = parse_bounded_json(path, text, n, JsonLimits{});
@@ -89,15 +116,18 @@ json parse_checkpoint_index(const std::string& path, const char* text, size_t n)
   for (const char* key : {"weight_map", "tensors", "metadata"})
     if (!idx.contains(key) || !idx[key].is_object()) bad(std::string("missing object \"") + key + "\"");
   for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-    // Plain file names only: an index must not point outside its directory.
+    // Plain file names only: an index must not point outside its directory. A NUL (JSON's
+    // "\u0000") would cut the name short at open, naming another file than the one checked.
     if (!it.value().is_string() || it.value().get<std::string>().empty() ||
-        it.value().get<std::string>().find('/') != std::string::npos || it.value().get<std::string>()[0] == '.')
-      bad("tensor \"" + it.key() + "\": weight_map entry is not a plain file name");
+        it.value().get<std::string>().find('/') != std::string::npos || it.value().get<std::string>()[0] == '.' ||
+        it.value().get<std::string>().find('\0') != std::string::npos)
+      bad("tensor \"" + it.key() + "\": weight_map entry is not a plain file name (no \"/\", no leading \".\", no NUL)");
     const json& t = idx["tensors"].value(it.key(), json());
     if (!t.is_object() || !t.value("dtype", json()).is_string() || !t.value("shape", json()).is_array() ||
         !t.contains("shard") || !t["shard"].is_object() || !t["shard"].value("dim", json()).is_number_integer() ||
         !t["shard"].value("axis", json()).is_string())
       bad("tensor \"" + it.key() + "\": missing or malformed \"tensors\" entry");
+    check_index_shape(t, "tensor \"" + it.key() + "\"", bad);
   }
   const json& gen = idx["generation"];
   if (!gen.is_number_integer() || gen.get<int64_t>() < 0 || gen.get<int64_t>() >= kMaxGeneration)
@@ -169,6 +199,8 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
   remove_leftovers(dir, stem, file);
 }
 
+void (*g_load_checkpoint_before_copy)() = nullptr;
+
 json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest, const std::string& stem) {
   check_names(dest, "load_checkpoint");
   json idx = read_checkpoint_index(dir, stem);
@@ -182,15 +214,17 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
              "load_checkpoint: tensor \"" + d.name + "\" was saved " + saved.str() + ", destination is " + d.spec.str());
     by_file[idx["weight_map"][d.name].get<std::string>()].push_back(&d);
   }
-  // Map every file and validate every tensor first; only then copy. Mapped, not read: only
-  // the pages of the tensors wanted are touched, whatever the file's size.
-  std::vector<std::unique_ptr<MappedFile>> files;
-  std::vector<std::pair<const CheckpointTensor*, const unsigned char*>> copies;
+  // Open every file and validate every tensor first; only then copy. Read at offsets, not
+  // whole: only the bytes of the tensors wanted are read, whatever the file's size, and a
+  // file truncated meanwhile is a DT_ERR_IO (ReadOnlyFile), not a SIGBUS.
+  std::vector<std::unique_ptr<ReadOnlyFile>> files;
+  std::vector<std::pair<const CheckpointTensor*, uint64_t>> copies;  // destination, file offset
+  std::vector<const ReadOnlyFile*> copy_file;
   for (auto& [file, wanted] : by_file) {
     std::string path = dir + "/" + file;
-    files.push_back(std::make_unique<MappedFile>(path));
-    const MappedFile& bytes = *files.back();
-    StHeader h = st_parse_header(path, bytes.data(), bytes.size());
+    files.push_back(std::make_unique<ReadOnlyFile>(path));
+    const ReadOnlyFile& bytes = *files.back();
+    StHeader h = st_read_header(bytes);
     for (const CheckpointTensor* d : wanted) {
       const StEntry* e = h.find(d->name);
       if (!e) fail(DT_ERR_IO, path + ": tensor \"" + d->name + "\" is in the index but not in the file");
@@ -201,13 +235,22 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
                "load_checkpoint: tensor \"" + d->name + "\" is " + st_dtype_name(e->dtype) + " " + shape_str(e->shape) +
                    " in the checkpoint, destination is " + st_dtype_name(d->tensor.dtype()) + " " +
                    shape_str(d->tensor.shape()));
-      copies.emplace_back(d, bytes.data() + h.data_start + e->begin);
+      copies.emplace_back(d, h.data_start + e->begin);
+      copy_file.push_back(&bytes);
     }
   }
-  for (auto& [d, src] : copies) {
+  if (g_load_checkpoint_before_copy) g_load_checkpoint_before_copy();
+  std::vector<unsigned char> staging;  // GPU destinations: read to host, then copy over
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const auto& [d, offset] = copies[k];
     Device dev = d->tensor.device();
-    if (dev.type == DeviceType::CPU) std::memcpy(d->tensor.raw(), src, d->tensor.nbytes());
-    else gpu::copy_to_device(dev.index, d->tensor.raw(), src, d->tensor.nbytes());
+    if (dev.type == DeviceType::CPU) {
+      copy_file[k]->copy_to(offset, d->tensor.raw(), d->tensor.nbytes());
+    } else {
+      staging.resize(d->tensor.nbytes());
+      copy_file[k]->copy_to(offset, staging.data(), staging.size());
+      gpu::copy_to_device(dev.index, d->tensor.raw(), staging.data(), staging.size());
+    }
   }
   return idx["metadata"];
 }

@@ -33,6 +33,9 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
 // metadata saved with it.
 nlohmann::json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest,
                                const std::string& stem = "checkpoint");
+// Tests only: called by load_checkpoint after every file is opened and checked, before any
+// byte is copied, so a test can truncate a file in exactly that window. Null in use.
+extern void (*g_load_checkpoint_before_copy)();
 
 // The parsed, validated index (for inspection tools).
 nlohmann::json read_checkpoint_index(const std::string& dir, const std::string& stem = "checkpoint");

@@ -1,5 +1,6 @@
 #include "io/dataset.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -11,6 +12,12 @@ namespace {
 
 void check_context(int64_t context, const char* who) {
   DT_CHECK(context >= 1, std::string(who) + ": context is " + std::to_string(context) + "; accepted: >= 1");
+}
+
+// A little-endian u16 or u32 token, whatever the host's byte order.
+uint64_t decode(const unsigned char* b, int width) {
+  if (width == 2) return b[0] | uint64_t(b[1]) << 8;
+  return b[0] | uint64_t(b[1]) << 8 | uint64_t(b[2]) << 16 | uint64_t(b[3]) << 24;
 }
 
 }  // namespace
@@ -38,22 +45,29 @@ std::shared_ptr<TokenDataset> TokenDataset::from_token_file(const std::string& p
   DT_CHECK(width == 2 || width == 4, "TokenDataset::from_token_file: width is " + std::to_string(width) +
                                          "; accepted: 2 (u16) or 4 (u32)");
   std::shared_ptr<TokenDataset> d(new TokenDataset());
-  d->mapped_ = std::make_shared<MappedFile>(path);
-  if (d->mapped_->size() % static_cast<size_t>(width) != 0)
-    fail(DT_ERR_IO, path + ": size " + std::to_string(d->mapped_->size()) + " bytes is not a multiple of the " +
+  d->file_ = std::make_shared<ReadOnlyFile>(path);
+  const size_t bytes = d->file_->size();
+  if (bytes % static_cast<size_t>(width) != 0)
+    fail(DT_ERR_IO, path + ": size " + std::to_string(bytes) + " bytes is not a multiple of the " +
                         std::to_string(width) + "-byte token width");
   d->width_ = width;
-  d->num_tokens_ = static_cast<int64_t>(d->mapped_->size() / static_cast<size_t>(width));
+  d->num_tokens_ = static_cast<int64_t>(bytes / static_cast<size_t>(width));
   d->context_ = context;
-  // One pass now so that get() never meets a bad token in the middle of training.
+  // One pass now so that get() never meets a bad token in the middle of training; read in
+  // chunks so that a file larger than RAM is never held whole.
   int64_t limit = vocab_size > 0 ? vocab_size : (int64_t(1) << 31);
-  for (int64_t i = 0; i < d->num_tokens_; ++i) {
-    const unsigned char* b = d->mapped_->data() + i * width;
-    uint64_t t = width == 2 ? (b[0] | uint64_t(b[1]) << 8)
-                            : (b[0] | uint64_t(b[1]) << 8 | uint64_t(b[2]) << 16 | uint64_t(b[3]) << 24);
-    if (static_cast<int64_t>(t) >= limit)
-      fail(DT_ERR_IO, path + ": token " + std::to_string(i) + " is " + std::to_string(t) +
-                          "; accepted: below " + std::to_string(limit));
+  const size_t chunk = (size_t(1) << 20) * static_cast<size_t>(width);
+  std::vector<unsigned char> buf;
+  for (size_t at = 0; at < bytes; at += chunk) {
+    const size_t n = std::min(chunk, bytes - at);
+    buf.resize(n);
+    d->file_->copy_to(at, buf.data(), n);
+    for (size_t k = 0; k < n; k += static_cast<size_t>(width)) {
+      uint64_t t = decode(buf.data() + k, width);
+      if (static_cast<int64_t>(t) >= limit)
+        fail(DT_ERR_IO, path + ": token " + std::to_string((at + k) / static_cast<size_t>(width)) + " is " +
+                            std::to_string(t) + "; accepted: below " + std::to_string(limit));
+    }
   }
   return d;
 }
@@ -61,17 +75,28 @@ std::shared_ptr<TokenDataset> TokenDataset::from_token_file(const std::string& p
 int64_t TokenDataset::size() const { return num_tokens_ > context_ ? (num_tokens_ - 1) / context_ : 0; }
 
 int32_t TokenDataset::token(int64_t i) const {
-  if (!mapped_) return owned_[static_cast<size_t>(i)];
-  const unsigned char* b = mapped_->data() + i * width_;  // little-endian, whatever the host
-  if (width_ == 2) return static_cast<int32_t>(b[0] | b[1] << 8);
-  return static_cast<int32_t>(b[0] | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24);
+  if (!file_) return owned_[static_cast<size_t>(i)];
+  unsigned char b[4];
+  file_->copy_to(static_cast<uint64_t>(i) * static_cast<uint64_t>(width_), b, static_cast<size_t>(width_));
+  return static_cast<int32_t>(decode(b, width_));
 }
 
 void TokenDataset::get(int64_t i, int32_t* input, int32_t* target) const {
   DT_CHECK(i >= 0 && i < size(), "TokenDataset::get: index " + std::to_string(i) + "; accepted: [0, " +
                                      std::to_string(size()) + ")");
-  int64_t base = i * context_;
-  for (int64_t k = 0; k < context_; ++k) input[k] = token(base + k), target[k] = token(base + k + 1);
+  const int64_t base = i * context_;
+  if (!file_) {
+    for (int64_t k = 0; k < context_; ++k) input[k] = owned_[size_t(base + k)], target[k] = owned_[size_t(base + k + 1)];
+    return;
+  }
+  // One read of the context + 1 tokens the example spans.
+  const size_t w = static_cast<size_t>(width_), n = static_cast<size_t>(context_ + 1);
+  std::vector<unsigned char> buf(n * w);
+  file_->copy_to(static_cast<uint64_t>(base) * w, buf.data(), buf.size());
+  for (size_t k = 0; k + 1 < n; ++k) {
+    input[k] = static_cast<int32_t>(decode(buf.data() + k * w, width_));
+    target[k] = static_cast<int32_t>(decode(buf.data() + (k + 1) * w, width_));
+  }
 }
 
 AdditionDataset::AdditionDataset(int digits, int64_t size, uint64_t seed, int32_t ignore_index, AdditionSplit split)

@@ -29,9 +29,10 @@ class TokenDataset final : public Dataset {
  public:
   // Bytes of any file, one token per byte (the ByteTokenizer's encoding).
   static std::shared_ptr<TokenDataset> from_text_file(const std::string& path, int64_t context);
-  // Little-endian u16 or u32 tokens (width 2 or 4), memory-mapped, not read: token files
-  // may exceed RAM. Checked once at open: size a multiple of the width, every token
-  // below vocab_size (when > 0) and within i32.
+  // Little-endian u16 or u32 tokens (width 2 or 4), read per example, not loaded: token
+  // files may exceed RAM. Checked once at open: size a multiple of the width, every token
+  // below vocab_size (when > 0) and within i32. A file truncated later makes get() fail
+  // with DT_ERR_IO (ReadOnlyFile), never a crash.
   static std::shared_ptr<TokenDataset> from_token_file(const std::string& path, int width, int64_t context,
                                                        int64_t vocab_size = 0);
   static std::shared_ptr<TokenDataset> from_tokens(std::vector<int32_t> tokens, int64_t context);
@@ -45,8 +46,8 @@ class TokenDataset final : public Dataset {
  private:
   TokenDataset() = default;
   std::vector<int32_t> owned_;
-  std::shared_ptr<MappedFile> mapped_;
-  int width_ = 4;  // bytes per mapped token
+  std::shared_ptr<ReadOnlyFile> file_;
+  int width_ = 4;  // bytes per token in file_
   int64_t num_tokens_ = 0, context_ = 0;
 };
 

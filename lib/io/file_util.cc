@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +37,10 @@ namespace {
 // on a FIFO (which would otherwise wait for a writer); the flag is cleared again so reads
 // of the regular file block as usual.
 int open_regular(const std::string& path, uint64_t* size) {
+  // A name from a file (an index's shard name, "\u0000" in JSON) may hold a NUL, which
+  // open() would take for its end and so open another file than the one named.
+  if (path.find('\0') != std::string::npos)
+    fail(DT_ERR_IO, path.substr(0, path.find('\0')) + "\\0...: a file name with a NUL byte; accepted: names without one");
   errno = 0;
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) io_fail(path, "cannot open");
@@ -78,21 +81,42 @@ std::vector<char> read_file(const std::string& path, uint64_t max_bytes, const c
   return buf;
 }
 
-MappedFile::MappedFile(const std::string& path) {
+ReadOnlyFile::ReadOnlyFile(const std::string& path) : path_(path) {
   uint64_t size = 0;
-  int fd = open_regular(path, &size);
+  fd_ = open_regular(path, &size);  // kept open: reads go through pread on it
   size_ = static_cast<size_t>(size);
-  if (size_ > 0) {  // mmap of 0 bytes is an error; an empty file maps to nothing
-    errno = 0;
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) { ::close(fd); io_fail(path, "cannot mmap"); }
-    data_ = static_cast<const unsigned char*>(p);
-  }
-  ::close(fd);  // the mapping keeps the file alive
 }
 
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ReadOnlyFile::copy_to(uint64_t offset, void* dst, size_t n) const {
+  if (offset > size_ || n > size_ - offset)
+    fail(DT_ERR_INTERNAL, path_ + ": read of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                              " is past its size at open (" + std::to_string(size_) + " bytes)");
+  char* p = static_cast<char*>(dst);
+  size_t got = 0;
+  while (got < n) {
+    errno = 0;
+    ssize_t r = ::pread(fd_, p + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) io_fail(path_, "read failed at byte " + std::to_string(offset + got));
+    if (r == 0) {
+      struct stat st;
+      std::string now = ::fstat(fd_, &st) == 0 ? std::to_string(st.st_size) : std::string("?");
+      errno = 0;
+      io_fail(path_, "the file shrank (truncated while in use): it had " + std::to_string(size_) + " bytes at open, " +
+                         now + " now; byte " + std::to_string(offset + got) + " is gone");
+    }
+    got += static_cast<size_t>(r);
+  }
+}
+
+std::vector<unsigned char> ReadOnlyFile::read(uint64_t offset, size_t n) const {
+  std::vector<unsigned char> out(n);
+  copy_to(offset, out.data(), n);
+  return out;
 }
 
 int remove_stale_temps(const std::string& target) {

@@ -17,18 +17,29 @@ namespace dt::io {
 std::vector<char> read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX, const char* what = "this file");
 bool file_exists(const std::string& path);
 
-// A read-only memory mapping of a whole file (token files can exceed RAM).
-class MappedFile {
+// A read-only file read at offsets (token files can exceed RAM: only what is asked for is
+// read). Why pread and not a mapping: a mapped file that another process truncates while
+// we use it raises SIGBUS on the next touch of a vanished page, killing a training run or
+// a host process through the C API with no message. Guarding mapped reads would need a
+// process-wide SIGBUS handler, which a library cannot own safely (JVM, Go and Python hosts
+// install their own and chaining is fragile). pread instead returns short at the new end,
+// which copy_to turns into a DT_ERR_IO naming the file; pread on one fd is thread safe.
+class ReadOnlyFile {
  public:
-  explicit MappedFile(const std::string& path);
-  ~MappedFile();
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  const unsigned char* data() const { return data_; }
-  size_t size() const { return size_; }
+  explicit ReadOnlyFile(const std::string& path);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  size_t size() const { return size_; }  // at open
+  const std::string& path() const { return path_; }
+  // Copies bytes [offset, offset + n) to dst. Past size() is a caller bug (DT_ERR_INTERNAL);
+  // a file that has shrunk since open is DT_ERR_IO ("truncated while in use").
+  void copy_to(uint64_t offset, void* dst, size_t n) const;
+  std::vector<unsigned char> read(uint64_t offset, size_t n) const;
 
  private:
-  const unsigned char* data_ = nullptr;
+  std::string path_;
+  int fd_ = -1;
   size_t size_ = 0;
 };
 

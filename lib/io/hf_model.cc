@@ -127,9 +127,9 @@ std::string shard_path(const std::string& dir, const std::string& index_path, co
   return dir + "/" + name;
 }
 
-struct MappedShard {
+struct OpenShard {
   std::string path;
-  std::unique_ptr<MappedFile> file;
+  std::unique_ptr<ReadOnlyFile> file;
   StHeader header;
 };
 
@@ -186,23 +186,23 @@ void hf_load_weights(const HfModelDir& d, nn::GPT& model) {
            "hf_load_weights: the model must be whole (no tp split, no pipeline stage) and on the CPU");
   const std::string& arch = d.config.architecture;
   const nn::GPTConfig& c = model.config();
-  // Map every file and index its tensors (a name may appear once across all shards).
-  std::vector<MappedShard> shards;
-  std::map<std::string, std::pair<const MappedShard*, const StEntry*>> found;
+  // Open every file and index its tensors (a name may appear once across all shards).
+  std::vector<OpenShard> shards;
+  std::map<std::string, std::pair<const OpenShard*, const StEntry*>> found;
   shards.reserve(d.files.size());
   for (const std::string& f : d.files) {
-    MappedShard s;
+    OpenShard s;
     s.path = f;
-    s.file = std::make_unique<MappedFile>(f);
-    s.header = st_parse_header(f, s.file->data(), s.file->size());
+    s.file = std::make_unique<ReadOnlyFile>(f);
+    s.header = st_read_header(*s.file);
     shards.push_back(std::move(s));
   }
-  for (const MappedShard& s : shards)
+  for (const OpenShard& s : shards)
     for (const StEntry& e : s.header.entries) {
       auto [it, fresh] = found.emplace(e.name, std::make_pair(&s, &e));
       if (!fresh) fail(DT_ERR_IO, s.path + ": tensor \"" + e.name + "\" is also in " + it->second.first->path);
     }
-  auto lookup = [&](const std::string& hf) -> const std::pair<const MappedShard*, const StEntry*>* {
+  auto lookup = [&](const std::string& hf) -> const std::pair<const OpenShard*, const StEntry*>* {
     auto it = found.find(hf);
     if (it == found.end() && is_gpt2(arch) && hf.rfind("transformer.", 0) == 0) it = found.find(hf.substr(12));
     return it == found.end() ? nullptr : &it->second;
@@ -211,7 +211,7 @@ void hf_load_weights(const HfModelDir& d, nn::GPT& model) {
   struct Job {
     nn::Parameter* p;
     Piece piece;
-    const MappedShard* shard;
+    const OpenShard* shard;
     const StEntry* entry;
   };
   std::vector<Job> jobs;
@@ -240,8 +240,10 @@ void hf_load_weights(const HfModelDir& d, nn::GPT& model) {
     const Tensor& v = j.p->value;
     const int64_t cols = v.ndim() <= 1 ? 1 : v.dim(1);
     char* dst = static_cast<char*>(v.raw()) + static_cast<size_t>(j.piece.row0 * cols) * dtype_size(v.dtype());
-    const unsigned char* src = j.shard->file->data() + j.shard->header.data_start + j.entry->begin;
-    convert_any(src, j.entry->dtype, dst, v.dtype(), j.piece.rows, cols, j.piece.transposed);
+    // Read, not mapped: a shard truncated meanwhile is a DT_ERR_IO, not a SIGBUS (ReadOnlyFile).
+    const std::vector<unsigned char> src =
+        j.shard->file->read(j.shard->header.data_start + j.entry->begin, j.entry->end - j.entry->begin);
+    convert_any(src.data(), j.entry->dtype, dst, v.dtype(), j.piece.rows, cols, j.piece.transposed);
   }
 }
 

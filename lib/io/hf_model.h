@@ -4,8 +4,9 @@
 // Import maps each libdtrain parameter to the Hugging Face tensors it is made of (declared
 // once per architecture in hf_model.cc): q, k and v rows stacked into our fused qkv, gate and
 // up into our fused SwiGLU fc, GPT-2's Conv1D weights ([in, out]) transposed. The files are
-// memory-mapped and each tensor converted (f32, bf16 or f16 to the model's dtype) straight
-// into its parameter: no second copy of the weights is held. Everything is checked before
+// read tensor by tensor (pread, see ReadOnlyFile) and each converted (f32, bf16 or f16 to
+// the model's dtype) into its parameter: no second copy of the weights is held, only one
+// tensor's bytes at a time. Everything is checked before
 // any parameter is written: the index's file names (plain names inside the directory, no
 // path, no "..": a shard index cannot point outside it), each file's header
 // (io/safetensors.h), every tensor the model needs present once with its shape and a float

@@ -151,4 +151,17 @@ StHeader st_parse_header(const std::string& path, const unsigned char* file, uin
   return out;
 }
 
+StHeader st_read_header(const ReadOnlyFile& file) {
+  const uint64_t size = file.size();
+  if (size < 8) return st_parse_header(file.path(), nullptr, size);  // fails: too short
+  std::vector<unsigned char> head = file.read(0, 8);
+  uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= uint64_t(head[k]) << (8 * k);
+  // A length past the file or the limit fails in st_parse_header before it reads past the 8 bytes.
+  if (n > size - 8 || n > kMaxHeader) return st_parse_header(file.path(), head.data(), size);
+  head.resize(8 + n);
+  file.copy_to(8, head.data() + 8, n);
+  return st_parse_header(file.path(), head.data(), size);
+}
+
 }  // namespace dt::io

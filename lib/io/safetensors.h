@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/file_util.h"
 
 namespace dt::io {
 
@@ -33,13 +34,15 @@ const char* st_dtype_name(DType t);  // "F32", "BF16", "F16", "I32", "I64"
 // offsets filled in, for `tensors` in the given order of names.
 std::string st_encode_header(std::vector<StEntry>& entries, const std::map<std::string, std::string>& metadata);
 
-// Parses and validates the header of a file of `file_size` bytes, all of them at `file`
-// (a mapping: only the pages read are touched). Every problem is DT_ERR_IO naming `path`,
+// Parses and validates the header of a file of `file_size` bytes whose first bytes (at
+// least the 8-byte length and the header it announces) are at `file`. Every problem is DT_ERR_IO naming `path`,
 // the tensor and what is wrong: the length overflowing, past the end of file or over the
 // header limit; JSON that does not parse, nests too deep, repeats a name or holds too many
 // values (json_limits.h); an unknown dtype, a bad shape, offsets reversed, past the end,
 // not matching shape x dtype size; and the layout: the tensors must tile the data section
 // exactly, from byte 0 to its end, with no overlap, no gap and no bytes after the last.
 StHeader st_parse_header(const std::string& path, const unsigned char* file, uint64_t file_size);
+// The same for an open file: reads only the length and the header (bounded as above).
+StHeader st_read_header(const ReadOnlyFile& file);
 
 }  // namespace dt::io

@@ -331,4 +331,17 @@ nlohmann::json timeline_chrome_trace(const PipeSchedule& s, const PipeSimulation
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
+void check_simulation_size(int64_t stages, int64_t micro_batches, int64_t virtual_stages, const char* stages_name,
+                           const char* micro_batches_name, const char* virtual_stages_name) {
+  int64_t forwards = 0;
+  const bool overflow = __builtin_mul_overflow(stages, micro_batches, &forwards) ||
+                        __builtin_mul_overflow(forwards, virtual_stages, &forwards);
+  DT_CHECK(!overflow && forwards <= kMaxSimulatedForwards,
+           std::string(stages_name) + " (" + std::to_string(stages) + ") x " + micro_batches_name + " (" +
+               std::to_string(micro_batches) + ") x " + virtual_stages_name + " (" + std::to_string(virtual_stages) +
+               ") = " + (overflow ? std::string("more than 2^63") : std::to_string(forwards)) +
+               " forwards to simulate; accepted: at most " +
+               std::to_string(kMaxSimulatedForwards));
+}
+
 }  // namespace dt::parallel

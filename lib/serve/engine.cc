@@ -66,6 +66,10 @@ void ServingEngine::check_request(const std::vector<int32_t>& prompt, const Samp
   // run: add() rejects it with the reason. (Its length is bounded, so the sum cannot overflow.)
   DT_CHECK(prompt.size() <= (size_t{1} << 30), "prompt: " + std::to_string(prompt.size()) + " tokens; accepted: up to 2^30");
   p.check(V);
+  p.adjust.check(V);
+  DT_CHECK(p.logprobs >= -1 && p.logprobs <= engine::kMaxLogprobs,
+           "logprobs = " + std::to_string(p.logprobs) + "; accepted: [0, " + std::to_string(engine::kMaxLogprobs) +
+               "] alternatives per token, or -1: none");
 }
 
 void ServingEngine::add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& p,
@@ -113,6 +117,23 @@ std::vector<int64_t> ServingEngine::live_ids() const {
   return v;
 }
 
+int32_t ServingEngine::draw(const Sequence& s, float* row, int64_t V,
+                            std::shared_ptr<const engine::TokenLogprobs>* lp) const {
+  const bool want = s.params.logprobs >= 0, adjust = s.params.adjust.active();
+  // Log-probabilities describe the model, so they come from the row before any change:
+  // a copy of it when the row is about to change.
+  std::vector<float> raw_copy;
+  if (want && adjust) raw_copy.assign(row, row + V);
+  if (adjust) s.params.adjust.apply(row, V, s.tokens, s.prompt_len);
+  // Keyed by the token's index in the output: generate()'s draw for a lone prompt.
+  const float u = CounterRng(s.params.seed, "sample").uniform(static_cast<uint64_t>(s.output_len()));
+  const int32_t t = engine::sample_token(row, V, s.params, u);
+  if (want)
+    *lp = std::make_shared<const engine::TokenLogprobs>(
+        engine::token_logprobs(adjust ? raw_copy.data() : row, V, t, s.params.logprobs));
+  return t;
+}
+
 void ServingEngine::step(std::vector<Event>& events) {
   const auto t0 = Clock::now();
   const size_t R = reps_.size();
@@ -136,26 +157,35 @@ void ServingEngine::step(std::vector<Event>& events) {
   for (size_t r = 0; r < R; ++r) {
     std::vector<int32_t> sampled;
     std::vector<Sequence*> who;
+    std::vector<std::shared_ptr<const engine::TokenLogprobs>> lps;  // per sampled token; null: not asked
     std::vector<Clock::time_point> prev;
     size_t row = 0;
     for (const ScheduledChunk& c : plans[r].chunks) {
       if (!c.sample) continue;
       Sequence& s = *c.seq;
       DT_ASSERT((row + 1) * static_cast<size_t>(V) <= logits[r].size());
-      // Keyed by the token's index in the output: generate()'s draw for a lone prompt.
-      const float u = CounterRng(s.params.seed, "sample").uniform(static_cast<uint64_t>(s.output_len()));
-      sampled.push_back(engine::sample_token(logits[r].data() + row * static_cast<size_t>(V), V, s.params, u));
+      lps.emplace_back();
+      sampled.push_back(draw(s, logits[r].data() + row * static_cast<size_t>(V), V, &lps.back()));
       who.push_back(&s);
       prev.push_back(s.output_len() == 0 ? s.arrival : s.last_token);
       ++row;
     }
     for (size_t i = 0; i < who.size(); ++i) (who[i]->output_len() == 0 ? ttft_ : itl_).observe(seconds(now - prev[i]));
+    std::map<int64_t, size_t> index;  // sequence id -> its place in who
+    for (size_t i = 0; i < who.size(); ++i) index[who[i]->id] = i;
     std::set<int64_t> done;
     std::vector<std::unique_ptr<Sequence>> ended_now = reps_[r]->sched->commit(plans[r], sampled);
     for (const auto& s : ended_now) done.insert(s->id);
     for (size_t i = 0; i < who.size(); ++i)
-      if (!done.count(who[i]->id)) events.push_back({who[i]->id, sampled[i], false, SeqState::Running, ""});
-    for (auto& s : ended_now) ended(std::move(s), events, true);
+      if (!done.count(who[i]->id)) {
+        events.push_back({who[i]->id, sampled[i], false, SeqState::Running, ""});
+        events.back().logprobs = lps[i];
+      }
+    for (auto& s : ended_now) {
+      auto it = index.find(s->id);  // every sequence that ends in a step sampled in it
+      ended(std::move(s), events, true);
+      if (it != index.end()) events.back().logprobs = lps[it->second];
+    }
     generated_ += static_cast<int64_t>(sampled.size());
   }
   ++steps_;

@@ -32,11 +32,17 @@ struct EngineConfig {
 };
 
 struct Event {
+  Event() = default;
+  // Not an aggregate, so the places that make one need not name logprobs.
+  Event(int64_t id_, int32_t token_, bool done_, SeqState state_, std::string reason_)
+      : id(id_), token(token_), done(done_), state(state_), reason(std::move(reason_)) {}
   int64_t id = 0;
   int32_t token = -1;  // a new token, or -1 for an end without one
   bool done = false;   // the request ended (with this token, if any)
   SeqState state = SeqState::Running;
   std::string reason;  // at the end: "stop", "length", "abort", or why it was rejected
+  // The token's log-probabilities when its request asked for them (logprobs >= 0).
+  std::shared_ptr<const engine::TokenLogprobs> logprobs;
 };
 
 class ServingEngine {
@@ -44,7 +50,8 @@ class ServingEngine {
   ServingEngine(std::unique_ptr<ModelRunner> runner, const EngineConfig& cfg);
 
   // Checks the request (INVALID_ARGUMENT naming the field: an empty prompt, a token id
-  // outside the vocabulary, max_tokens < 1, bad sampling values) and queues it on the
+  // outside the vocabulary, max_tokens < 1, bad sampling values, penalties, logit_bias or
+  // logprobs) and queues it on the
   // least loaded replica. A request that can never run (longer than the context, or than
   // the whole KV cache) ends at once: its Rejected event is appended to `events`.
   void add(int64_t id, const std::vector<int32_t>& prompt, const SamplingParams& params, std::vector<Event>& events);
@@ -80,6 +87,9 @@ class ServingEngine {
     std::unique_ptr<Scheduler> sched;
   };
   void ended(std::unique_ptr<Sequence> s, std::vector<Event>& events, bool with_token);
+  // The token drawn for a sequence from its raw row of V logits (changed in place by its
+  // LogitsAdjust); *lp gets its log-probabilities when the request asked for them.
+  int32_t draw(const Sequence& s, float* row, int64_t V, std::shared_ptr<const engine::TokenLogprobs>* lp) const;
   std::unique_ptr<ModelRunner> runner_;
   EngineConfig cfg_;
   nlohmann::json model_json_;

@@ -13,8 +13,12 @@ namespace dt::serve {
 // Per-request sampling, as generation samples (engine/sampling.h), with the draw keyed by
 // (seed, "sample", index of the token in the output), so a request's tokens depend on its
 // prompt and seed only, never on what else is in the batch, on preemption, or on timing.
+// `adjust` changes the row before the draw (greedy too); `logprobs` >= 0 records each
+// token's log-probability under the model's raw row and that many alternatives.
 struct SamplingParams : engine::SamplingOptions {
   int64_t max_tokens = 16;  // >= 1
+  engine::LogitsAdjust adjust;
+  int32_t logprobs = -1;  // -1: none; [0, engine::kMaxLogprobs]
 };
 
 enum class SeqState { Waiting, Running, Preempted, Finished, Aborted, Rejected };

@@ -49,7 +49,7 @@ int64_t Server::submit(const std::vector<int32_t>& prompt, const SamplingParams&
     if (draining_ || stopping_) fail(DT_ERR_UNAVAILABLE, "server: draining, no new requests accepted");
     id = next_id_++;
     if (cb) callbacks_[id] = std::move(cb);
-    else buffers_[id];
+    else buffers_[id].logprobs = p.logprobs;
     inbox_.push_back({id, prompt, p});
     ++live_;
   }
@@ -68,11 +68,22 @@ bool Server::cancel(int64_t id) {
   return true;
 }
 
+namespace {
+[[noreturn]] void unknown_request(int64_t id) {
+  fail(DT_ERR_NOT_FOUND, "request " + std::to_string(id) + ": unknown, already fully polled, or delivered to a callback");
+}
+}  // namespace
+
+int32_t Server::logprobs_of(int64_t id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) unknown_request(id);
+  return it->second.logprobs;
+}
+
 Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
   std::unique_lock<std::mutex> lk(mu_);
-  auto unknown = [&] {
-    fail(DT_ERR_NOT_FOUND, "request " + std::to_string(id) + ": unknown, already fully polled, or delivered to a callback");
-  };
+  auto unknown = [&] { unknown_request(id); };
   if (!buffers_.count(id)) unknown();
   // Looked up again after the wait: another thread polling the same id may have taken it.
   news_.wait_for(lk, std::chrono::duration<double>(std::max(0.0, timeout_s)), [&] {
@@ -86,6 +97,8 @@ Server::Polled Server::poll(int64_t id, int64_t max_tokens, double timeout_s) {
   const size_t n = std::min(b.p.tokens.size(), static_cast<size_t>(std::max<int64_t>(max_tokens, 0)));
   out.tokens.assign(b.p.tokens.begin(), b.p.tokens.begin() + static_cast<std::ptrdiff_t>(n));
   b.p.tokens.erase(b.p.tokens.begin(), b.p.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+  out.logprobs.assign(b.p.logprobs.begin(), b.p.logprobs.begin() + static_cast<std::ptrdiff_t>(n));
+  b.p.logprobs.erase(b.p.logprobs.begin(), b.p.logprobs.begin() + static_cast<std::ptrdiff_t>(n));
   out.state = b.p.state;
   out.reason = b.p.reason;
   out.done = b.ended && b.p.tokens.empty();
@@ -130,7 +143,10 @@ void Server::deliver(const std::vector<Event>& events) {
           --live_;
         }
       } else if (auto b = buffers_.find(e.id); b != buffers_.end() && !b->second.ended) {
-        if (e.token >= 0) b->second.p.tokens.push_back(e.token);
+        if (e.token >= 0) {
+          b->second.p.tokens.push_back(e.token);
+          b->second.p.logprobs.push_back(e.logprobs);
+        }
         b->second.p.state = e.state;
         if (e.done) {
           b->second.ended = true;

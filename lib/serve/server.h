@@ -41,6 +41,8 @@ class Server {
 
   struct Polled {
     std::vector<int32_t> tokens;  // new since the last poll
+    // Beside tokens, one each: their log-probabilities (null unless the request asked).
+    std::vector<std::shared_ptr<const engine::TokenLogprobs>> logprobs;
     SeqState state = SeqState::Waiting;
     std::string reason;
     bool done = false;  // the request ended and everything was taken: the id is forgotten
@@ -48,6 +50,8 @@ class Server {
   // Waits up to timeout_s for news of a polled request, then takes up to max_tokens of its
   // new tokens. NOT_FOUND for an id that is unknown, already fully polled, or has a callback.
   Polled poll(int64_t id, int64_t max_tokens, double timeout_s);
+  // The "logprobs" a polled request was submitted with (-1: none). NOT_FOUND as poll().
+  int32_t logprobs_of(int64_t id);
 
   // Stops accepting requests and waits until those in flight end (or timeout_s passes:
   // false). The server stays usable for stats and polls.
@@ -67,6 +71,7 @@ class Server {
   struct Buffer {
     Polled p;
     bool ended = false;
+    int32_t logprobs = -1;  // the request's SamplingParams::logprobs
   };
   void loop();
   void follow();  // a follower process's thread (ModelRunner::follow)

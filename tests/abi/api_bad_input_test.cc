@@ -167,6 +167,11 @@ TEST(BadInput, OpsReportShapeAndDtypeMismatches) {
   expect_error(dt_tensor_copy(a, c), DT_ERR_INVALID_ARGUMENT, {"dst has 28 elements", "20"});
   expect_error(dt_tensor_fill_normal(i, 1, "w", 0, 0, 1), DT_ERR_INVALID_ARGUMENT, {"i32"});
   expect_error(dt_tensor_fill_normal(a, 1, nullptr, 0, 0, 1), DT_ERR_INVALID_ARGUMENT, {"name is NULL"});
+  // offset + element index must not wrap past INT64_MAX (20 elements: the last offset is 2^63 - 21).
+  expect_error(dt_tensor_fill_normal(a, 1, "w", INT64_MAX, 0, 1), DT_ERR_INVALID_ARGUMENT,
+               {"offset = 9223372036854775807", "accepted: 0 to 9223372036854775787"});
+  expect_error(dt_tensor_fill_uniform(a, 1, "w", INT64_MAX - 19, 0, 1), DT_ERR_INVALID_ARGUMENT, {"offset"});
+  EXPECT_EQ(dt_tensor_fill_uniform(a, 1, "w", INT64_MAX - 20, 0, 1), DT_OK) << dt_last_error_message();
   int64_t dims[1];
   expect_error(dt_tensor_shape(a, dims, 1), DT_ERR_INVALID_ARGUMENT, {"capacity = 1", ">= ndim, 2"});
   for (dt_tensor* t : {a, b, c, i}) dt_tensor_destroy(t);

@@ -379,6 +379,32 @@ TEST(ZeroCopy, BorrowedMemoryIsSharedAndReleasedOnce) {
   EXPECT_EQ(released, 1);
 }
 
+// A batch lent to a train step or an evaluation is the engine's only during the call: the
+// release callback fires at the batch's dt_tensor_destroy, not at the engine's next step or
+// destroy (the engine's pool of activations kept the last batch's ids and targets).
+TEST(ZeroCopy, LentBatchIsReleasedAtItsDestroyNotLater) {
+  for (const char* axis : {"", "dp", "pp"}) {
+    SCOPED_TRACE(*axis ? axis : "one rank");
+    TwoRanks mesh(axis);
+    Model model(mesh.m, 2, 32, nullptr, 2);
+    const int64_t B = 4, T = 16, shape[2] = {B, T};
+    std::vector<int32_t> in(static_cast<size_t>(B * T)), tg(in.size());
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(i % 50), tg[i] = static_cast<int32_t>((i + 1) % 50);
+    for (bool train : {true, false}) {
+      int released = 0;
+      dt_tensor *ti = nullptr, *tt = nullptr;
+      OK(dt_tensor_create_from_memory(DT_I32, shape, 2, "cpu", in.data(), count_release, &released, &ti));
+      OK(dt_tensor_create_from_memory(DT_I32, shape, 2, "cpu", tg.data(), count_release, &released, &tt));
+      double loss = 0;
+      OK(train ? dt_engine_train_step(model.e, ti, tt, &loss) : dt_engine_eval(model.e, ti, tt, &loss));
+      EXPECT_EQ(released, 0);
+      dt_tensor_destroy(ti);
+      dt_tensor_destroy(tt);
+      EXPECT_EQ(released, 2) << (train ? "train step" : "eval") << ": the engine still holds the lent batch";
+    }
+  }
+}
+
 TEST(ZeroCopy, RefusedLoansAreReleasedAndNamed) {
   alignas(8) char buf[64] = {};
   int released = 0;

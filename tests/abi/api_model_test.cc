@@ -238,6 +238,24 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
     dt_engine_destroy(dp);
   }
   dt_mesh_destroy(two);
+  {  // Pipeline placement without a pp axis would be ignored: refused, naming the option.
+    Rig one;
+    dt_mesh* dp2 = nullptr;
+    Opts dpo;
+    dpo.i("dp", 2);
+    OK(dt_mesh_create("local", 2, dpo.o, &dp2));
+    for (dt_mesh* mesh : {static_cast<dt_mesh*>(nullptr), dp2}) {
+      Opts vs;
+      vs.i("virtual_stages", 2);
+      expect_error(dt_engine_create(mesh, one.m, one.opt, vs.o, &e), DT_ERR_INVALID_ARGUMENT,
+                   {"option \"virtual_stages\" = 2", "pp axis is 1", "accepted: with a pp axis >= 2"});
+      Opts pb;
+      pb.s("pp_blocks", "1,1");
+      expect_error(dt_engine_create(mesh, one.m, one.opt, pb.o, &e), DT_ERR_INVALID_ARGUMENT,
+                   {"option \"pp_blocks\"", "pp axis is 1", "accepted: with a pp axis >= 2"});
+    }
+    dt_mesh_destroy(dp2);
+  }
   Opts cp;  // context parallelism is not built yet: its axis is refused by name
   cp.i("cp", 2);
   OK(dt_mesh_create("local", 2, cp.o, &two));
@@ -259,6 +277,13 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
     Opts blocks;
     blocks.s("pp_blocks", "1,x");
     expect_error(dt_engine_create(two, r.m, r.opt, blocks.o, &pe), DT_ERR_INVALID_ARGUMENT, {"pp_blocks", "\"x\""});
+    // A trailing comma or an empty list is refused, not read as "1" or as "balanced".
+    for (const char* list : {"1,1,", "", ",", "1,,1"}) {
+      Opts b;
+      b.s("pp_blocks", list);
+      expect_error(dt_engine_create(two, r.m, r.opt, b.o, &pe), DT_ERR_INVALID_ARGUMENT,
+                   {"option \"pp_blocks\"", "accepted: comma-separated integers >= 1"});
+    }
     Opts po;
     po.s("pp_schedule", "gpipe").i("micro_batches", 2);
     OK(dt_engine_create(two, r.m, r.opt, po.o, &pe));
@@ -287,6 +312,16 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
     bad.i("pp", 2).i("micro_batches", 3).s("pp_schedule", "interleaved").i("virtual_stages", 2);
     expect_error(dt_pipeline_schedule_json(bad.o, buf.data(), buf.size(), &n), DT_ERR_INVALID_ARGUMENT,
                  {"micro_batches = 3", "interleaved"});
+    // In range each, too big together: refused at once (it took 45 s and 8.6 GB), with the
+    // bound dt_plan_json applies to the same simulation.
+    Opts huge;
+    huge.i("pp", 1024).i("micro_batches", 8192);
+    expect_error(dt_pipeline_schedule_json(huge.o, buf.data(), buf.size(), &n), DT_ERR_INVALID_ARGUMENT,
+                 {"\"pp\" (1024)", "\"micro_batches\" (8192)", "at most 1048576"});
+    Opts top;
+    top.i("pp", 1024).i("micro_batches", 65536).i("virtual_stages", 64).s("pp_schedule", "interleaved");
+    expect_error(dt_pipeline_schedule_json(top.o, buf.data(), buf.size(), &n), DT_ERR_INVALID_ARGUMENT,
+                 {"at most 1048576"});
   }
   dt_module* mlp = nullptr;
   Opts mc;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dtrain command line, end to end: cli_test.sh DTRAIN WORKDIR CASE.
-# Cases: help, pipeline, resume, interrupt, bad_input, ranges, plan, dp, zero, tp, pp, serve, serve_chat, mpi, demo, hf. Prints
+# Cases: help, pipeline, resume, interrupt, data_shrinks, bad_input, ranges, plan, dp, zero, tp, pp, serve, serve_chat, mpi, demo, hf. Prints
 # "cli CASE passed" on success.
 set -uo pipefail
 # (No `producer | grep -q`: grep -q exits at its first match, the producer may then die of
@@ -153,6 +153,27 @@ interrupt)
     fail "resume after the interrupt"
   [ "$(wc -l <i/metrics.jsonl)" -eq $((n + 2)) ] || fail "resume did not go on from step $n"
   ;;
+data_shrinks)
+  # The token file shrinks under a running train (issue 31: a mapping made that SIGBUS, exit
+  # 135 with no message and nothing saved): one line naming the file, exit 2, and the last
+  # completed step saved and resumable.
+  python3 -c "import random, struct, sys; random.seed(1); sys.stdout.buffer.write(struct.pack('<200000H', *[random.randrange(32) for _ in range(200000)]))" >tok.bin
+  SHR=(--data tokens:tok.bin:2 --context 16 --layers 1 --d-model 32 --heads 2 --batch 16 --no-progress --threads 1 --eval-problems 0)
+  $D train "${SHR[@]}" --steps 100000 --out s >run.txt 2>err.txt &
+  pid=$!
+  for _ in $(seq 300); do
+    [ "$(wc -l <s/metrics.jsonl 2>/dev/null || echo 0)" -ge 3 ] && break
+    sleep 0.1
+  done
+  truncate -s 64 tok.bin
+  rc=0; wait $pid || rc=$?
+  [ $rc -eq 2 ] || { cat run.txt err.txt; fail "exit $rc after the data shrank; wanted 2"; }
+  [ "$(grep -c . err.txt)" -eq 1 ] || { cat err.txt; fail "wanted one error line"; }
+  grep -q "tok.bin.*truncated while in use.*saved step [0-9]* to s/ckpt.index.json" err.txt || { cat err.txt; fail "error line"; }
+  n=$(wc -l <s/metrics.jsonl)
+  [ -s s/ckpt.index.json ] || fail "no checkpoint after the data shrank"
+  grep -q "saved step $n " err.txt || { cat err.txt; fail "saved step is not the last metrics line ($n)"; }
+  ;;
 bad_input)
   expect_error "vocab_size" $D train "${TINY[@]}" --steps 1 --vocab 40 --out v   # '=' is byte 61
   expect_error "no-such-file.txt" $D train --data text:no-such-file.txt --steps 1 --no-progress --out m
@@ -179,6 +200,29 @@ bad_input)
   expect_error "prompt" $D generate --checkpoint ok/ckpt --prompt ""
   expect_error "context" $D generate --checkpoint ok/ckpt --prompt "12+34=12+34=12+34=12+34=12+34="
   expect_error "max_new_tokens" $D generate --checkpoint ok/ckpt --prompt "12+34=" --max-new-tokens 50
+  # Issue 31: nothing accepted only to be ignored or to fail late.
+  expect_usage "--json nowhere/g.json: cannot write it" $D generate --checkpoint ok/ckpt --prompt "1+" --json nowhere/g.json
+  [ ! -s out.txt ] || { cat out.txt; fail "generate ran before refusing an unwritable --json"; }
+  # A byte-level model's text need not be UTF-8 (temperature 100: near-uniform bytes): the
+  # JSON is written with U+FFFD for the bad bytes, not lost to an exception at the end.
+  $D generate --checkpoint ok/ckpt --prompt "1+" --max-new-tokens 6 --temperature 100 --seed 3 --json u.json \
+    >/dev/null 2>u.err || { cat u.err; fail "generate --json of text that is not UTF-8"; }
+  python3 -c "import json, sys; t = json.load(open('u.json'))['text']; sys.exit(0 if '\ufffd' in t else 1)" ||
+    { cat u.json; fail "the generated text held no byte that is not UTF-8: pick another --seed"; }
+  expect_usage "--resume: no checkpoint to resume in --out fresh" $D train "${TINY[@]}" --steps 1 --out fresh --resume
+  [ ! -e fresh ] || fail "--resume without a checkpoint created the run directory"
+  for bad in "" "2," "1,,1" ",1" "0,2" "x"; do
+    expect_usage "--pp-blocks \"$bad\": accepted: comma-separated block counts" $D plan --model gpt-tiny --pp 2 --pp-blocks "$bad"
+  done
+  expect_usage "--pp-blocks 1,1 places a model's blocks" $D plan --pp 2 --pp-blocks 1,1
+  expect_usage '--pp-schedule "": accepted: gpipe, 1f1b' $D plan --pp 2 --pp-schedule ""
+  expect_usage '--pp-schedule "": accepted' $D train "${TINY[@]}" --steps 1 --pp 2 --pp-schedule "" --out ps
+  # 1024 rank threads under a 3 GB address-space limit: out of resources, named, not
+  # DT_ERR_INTERNAL. (A sanitizer's shadow memory does not fit such a limit: skipped there.)
+  if ! grep -qa -e __asan_init -e __tsan_init "$D"; then
+    (ulimit -v 3000000; expect_error "DT_ERR_OUT_OF_MEMORY thread lower" $D train "${TINY[@]}" --batch 1024 --dp 1024 \
+      --steps 1 --eval-problems 0 --out big) || exit 1
+  fi
   ;;
 demo)
   # The README's main job, at its full size: at least 90% exact match on held-out 3-digit sums.
@@ -537,6 +581,9 @@ serve)
   for flags in "" "--tp 2" "--pp 2" "--replicas 2"; do
     timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_http_test.py" $D tx/ckpt 48 $flags || fail "serve $flags"
   done
+  # The HTTP layer on a hostile network: limits, slow clients, resets, shutdown.
+  timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_limits_test.py" $D tx/ckpt 48 || fail "serve limits"
+  expect_usage "--port-file" $D serve --checkpoint tx/ckpt --port 0 --port-file /nonexistent/dir/p
   expect_usage "--port" $D serve --checkpoint tx/ckpt --port 70000
   expect_usage "--max-num-seqs" $D serve --checkpoint tx/ckpt --max-num-seqs 0
   expect_error "stages" $D serve --checkpoint tx/ckpt --pp 4 --port 0

@@ -353,7 +353,22 @@ srv.expect_error(400, {"model": NAME, "messages": [{"content": "x"}]}, param="me
 srv.expect_error(400, {"model": NAME, "messages": [{"role": "user", "content": "x", "tool_calls": []}]},
                  param="messages[0].tool_calls")
 srv.expect_error(400, {"model": NAME, "messages": messages, "max_tokens": 0}, param="max_tokens")
-srv.expect_error(400, {"model": NAME, "messages": messages, "n": 2}, param="n")
+srv.expect_error(400, {"model": NAME, "messages": messages, "n": 17}, param="n")
+srv.expect_error(400, {"model": NAME, "messages": messages, "top_logprobs": 2}, param="top_logprobs")
+# n choices and log-probabilities: greedy, every choice is the same text, each token the most
+# likely one (its log-probability is the top alternative's), all at most 0.
+got = srv.post_ok("/v1/chat/completions", dict(model=NAME, messages=messages, max_tokens=5, temperature=0, n=2,
+                                               logprobs=True, top_logprobs=3))
+cs = got["choices"]
+if [c["index"] for c in cs] != [0, 1] or cs[0]["message"]["content"] != cs[1]["message"]["content"]:
+    fail(f"chat n=2 greedy: {cs}")
+for c in cs:
+    lp = c["logprobs"]["content"]
+    if not lp or any(len(e["top_logprobs"]) != 3 or abs(e["logprob"] - e["top_logprobs"][0]["logprob"]) > 1e-6
+                     or e["logprob"] > 0 or bytes(e["bytes"]).decode("utf-8", "replace") != e["token"] for e in lp):
+        fail(f"chat logprobs: {c['logprobs']}")
+    if "".join(e["token"] for e in lp) != c["message"]["content"] and c["finish_reason"] == "length":
+        fail(f"chat logprobs tokens do not spell the content: {lp} {c['message']['content']!r}")
 srv.expect_error(400, {"model": NAME, "messages": messages, "bogus": 1}, param="bogus")
 srv.expect_error(400, {"model": NAME, "messages": messages, "stream_options": {"include_usage": True}},
                  param="stream_options")

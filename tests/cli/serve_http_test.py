@@ -61,11 +61,14 @@ def request(method, path, body=None, raw=None):
 
 
 def complete(prompt, max_tokens, **kw):
-    body = dict(model="dtrain", prompt=prompt, max_tokens=max_tokens, temperature=0, **kw)
+    body = dict(dict(model="dtrain", prompt=prompt, max_tokens=max_tokens, temperature=0), **kw)
     status, text = request("POST", "/v1/completions", body)
     if status != 200:
         fail(f"completion {prompt!r}: HTTP {status} {text}")
     return json.loads(text)
+
+
+usages = []
 
 
 def stream(prompt, max_tokens, stop_after=None, **kw):
@@ -93,6 +96,9 @@ def stream(prompt, max_tokens, stop_after=None, **kw):
             done = True
             break
         chunk = json.loads(payload)
+        if chunk.get("usage") and chunk["choices"] == []:  # stream_options.include_usage: after the last
+            usages.append(chunk["usage"])
+            continue
         if chunk["object"] != "text_completion" or len(chunk["choices"]) != 1 or not chunk["id"].startswith("cmpl-"):
             fail(f"chunk shape: {chunk}")
         texts.append(chunk["choices"][0]["text"])
@@ -203,6 +209,37 @@ for attempt in range(20):
 if not aborted or m['dtrain_kv_blocks{state="used"}'] != 0:
     fail(f"the disconnected stream was not aborted in 20 tries, or its blocks were not freed: {m}")
 
+# n choices, best_of, log-probabilities, include_usage, logit_bias, penalties.
+got = complete(prompt, n, n=3)
+if [c["index"] for c in got["choices"]] != [0, 1, 2] or any(c["text"] != want for c in got["choices"]) \
+        or got["usage"]["completion_tokens"] != 3 * n:
+    fail(f"n=3 greedy: {got}")
+got = complete(prompt, n, logprobs=2)
+lp = got["choices"][0]["logprobs"]
+if len(lp["tokens"]) != n or "".join(lp["tokens"]) != want or any(
+        len(t) != 2 or abs(l - max(t.values())) > 1e-6 or l > 0 for l, t in zip(lp["token_logprobs"], lp["top_logprobs"])) \
+        or lp["text_offset"] != [sum(len(x) for x in lp["tokens"][:i]) for i in range(n)]:
+    fail(f"logprobs: {lp}")
+sampled = complete(prompt, n, temperature=1, seed=7, n=4)["choices"]
+best = complete(prompt, n, temperature=1, seed=7, n=1, best_of=4, logprobs=0)["choices"]
+scores = [sum(complete(prompt, n, temperature=1, seed=7 + i, logprobs=0)["choices"][0]["logprobs"]["token_logprobs"])
+          for i in range(4)]
+if len(best) != 1 or best[0]["text"] != sampled[scores.index(max(scores))]["text"]:
+    fail(f"best_of 4: {best} vs {sampled} scored {scores}")
+got = complete(prompt, n, logit_bias={str(ord("z")): 100})
+if got["choices"][0]["text"] != "z" * n:
+    fail(f"logit_bias +100 on 'z': {got['choices'][0]['text']!r}")
+got = complete(prompt, n, frequency_penalty=2, presence_penalty=2, repetition_penalty=1.5)
+if got["choices"][0]["text"] == want or len(set(got["choices"][0]["text"])) < len(set(want)):
+    fail(f"penalties changed nothing: {got['choices'][0]['text']!r} vs {want!r}")
+got = complete(prompt, n, echo=True)
+if got["choices"][0]["text"] != prompt + want:
+    fail(f"echo: {got['choices'][0]['text']!r}")
+texts, finish, done = stream(prompt, n, stream_options={"include_usage": True})
+if "".join(texts) != want or not done or usages[-1:] != [{"prompt_tokens": len(prompt), "completion_tokens": n,
+                                                           "total_tokens": len(prompt) + n}]:
+    fail(f"include_usage stream: {texts} {usages}")
+
 # Bad requests: OpenAI-style error bodies.
 def expect_error(status_want, body=None, raw=None, code=None, param=None):
     status, text = request("POST", "/v1/completions", body, raw)
@@ -222,7 +259,7 @@ expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": 2, "bogus_fie
 expect_error(400, {"model": "dtrain", "prompt": "x" * context, "max_tokens": 1}, code="context_length_exceeded")
 expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": 0}, param="max_tokens")
 expect_error(400, {"model": "dtrain", "prompt": "x", "max_tokens": -3}, param="max_tokens")
-expect_error(400, {"model": "dtrain", "prompt": "x", "n": 2}, param="n")
+expect_error(400, {"model": "dtrain", "prompt": "x", "n": 17}, param="n")
 expect_error(400, {"model": "dtrain", "prompt": "", "max_tokens": 2}, param="prompt")
 expect_error(404, {"model": "gpt-4", "prompt": "x"}, code="model_not_found")
 # Chat needs a tokenizer and a chat template: a checkpoint's tokens are bytes.

@@ -83,6 +83,48 @@ TEST_F(IoHostile, WrongJsonTypesAreOurOwnMessages) {
   expect_load_fails(DT_ERR_IO, "\"generation\"");
 }
 
+// Issue 31: numbers that wrap and names that hold a NUL, refused as the index is read.
+TEST_F(IoHostile, IndexShardDimsAndShapesThatWrapAreRefused) {
+  io::save_checkpoint(dir_, tensors(1), json::object());
+  const json saved = io::read_checkpoint_index(dir_);
+  json idx = saved;
+  idx["tensors"]["w"]["shard"]["dim"] = UINT64_MAX;  // get<int> made this -1: "whole"
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "shard dim 18446744073709551615; accepted: -1 (whole) or a dim of its shape, 0 to 1");
+  idx["tensors"]["w"]["shard"]["dim"] = 2;  // past the shape [4, 5]
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "shard dim 2");
+  idx["tensors"]["w"]["shard"]["dim"] = -2;
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "shard dim -2");
+  idx = saved;
+  idx["tensors"]["w"]["shape"] = {UINT64_MAX, 5};
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "accepted: dims from 0 to 2^40");
+  idx["tensors"]["w"]["shape"] = {uint64_t(1) << 40, uint64_t(1) << 40};  // each in range, the product not
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "more than 2^59 elements");
+}
+
+TEST_F(IoHostile, ShardNameWithANulIsRefused) {
+  io::save_checkpoint(dir_, tensors(1), json::object());
+  json idx = io::read_checkpoint_index(dir_);
+  const std::string file = idx["weight_map"]["w"].get<std::string>();
+  // "<file>\0junk" would open <file>: the name checked is not the file read.
+  idx["weight_map"]["w"] = file + std::string(1, '\0') + "junk";
+  idx["weight_map"]["b"] = idx["weight_map"]["w"];
+  write(index(), idx.dump());
+  expect_load_fails(DT_ERR_IO, "no NUL");
+  // And below the index, any file opened for reading refuses such a name.
+  try {
+    io::read_file(dir_ + "/" + file + std::string(1, '\0') + "junk");
+    ADD_FAILURE() << "a path with a NUL opened";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), DT_ERR_IO);
+    EXPECT_NE(std::string(e.what()).find("NUL byte"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(IoHostile, FifoInPlaceOfIndexOrDataFileFailsAtOnce) {
   io::save_checkpoint(dir_, tensors(1), json::object());
   const std::string data = data_file();
@@ -139,7 +181,7 @@ TEST_F(IoHostile, AbsurdModelConfigIsRefusedBeforeAllocating) {
   EXPECT_EQ(m, nullptr);
 }
 
-TEST_F(IoHostile, SparseDataFileIsMappedNotRead) {
+TEST_F(IoHostile, SparseDataFileIsNotReadWhole) {
   // "w" is 2 GiB of hole after "b": loading "b" alone must not read (or allocate) the hole.
   const uint64_t big = uint64_t(2) << 30;
   json h = {{"b", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}},

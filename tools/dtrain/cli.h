@@ -120,6 +120,10 @@ void write_loss_svg(const std::string& path, const std::vector<std::pair<int64_t
 
 // Writes `text` to `path`, replacing it (CliError naming the path on failure).
 void write_file(const std::string& path, const std::string& text);
+// Refuses (UsageError naming `flag`, the path and the system's reason) an output file that
+// could not be written, before the work whose result it would hold: a file it creates to
+// find out is removed again, an existing one is left as it was.
+void check_writable(const std::string& flag, const std::string& path);
 
 // A model and an engine from a checkpoint stem (e.g. runs/latest/ckpt), its weights loaded;
 // info: dt_checkpoint_info_json's. tp, pp > 1: the engine on a local mesh of those ranks.

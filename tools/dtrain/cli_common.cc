@@ -1,6 +1,10 @@
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -236,6 +240,17 @@ void Progress::finish(const std::string& status) {
   if (!enabled_) return;
   if (tty_ || last_tenth_ != 10) update(total_, status);  // a log already has its 100% line
   if (tty_) std::fprintf(stderr, "\n");
+}
+
+void check_writable(const std::string& flag, const std::string& path) {
+  errno = 0;
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);  // no O_TRUNC: the old text stays
+  if (fd < 0)
+    throw UsageError(flag + " " + path + ": cannot write it (" + std::strerror(errno) +
+                     "); accepted: a file in an existing, writable directory");
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
 }
 
 void write_file(const std::string& path, const std::string& text) {

@@ -45,6 +45,13 @@ Options sampling_options(const GenerateArgs& a) {
   return g;
 }
 
+// A model's bytes need not be UTF-8 (a byte-level model emits any byte; a BPE text can end
+// inside a character), which JSON text must be: bytes that are not are written as U+FFFD
+// instead of failing after the work (nlohmann's default is to throw type_error 316).
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 // Streams to stdout: the prompt with the first token (so a refused request prints
 // nothing), then each token as it comes.
 struct Stream {
@@ -88,6 +95,7 @@ int32_t print_text(void* user, int32_t, int32_t token) {
 int run_generate_hf(const GenerateArgs& a) {
   if (a.prompt.empty() == a.chat.empty())
     throw UsageError("with --model give --prompt TEXT or --chat '[{\"role\":\"user\",\"content\":...}]', not both");
+  if (!a.json.empty()) check_writable("--json", a.json);  // before loading and generating, not after
   Loaded l;
   l.model = load_hf_module(a.model, a.precision, 0);
   attach_inference_engine(l, a.tp, a.pp);
@@ -132,13 +140,14 @@ int run_generate_hf(const GenerateArgs& a) {
     st_json["prompt_tokens"] = ids;
     st_json["text"] = stream.text;
     if (st == DT_OK) st_json["tokens"] = std::vector<int32_t>(out.begin(), out.begin() + out_len);
-    write_file(a.json, st_json.dump(2) + "\n");
+    write_file(a.json, json_text(st_json));
   }
   return 0;
 }
 
 int run_generate(const GenerateArgs& a) {
   if (!a.model.empty()) return run_generate_hf(a);
+  if (!a.json.empty()) check_writable("--json", a.json);  // before loading and generating, not after
   Loaded l = load_checkpoint(a.checkpoint, a.tp, a.pp);
   const std::string prompt = unescape(a.prompt);
   if (prompt.empty()) throw CliError("--prompt is empty; accepted: at least one byte of text");
@@ -166,7 +175,7 @@ int run_generate(const GenerateArgs& a) {
                1e3 * st["time_to_first_token_s"].get<double>(), 1e3 * st["inter_token_latency_s"].get<double>());
   if (!a.json.empty()) {
     st["text"] = std::string(out.begin(), out.begin() + out_len);
-    write_file(a.json, st.dump(2) + "\n");
+    write_file(a.json, json_text(st));
   }
   return 0;
 }

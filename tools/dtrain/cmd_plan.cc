@@ -114,6 +114,9 @@ void print_pipeline(const nlohmann::json& p, int zero, int64_t micro_batch) {
 // --pp without a model: the schedule itself (dt_pipeline_schedule_json), its actions per
 // rank, the simulated bubble and peaks next to their formulas, and the timeline.
 int run_schedule_plan(const PlanArgs& a) {
+  if (!a.pipe.blocks.empty())  // the schedule alone has no blocks to place: it would be ignored
+    throw UsageError("--pp-blocks " + a.pipe.blocks + " places a model's blocks on the stages; accepted with --model or a "
+                     "shape flag (--layers, ...); without one, plan --pp shows the schedule alone");
   const int64_t P = a.pipe.pp, M = a.steps_micro_batches();
   const int64_t v = a.pipe.virtual_stages > 0 ? a.pipe.virtual_stages : 1;
   Options o = make_options();

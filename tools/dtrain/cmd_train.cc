@@ -94,6 +94,12 @@ void refuse_too_big_run(const TrainArgs& a, bool addition) {
 
 int run_train(TrainArgs a) {
   a.pipe.check();  // a pipeline flag without --pp >= 2 would be ignored
+  // --resume with nothing to resume would quietly start over at step 0 (and overwrite the
+  // run's metrics): refused before any work.
+  if (a.resume && !std::filesystem::exists(a.out + "/ckpt.index.json"))
+    throw UsageError("--resume: no checkpoint to resume in --out " + a.out + " (" + a.out +
+                     "/ckpt.index.json is missing); accepted: the run directory of an earlier dtrain train, or "
+                     "leave out --resume to start at step 0");
   if (a.threads > 0) {
     Options c = make_options();
     set(c.get(), "threads", a.threads);
@@ -217,7 +223,7 @@ int run_train(TrainArgs a) {
   const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
   std::vector<std::pair<int64_t, double>> curve;
   int64_t step = 0;
-  if (a.resume && std::filesystem::exists(ckpt + ".index.json")) {
+  if (a.resume) {  // its checkpoint exists: checked at the start
     check(dt_engine_load(engine.get(), ckpt.c_str()), "resuming from the run's checkpoint");
     check(dt_engine_step(engine.get(), &step), "dt_engine_step");
     // One batch per step, so the data position is a function of the step.
@@ -262,7 +268,26 @@ int run_train(TrainArgs a) {
   }
   bool interrupted = false;
   while (step < last) {
-    check(dt_loader_next(loader.get(), in.get(), tg.get()), "reading a batch");
+    if (const dt_status rs = dt_loader_next(loader.get(), in.get(), tg.get()); rs != DT_OK) {
+      // The data failed mid-run (a token file truncated while in use: DT_ERR_IO): keep what
+      // the run has, as a clean stop does, then fail. Under mpirun the save is collective
+      // and the other ranks may not have failed, so there the last --save-every stands.
+      const std::string why = std::string(dt_last_error_message()) + " [" + dt_status_string(rs) + "]";
+      g_interrupt = nullptr;
+      std::signal(SIGINT, SIG_DFL);
+      std::signal(SIGTERM, SIG_DFL);
+      bar.finish("data failed");
+      std::string kept = "nothing new to save";
+      if (step > first && a.backend != "mpi") {
+        if (lead) metrics.flush();
+        check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+        if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
+        kept = "saved step " + std::to_string(step) + " to " + ckpt + ".index.json; go on with --resume once the data is whole";
+      } else if (step > first) {
+        kept = "not saved (under mpirun the save is collective; the last --save-every checkpoint stands)";
+      }
+      throw CliError("reading the batch of step " + std::to_string(step + 1) + ": " + why + "; " + kept);
+    }
     traffic.before(mesh.get());
     if (a.tp > 1) tp_traffic.before(mesh.get());
     if (a.pipe.pp > 1) pipe_meter.before(mesh.get());

@@ -1,5 +1,7 @@
 #include "model_args.h"
 
+#include <algorithm>
+
 #include "flags.h"
 
 namespace dtcli {
@@ -113,15 +115,44 @@ void PipelineArgs::add_to(CLI::App& app) {
   add_int(&app, "--pp", pp, {1, 1024},
           "Pipeline stages per data-parallel rank: the blocks split into --pp stages in a row (needs --model)")
       ->group("Pipeline");
-  app.add_option("--pp-schedule", schedule,
-                 "With --pp: gpipe, 1f1b (the default), interleaved (with --virtual-stages >= 2) or zb-h1")
+  // Checked as parsed: "" would read as "not given" below, and "3,1," would lose its last
+  // stage on the way to the library, so both are usage errors naming what is accepted.
+  app.add_option(
+         "--pp-schedule",
+         [this](const CLI::results_t& r) {
+           if (r.back().empty()) throw UsageError("--pp-schedule \"\": accepted: gpipe, 1f1b, interleaved, zb-h1");
+           schedule = r.back();
+           return true;
+         },
+         "With --pp: gpipe, 1f1b (the default), interleaved (with --virtual-stages >= 2) or zb-h1")
+      ->type_name("TEXT")
       ->group("Pipeline");
   add_int(&app, "--virtual-stages", virtual_stages, {1, 64},
           "With --pp: model chunks per pipeline rank (interleaved: >= 2, and the micro-batches divisible by --pp)")
       ->group("Pipeline");
-  app.add_option("--pp-blocks", blocks,
-                 "With --pp: blocks per stage in stream order, --pp x --virtual-stages counts (e.g. 3,1); default: "
-                 "balanced, the head counted as vocab / (12 d_model) blocks")
+  app.add_option(
+         "--pp-blocks",
+         [this](const CLI::results_t& r) {
+           const std::string& s = r.back();
+           // Items of 1 to 7 digits, no leading zero (1 to 9999999 blocks), none empty.
+           bool ok = !s.empty() && s.find_first_not_of("0123456789,") == std::string::npos;
+           size_t at = 0;
+           while (ok) {
+             const size_t end = std::min(s.find(',', at), s.size());
+             ok = end > at && end - at <= 7 && s[at] != '0';
+             if (end == s.size()) break;
+             at = end + 1;
+             ok = ok && at < s.size();  // "3,1," ends in an empty item
+           }
+           if (!ok)
+             throw UsageError("--pp-blocks \"" + s + "\": accepted: comma-separated block counts >= 1, one per stage "
+                              "(--pp x --virtual-stages of them, e.g. 3,1)");
+           blocks = s;
+           return true;
+         },
+         "With --pp: blocks per stage in stream order, --pp x --virtual-stages counts (e.g. 3,1); default: "
+         "balanced, the head counted as vocab / (12 d_model) blocks")
+      ->type_name("LIST")
       ->group("Pipeline");
 }
 

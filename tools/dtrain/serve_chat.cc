@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cli.h"
+#include "serve_responses.h"
 
 namespace dtcli {
 namespace {
@@ -55,7 +56,7 @@ nlohmann::json messages_of(const nlohmann::json& j) {
         throw bad(at + "." + k, "'" + at + "." + k + "' is not supported; accepted: role, content, name");
     if (!m.contains("role") || !m["role"].is_string() || !roles.count(m["role"].get<std::string>()))
       throw bad(at + ".role", "'" + at + ".role' must be \"system\", \"user\" or \"assistant\"" +
-                                  (m.contains("role") ? ", not " + serve::dump(m["role"]) : std::string()));
+                                  (m.contains("role") ? ", not " + dump(m["role"]) : std::string()));
     if (!m.contains("content") || m["content"].is_null())
       throw bad(at + ".content", "'" + at + ".content' is required (a string)");
     out.push_back({{"role", m["role"]}, {"content", content_text(m["content"], at + ".content")}});
@@ -66,7 +67,7 @@ nlohmann::json messages_of(const nlohmann::json& j) {
 // The conversation through the chat template, then its tokens (the template's text holds
 // the special tokens: none are added).
 std::vector<int32_t> chat_prompt(const ServedModel& m, const nlohmann::json& messages) {
-  const std::string mj = serve::dump(messages);
+  const std::string mj = dump(messages);
   size_t needed = 0;
   dt_status st = dt_tokenizer_apply_chat_template(m.tokenizer, mj.c_str(), 1, nullptr, 0, &needed);
   std::string text;
@@ -102,14 +103,16 @@ std::vector<int32_t> chat_prompt(const ServedModel& m, const nlohmann::json& mes
 
 CompletionRequest parse_chat(const std::string& body, const ServedModel& m) {
   const nlohmann::json j = serve::parse_body(body);
-  static const std::set<std::string> known = {"model", "messages", "max_tokens", "max_completion_tokens",
-                                              "temperature", "top_p", "top_k", "seed", "stop", "n", "stream",
-                                              "stream_options"};
+  static const std::set<std::string> known = {
+      "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop", "n",
+      "stream", "stream_options", "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty",
+      "repetition_penalty", "logit_bias"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k) && !chat_neutral(k, v))
       throw bad(k, "Unrecognized or unsupported request argument supplied: " + k +
                        "; accepted: model, messages, max_tokens, max_completion_tokens, temperature, top_p, top_k, "
-                       "seed, stop, n (1), stream, stream_options");
+                       "seed, stop, n, stream, stream_options, logprobs, top_logprobs, presence_penalty, "
+                       "frequency_penalty, repetition_penalty, logit_bias, user");
   serve::check_model(j, m.name);
   if (!m.tokenizer)
     throw bad("", "chat completions need the model's tokenizer and chat template: this server serves a checkpoint "
@@ -119,56 +122,17 @@ CompletionRequest parse_chat(const std::string& body, const ServedModel& m) {
   CompletionRequest r;
   r.prompt = chat_prompt(m, messages);
   if (r.prompt.empty()) throw bad("messages", "the conversation renders to no tokens");
-  const int64_t n = static_cast<int64_t>(r.prompt.size());
-  const char* key = j.contains("max_completion_tokens") && !j["max_completion_tokens"].is_null() ? "max_completion_tokens"
-                    : j.contains("max_tokens") && !j["max_tokens"].is_null()                  ? "max_tokens"
-                                                                                               : nullptr;
-  if (key)
-    r.max_tokens = serve::integer(j[key], key, 1, m.context, "1 to the context, " + std::to_string(m.context));
-  else  // OpenAI's default: as many as fit
-    r.max_tokens = std::max<int64_t>(1, std::min(m.context, m.kv_positions) - n);
+  serve::parse_max_tokens(j, m, r, INT64_MAX);  // OpenAI's default for chat: as many as fit
   serve::check_fits(m, r, "messages");
   serve::parse_sampling(j, m, r);
+  const bool lp = j.contains("logprobs") && !j["logprobs"].is_null();
+  if (lp && !j["logprobs"].is_boolean()) throw bad("logprobs", "'logprobs' must be true or false (chat completions)");
+  if (lp && j["logprobs"].get<bool>()) r.logprobs = 0;
+  if (j.contains("top_logprobs") && !j["top_logprobs"].is_null()) {
+    if (r.logprobs < 0) throw bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.logprobs = serve::integer(j["top_logprobs"], "top_logprobs", 0, kMaxLogprobs, "0 to " + std::to_string(kMaxLogprobs));
+  }
   return r;
-}
-
-nlohmann::json chat_completion_json(const std::string& id, const std::string& model, const std::string& content,
-                                    const std::string& finish, int64_t prompt_tokens, int64_t completion_tokens) {
-  return {{"id", id},
-          {"object", "chat.completion"},
-          {"created", unix_seconds()},
-          {"model", model},
-          {"choices",
-           {{{"index", 0},
-             {"message", {{"role", "assistant"}, {"content", content}}},
-             {"logprobs", nullptr},
-             {"finish_reason", finish}}}},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
-}
-
-nlohmann::json chat_chunk_json(const std::string& id, const std::string& model, const nlohmann::json& delta,
-                               const std::string& finish, bool with_usage) {
-  nlohmann::json j = {{"id", id},
-                      {"object", "chat.completion.chunk"},
-                      {"created", unix_seconds()},
-                      {"model", model},
-                      {"choices",
-                       {{{"index", 0},
-                         {"delta", delta},
-                         {"logprobs", nullptr},
-                         {"finish_reason", finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish)}}}}};
-  if (with_usage) j["usage"] = nullptr;
-  return j;
-}
-
-nlohmann::json chat_usage_chunk_json(const std::string& id, const std::string& model, int64_t prompt_tokens,
-                                     int64_t completion_tokens) {
-  return {{"id", id},
-          {"object", "chat.completion.chunk"},
-          {"created", unix_seconds()},
-          {"model", model},
-          {"choices", nlohmann::json::array()},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
 }
 
 }  // namespace dtcli

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <atomic>
+#include <random>
 #include <set>
 
 #include "cli.h"
+#include "serve_responses.h"
 
 namespace dtcli {
 namespace serve {
@@ -15,20 +18,14 @@ HttpError bad(const std::string& param, const std::string& message, const std::s
 }
 
 nlohmann::json parse_body(const std::string& body) {
-  nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded()) throw bad("", "the request body is not valid JSON");
+  nlohmann::json j = parse_request_json(body);
   if (!j.is_object()) throw bad("", "the request body must be a JSON object");
   return j;
 }
 
 bool neutral(const std::string& key, const nlohmann::json& v) {
   if (key == "user") return v.is_string();
-  if (key == "logprobs") return v.is_null() || v == false;
-  if (key == "suffix" || key == "top_logprobs") return v.is_null();
-  if (key == "echo") return v.is_null() || v == false;
-  if (key == "best_of") return v.is_null() || v == 1;
-  if (key == "presence_penalty" || key == "frequency_penalty") return v.is_null() || (v.is_number() && v == 0);
-  if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
+  if (key == "suffix") return v.is_null();
   return false;
 }
 
@@ -42,12 +39,12 @@ double number(const nlohmann::json& v, const std::string& key, double lo, double
 
 int64_t integer(const nlohmann::json& v, const std::string& key, int64_t lo, int64_t hi, const std::string& accepted) {
   if (!v.is_number_integer()) throw bad(key, "'" + key + "' must be an integer (" + accepted + ")");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))  // would wrap
+    throw bad(key, "'" + key + "' = " + v.dump() + " is out of range; accepted: " + accepted);
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) throw bad(key, "'" + key + "' = " + v.dump() + " is out of range; accepted: " + accepted);
   return x;
 }
-
-std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 void check_model(const nlohmann::json& j, const std::string& model_name) {
   if (!j.contains("model") || !j["model"].is_string()) throw bad("model", "'model' is required (a string)");
@@ -57,22 +54,62 @@ void check_model(const nlohmann::json& j, const std::string& model_name) {
                     "invalid_request_error", "model", "model_not_found"};
 }
 
+namespace {
+bool given(const nlohmann::json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}, as dt_server_submit's "id:bias,...".
+std::string logit_bias(const nlohmann::json& v, int64_t vocab) {
+  if (!v.is_object()) throw bad("logit_bias", "'logit_bias' must be an object {\"token id\": bias}");
+  if (v.size() > 300) throw bad("logit_bias", "'logit_bias' holds " + std::to_string(v.size()) + " entries; accepted: up to 300");
+  std::string out;
+  for (const auto& [k, b] : v.items()) {
+    const bool digits = !k.empty() && k.size() < 10 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoll(k) >= vocab)
+      throw bad("logit_bias", "logit_bias key \"" + k + "\" is not a token id; accepted: 0 to " + std::to_string(vocab - 1));
+    const double x = number(b, "logit_bias", -100, 100, "a bias from -100 to 100");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s:%.9g", out.empty() ? "" : ",", k.c_str(), x);
+    out += buf;
+  }
+  return out;
+}
+}  // namespace
+
 void parse_sampling(const nlohmann::json& j, const ServedModel& m, CompletionRequest& r) {
-  if (j.contains("temperature") && !j["temperature"].is_null())
-    r.temperature = number(j["temperature"], "temperature", 0, 2, "0 to 2");
-  if (j.contains("top_p") && !j["top_p"].is_null()) r.top_p = number(j["top_p"], "top_p", 1e-9, 1, "(0, 1]");
-  if (j.contains("top_k") && !j["top_k"].is_null()) {
+  if (given(j, "temperature")) r.temperature = number(j["temperature"], "temperature", 0, 2, "0 to 2");
+  if (given(j, "top_p")) {
+    r.top_p = number(j["top_p"], "top_p", 0, 1, "greater than 0, at most 1");
+    if (r.top_p <= 0) throw bad("top_p", "'top_p' = " + j["top_p"].dump() + " is out of range; accepted: greater than 0, at most 1");
+  }
+  if (given(j, "top_k")) {
     // -1 is vLLM's "all", as is 0 here.
-    r.top_k = integer(j["top_k"], "top_k", -1, m.vocab, "-1 or 0 (all), or 1 to the vocabulary size");
+    r.top_k = integer(j["top_k"], "top_k", -1, m.vocab, "-1 or 0 (all), or 1 to " + std::to_string(m.vocab) + " (the vocabulary)");
     if (r.top_k < 0) r.top_k = 0;
   }
-  if (j.contains("seed") && !j["seed"].is_null()) r.seed = integer(j["seed"], "seed", INT64_MIN, INT64_MAX, "an integer");
-  if (j.contains("n") && !j["n"].is_null()) integer(j["n"], "n", 1, 1, "1");
-  if (j.contains("stream") && !j["stream"].is_null()) {
+  if (given(j, "seed")) {
+    r.seed = static_cast<uint64_t>(integer(j["seed"], "seed", INT64_MIN, INT64_MAX, "an integer from -2^63 to 2^63-1"));
+  } else {
+    static std::atomic<uint64_t> counter{std::random_device{}()};
+    r.seed = counter.fetch_add(0x9E3779B97F4A7C15ull);  // a different draw per request
+  }
+  if (given(j, "presence_penalty")) r.presence_penalty = number(j["presence_penalty"], "presence_penalty", -2, 2, "-2 to 2");
+  if (given(j, "frequency_penalty")) r.frequency_penalty = number(j["frequency_penalty"], "frequency_penalty", -2, 2, "-2 to 2");
+  if (given(j, "repetition_penalty")) {
+    r.repetition_penalty = number(j["repetition_penalty"], "repetition_penalty", 0, 2, "greater than 0, at most 2 (1: none)");
+    if (r.repetition_penalty <= 0) throw bad("repetition_penalty", "'repetition_penalty' must be greater than 0 (1: none)");
+  }
+  if (given(j, "logit_bias")) r.logit_bias = logit_bias(j["logit_bias"], m.vocab);
+  if (given(j, "stream")) {
     if (!j["stream"].is_boolean()) throw bad("stream", "'stream' must be true or false");
     r.stream = j["stream"];
   }
-  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+  if (given(j, "n")) r.n = integer(j["n"], "n", 1, kMaxChoices, "1 to " + std::to_string(kMaxChoices));
+  r.best_of = r.n;
+  if (given(j, "best_of")) {
+    r.best_of = integer(j["best_of"], "best_of", r.n, kMaxChoices, "n (" + std::to_string(r.n) + ") to " + std::to_string(kMaxChoices));
+    if (r.stream && r.best_of > r.n) throw bad("best_of", "'best_of' greater than 'n' cannot be streamed (the best are known only at the end)");
+  }
+  if (given(j, "stream_options")) {
     const nlohmann::json& so = j["stream_options"];
     if (!so.is_object()) throw bad("stream_options", "'stream_options' must be an object ({\"include_usage\": true})");
     if (!r.stream) throw bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
@@ -83,7 +120,7 @@ void parse_sampling(const nlohmann::json& j, const ServedModel& m, CompletionReq
       r.include_usage = v.is_boolean() && v.get<bool>();
     }
   }
-  if (j.contains("stop") && !j["stop"].is_null()) {
+  if (given(j, "stop")) {
     const nlohmann::json& s = j["stop"];
     std::vector<nlohmann::json> items = s.is_array() ? std::vector<nlohmann::json>(s.begin(), s.end())
                                                      : std::vector<nlohmann::json>{s};
@@ -95,16 +132,23 @@ void parse_sampling(const nlohmann::json& j, const ServedModel& m, CompletionReq
   }
 }
 
+void parse_max_tokens(const nlohmann::json& j, const ServedModel& m, CompletionRequest& r, int64_t fallback) {
+  const char* key = given(j, "max_completion_tokens") ? "max_completion_tokens" : given(j, "max_tokens") ? "max_tokens" : nullptr;
+  const int64_t room = std::min(m.context, m.kv_positions) - static_cast<int64_t>(r.prompt.size());
+  if (key) r.max_tokens = integer(j[key], key, 1, INT64_MAX, "at least 1");
+  else r.max_tokens = std::max<int64_t>(1, std::min(fallback, room));  // a small model's context still answers
+}
+
 void check_fits(const ServedModel& m, const CompletionRequest& r, const std::string& param) {
   const int64_t n = static_cast<int64_t>(r.prompt.size());
-  if (n + r.max_tokens > m.context)
+  if (r.max_tokens > m.context - n)
     throw bad(param, "This model's context is " + std::to_string(m.context) + " tokens, but " +
                          std::to_string(n + r.max_tokens) + " were requested (" + std::to_string(n) +
                          " in the prompt, " + std::to_string(r.max_tokens) +
                          " for the completion); shorten the " + (param == "messages" ? "messages" : "prompt") +
                          " or max_tokens",
               "context_length_exceeded");
-  if (n + r.max_tokens > m.kv_positions)
+  if (r.max_tokens > m.kv_positions - n)
     throw bad("max_tokens", "the request needs " + std::to_string(n + r.max_tokens) + " positions of KV cache; this "
                             "server holds " + std::to_string(m.kv_positions) + " per replica (dtrain serve --kv-blocks)",
               "kv_cache_exceeded");
@@ -115,7 +159,6 @@ void check_fits(const ServedModel& m, const CompletionRequest& r, const std::str
 namespace {
 
 using serve::bad;
-using serve::dump;
 using serve::integer;
 
 // The longest prefix of text[0, n) that does not end inside a UTF-8 character: a byte-level
@@ -166,140 +209,151 @@ std::string HttpError::body() const {
 
 CompletionRequest parse_completion(const std::string& body, const ServedModel& m) {
   const nlohmann::json j = serve::parse_body(body);
-  static const std::set<std::string> known = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k",
-                                              "seed", "stop", "n", "stream", "stream_options"};
+  static const std::set<std::string> known = {
+      "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "n", "best_of", "stream",
+      "stream_options", "logprobs", "echo", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias"};
   for (const auto& [k, v] : j.items())
     if (!known.count(k) && !serve::neutral(k, v))
       throw bad(k, "Unrecognized or unsupported request argument supplied: " + k +
-                       "; accepted: model, prompt, max_tokens, temperature, top_p, top_k, seed, stop, n (1), "
-                       "stream, stream_options");
+                       "; accepted: model, prompt, max_tokens, temperature, top_p, top_k, seed, stop, n, best_of, "
+                       "stream, stream_options, logprobs, echo, presence_penalty, frequency_penalty, "
+                       "repetition_penalty, logit_bias, user, suffix (null)");
   serve::check_model(j, m.name);
   CompletionRequest r;
   if (!j.contains("prompt")) throw bad("prompt", "'prompt' is required");
   const nlohmann::json& p = j["prompt"];
   const bool text = p.is_string() || (p.is_array() && p.size() == 1 && p[0].is_string());
   if (text) {
-    const std::string s = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
+    r.prompt_text = p.is_string() ? p.get<std::string>() : p[0].get<std::string>();
     if (m.tokenizer) {
-      r.prompt = prompt_ids(m.tokenizer, s);
+      r.prompt = prompt_ids(m.tokenizer, r.prompt_text);
     } else {
-      for (unsigned char c : s) r.prompt.push_back(c);  // bytes of a string are unsigned
+      for (unsigned char c : r.prompt_text) r.prompt.push_back(c);  // bytes of a string are unsigned
     }
   } else if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const auto& x) { return x.is_number_integer(); })) {
     for (const auto& x : p)
       r.prompt.push_back(static_cast<int32_t>(integer(x, "prompt", 0, m.vocab - 1, "token ids in [0, " + std::to_string(m.vocab) + ")")));
+    for (int32_t t : r.prompt) r.prompt_text += token_text(m, t);
+  } else if (p.is_array() && p.size() > 1) {
+    throw bad("prompt", "'prompt' holds " + std::to_string(p.size()) + " prompts; this server takes one per request "
+                        "(a string, a list of one string, or a list of token ids): send one request per prompt");
   } else {
     throw bad("prompt", "'prompt' must be a string, a list of one string, or a list of token ids");
   }
   if (r.prompt.empty()) throw bad("prompt", "'prompt' is empty; accepted: at least one token");
-  for (int32_t t : r.prompt)
-    if (t >= m.vocab)
-      throw bad("prompt", "the prompt holds token " + std::to_string(t) + ", outside this model's vocabulary of " +
-                              std::to_string(m.vocab));
-  if (j.contains("max_tokens") && !j["max_tokens"].is_null())
-    r.max_tokens = integer(j["max_tokens"], "max_tokens", 1, m.context, "1 to the context, " + std::to_string(m.context));
+  serve::parse_max_tokens(j, m, r, 16);  // OpenAI's default for completions
   serve::check_fits(m, r, "prompt");
   serve::parse_sampling(j, m, r);
+  if (j.contains("logprobs") && !j["logprobs"].is_null())
+    r.logprobs = integer(j["logprobs"], "logprobs", 0, kMaxLogprobs, "0 to " + std::to_string(kMaxLogprobs));
+  if (j.contains("echo") && !j["echo"].is_null()) {
+    if (!j["echo"].is_boolean()) throw bad("echo", "'echo' must be true or false");
+    r.echo = j["echo"];
+  }
+  if (r.echo && r.logprobs >= 0)
+    throw bad("echo", "'echo' with 'logprobs' needs the prompt's log-probabilities, which this server does not "
+                      "compute; send echo or logprobs, not both");
   return r;
 }
 
-Completion::Completion(dt_server* server, const ServedModel& m, const CompletionRequest& r)
-    : server_(server), prompt_tokens_(static_cast<int64_t>(r.prompt.size())), stop_(r.stop) {
-  Options o = make_options();
-  set(o.get(), "max_tokens", r.max_tokens);
-  set(o.get(), "temperature", r.temperature);
-  set(o.get(), "top_p", r.top_p);
-  set(o.get(), "top_k", r.top_k);
-  set(o.get(), "seed", r.seed);
+nlohmann::json parse_request_json(const std::string& body) {
+  // One pass over the text, outside strings, counting depth and values.
+  const size_t max_values = std::max<size_t>(1024, body.size() / 4);
+  int depth = 0;
+  size_t values = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true, ++values;
+    else if (c == '[' || c == '{') {
+      if (++depth > 64) throw bad("", "the request body nests JSON deeper than 64 levels");
+      ++values;
+    } else if (c == ']' || c == '}') --depth;
+    else if (c == ',') ++values;
+    if (values > max_values) throw bad("", "the request body holds more JSON values than its size allows");
+  }
+  // Duplicate keys: nlohmann keeps the last silently; a SAX pass finds them.
+  struct Keys : nlohmann::json_sax<nlohmann::json> {
+    std::vector<std::set<std::string>> open;
+    std::string dup;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return false; }
+    bool start_object(std::size_t) override { return open.emplace_back(), true; }
+    bool key(string_t& k) override { return open.back().insert(k).second || (dup = k, false); }
+    bool end_object() override { return open.pop_back(), true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  } keys;
+  if (!nlohmann::json::sax_parse(body, &keys, nlohmann::json::input_format_t::json, true)) {
+    if (!keys.dup.empty()) throw bad(keys.dup, "the key \"" + keys.dup + "\" appears twice in one object");
+    throw bad("", "the request body is not valid JSON");
+  }
+  return nlohmann::json::parse(body);
+}
+
+std::string token_text(const ServedModel& m, int32_t token) {
+  if (!m.tokenizer) return std::string(1, static_cast<char>(token));
+  return read_text([&](char* b, size_t c, size_t* n) { return dt_tokenizer_decode(m.tokenizer, &token, 1, 0, b, c, n); },
+                   "dt_tokenizer_decode");
+}
+
+CompletionText::CompletionText(const ServedModel& m, const std::vector<std::string>& stop) : stop_(stop) {
   for (const std::string& s : stop_) hold_ = std::max(hold_, s.size() - 1);
-  std::string ids;
-  if (m.tokenizer) {
-    // The model's end-of-sequence ids end the request ("stop"); the stop strings are found
-    // in the detokenized text.
-    stop_ids_ = m.eos_ids;
-    for (int32_t t : stop_ids_) ids += (ids.empty() ? "" : ",") + std::to_string(t);
-    if (dt_detokenizer_create(m.tokenizer, 1, &detok_) != DT_OK)
-      throw HttpError{500, dt_last_error_message(), "server_error", "", ""};
-  } else {
-    // A one-byte stop string is also a stop token, so the engine ends the request at once;
-    // longer ones are found in the text here.
-    for (const std::string& s : stop_)
-      if (s.size() == 1) ids += (ids.empty() ? "" : ",") + std::to_string(static_cast<unsigned char>(s[0]));
-  }
-  if (!ids.empty()) set(o.get(), "stop_tokens", ids);
-  const dt_status st = dt_server_submit(server_, r.prompt.data(), prompt_tokens_, o.get(), nullptr, nullptr, &id_);
-  if (st != DT_OK) {
-    const std::string msg = dt_last_error_message();
-    dt_detokenizer_destroy(detok_);
-    detok_ = nullptr;
-    if (st == DT_ERR_UNAVAILABLE) throw HttpError{503, msg, "server_error", "", "unavailable"};
-    throw bad("", msg);
-  }
+  if (m.tokenizer && dt_detokenizer_create(m.tokenizer, 1, &detok_) != DT_OK)
+    throw HttpError{500, dt_last_error_message(), "server_error", "", ""};
 }
 
-Completion::~Completion() {
-  if (!done_) cancel();
-  // Takes what is left so that the server forgets the id.
-  while (!forgotten_) {
-    int32_t buf[256], state = 0, fin = 0;
-    int64_t n = 0;
-    if (dt_server_poll(server_, id_, buf, 256, &n, &state, &fin, 1000) != DT_OK || fin) forgotten_ = true;
-  }
-  dt_detokenizer_destroy(detok_);
-}
+CompletionText::~CompletionText() { dt_detokenizer_destroy(detok_); }
 
-void Completion::cancel() {
-  dt_server_cancel(server_, id_);  // NOT_FOUND when it already ended: nothing to do
-  if (finish_.empty()) finish_ = "abort";
-  done_ = true;
-}
-
-void Completion::take(int32_t token) {
-  if (!detok_) {
-    text_ += static_cast<char>(token);
-    return;
-  }
-  check(dt_detokenizer_push(detok_, token), "decoding the completion");
-  text_ += detok_text(detok_);
-}
-
-std::string Completion::advance(int32_t timeout_ms) {
-  if (done_) return "";
-  int32_t buf[256], state = 0, fin = 0;
-  int64_t n = 0;
-  check(dt_server_poll(server_, id_, buf, 256, &n, &state, &fin, timeout_ms), "dt_server_poll");
-  forgotten_ = forgotten_ || fin;
-  // A token at a time: the usage counts the tokens up to the one that completed a stop string.
+void CompletionText::add(const std::string& piece) {
+  if (piece.empty() || stopped_) return;
+  const size_t before = text_.size();
+  text_ += piece;
   size_t cut = std::string::npos;
-  for (int64_t i = 0; i <= n && cut == std::string::npos; ++i) {
-    const size_t before = text_.size();
-    if (i < n) {
-      ++tokens_;
-      last_token_ = buf[i];
-      take(buf[i]);
-    } else if (fin && detok_) {  // the end: what the detokenizer held back
-      check(dt_detokenizer_finish(detok_), "decoding the completion");
-      text_ += detok_text(detok_);
-    }
-    if (text_.size() == before) continue;
-    for (const std::string& s : stop_) {  // only where the new text can complete it
-      const size_t from = before >= s.size() - 1 ? before - (s.size() - 1) : 0;
-      cut = std::min(cut, text_.find(s, from));
-    }
-  }
-  if (cut != std::string::npos) {  // a stop string: the text ends before it
+  for (const std::string& s : stop_)  // only where the new text can complete one
+    cut = std::min(cut, text_.find(s, before >= s.size() - 1 ? before - (s.size() - 1) : 0));
+  if (cut != std::string::npos) {
     text_.resize(cut);
-    finish_ = "stop";
-    if (!fin) dt_server_cancel(server_, id_);
-    done_ = true;
-  } else if (fin) {
-    const bool eos = std::find(stop_ids_.begin(), stop_ids_.end(), last_token_) != stop_ids_.end();
-    finish_ = state == DT_REQUEST_FINISHED ? (eos ? "stop" : "length")
-              : state == DT_REQUEST_REJECTED ? "rejected" : "abort";
-    done_ = true;
+    stopped_ = true;
   }
-  size_t ready = done_ ? text_.size() : (text_.size() > hold_ ? text_.size() - hold_ : 0);
-  if (!done_) ready = utf8_complete(text_, ready);
+}
+
+bool CompletionText::push(int32_t token) {
+  if (stopped_ || finished_) return stopped_;
+  ++tokens_;
+  if (!detok_) {
+    add(std::string(1, static_cast<char>(token)));
+  } else {
+    check(dt_detokenizer_push(detok_, token), "decoding the completion");
+    add(detok_text(detok_));
+  }
+  return stopped_;
+}
+
+void CompletionText::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (detok_ && !stopped_) {
+    check(dt_detokenizer_finish(detok_), "decoding the completion");
+    add(detok_text(detok_));
+  }
+}
+
+std::string CompletionText::take() {
+  const bool all = stopped_ || finished_;
+  size_t ready = all ? text_.size() : (text_.size() > hold_ ? text_.size() - hold_ : 0);
+  if (!all) ready = utf8_complete(text_, ready);
   std::string out = ready > sent_ ? text_.substr(sent_, ready - sent_) : "";
   sent_ = std::max(sent_, ready);
   return out;
@@ -312,26 +366,6 @@ int64_t unix_seconds() {
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens}};
-}
-
-nlohmann::json completion_json(const std::string& id, const std::string& model, const std::string& text,
-                               const std::string& finish, int64_t prompt_tokens, int64_t completion_tokens) {
-  return {{"id", id},
-          {"object", "text_completion"},
-          {"created", unix_seconds()},
-          {"model", model},
-          {"choices", {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish}}}},
-          {"usage", usage_json(prompt_tokens, completion_tokens)}};
-}
-
-nlohmann::json chunk_json(const std::string& id, const std::string& model, const std::string& text,
-                          const std::string& finish) {
-  nlohmann::json f = finish.empty() ? nlohmann::json(nullptr) : nlohmann::json(finish);
-  return {{"id", id},
-          {"object", "text_completion"},
-          {"created", unix_seconds()},
-          {"model", model},
-          {"choices", {{{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", f}}}}};
 }
 
 }  // namespace dtcli

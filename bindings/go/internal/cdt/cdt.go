@@ -174,57 +174,57 @@ typedef _gostring_ swig_type_144;
 typedef _goslice_ swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
-typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef long long swig_type_148;
+typedef long long swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _gostring_ swig_type_155;
+typedef _goslice_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
 typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
-typedef _goslice_ swig_type_160;
+typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _gostring_ swig_type_164;
-typedef long long swig_type_165;
+typedef _goslice_ swig_type_164;
+typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef long long swig_type_167;
-typedef _goslice_ swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef long long swig_type_169;
 typedef _gostring_ swig_type_170;
-typedef _gostring_ swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef _goslice_ swig_type_173;
+typedef long long swig_type_171;
+typedef _goslice_ swig_type_172;
+typedef _gostring_ swig_type_173;
 typedef _gostring_ swig_type_174;
 typedef _gostring_ swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef _gostring_ swig_type_177;
+typedef _gostring_ swig_type_176;
+typedef _goslice_ swig_type_177;
 typedef _gostring_ swig_type_178;
 typedef _gostring_ swig_type_179;
-typedef _gostring_ swig_type_180;
-typedef _goslice_ swig_type_181;
+typedef _goslice_ swig_type_180;
+typedef _gostring_ swig_type_181;
 typedef _gostring_ swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
+typedef _goslice_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef long long swig_type_187;
+typedef _gostring_ swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
 typedef _gostring_ swig_type_190;
-typedef _gostring_ swig_type_191;
+typedef long long swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef long long swig_type_193;
-typedef long long swig_type_194;
+typedef _gostring_ swig_type_193;
+typedef _gostring_ swig_type_194;
 typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
-typedef _gostring_ swig_type_197;
-typedef _gostring_ swig_type_198;
+typedef long long swig_type_197;
+typedef long long swig_type_198;
 typedef _gostring_ swig_type_199;
 typedef _gostring_ swig_type_200;
 typedef _gostring_ swig_type_201;
@@ -232,6 +232,10 @@ typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
 typedef _gostring_ swig_type_204;
 typedef _gostring_ swig_type_205;
+typedef _gostring_ swig_type_206;
+typedef _gostring_ swig_type_207;
+typedef _gostring_ swig_type_208;
+typedef _gostring_ swig_type_209;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -370,45 +374,47 @@ extern swig_type_141 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, 
 extern swig_type_142 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
 extern swig_type_144 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
 extern swig_type_146 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_147 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_148 arg1, swig_voidp arg2);
-extern swig_type_149 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_150 arg1, swig_type_151 arg2, swig_voidp arg3);
-extern swig_type_152 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_153 arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_154 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_155 arg2, uintptr_t arg3);
-extern swig_type_156 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_157 arg2, uintptr_t arg3);
-extern swig_type_158 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_159 arg1, swig_type_160 arg2, swig_voidp arg3);
-extern swig_type_161 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_162 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_147 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, int arg7, swig_type_149 arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, int arg12);
+extern swig_type_150 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
+extern swig_type_151 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_152 arg1, swig_voidp arg2);
+extern swig_type_153 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_154 arg1, swig_type_155 arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_157 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_158 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_159 arg2, uintptr_t arg3);
+extern swig_type_160 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_161 arg2, uintptr_t arg3);
+extern swig_type_162 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_163 arg1, swig_type_164 arg2, swig_voidp arg3);
+extern swig_type_165 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_166 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_tokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_163 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_164 arg2, int arg3, swig_voidp arg4, swig_type_165 arg5, swig_voidp arg6);
-extern swig_type_166 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_167 arg3, int arg4, swig_type_168 arg5, swig_voidp arg6);
-extern swig_type_169 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_170 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
-extern swig_type_172 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
-extern swig_type_174 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_175 arg2, int arg3, swig_type_176 arg4, swig_voidp arg5);
-extern swig_type_177 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_167 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_168 arg2, int arg3, swig_voidp arg4, swig_type_169 arg5, swig_voidp arg6);
+extern swig_type_170 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_171 arg3, int arg4, swig_type_172 arg5, swig_voidp arg6);
+extern swig_type_173 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_174 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
+extern swig_type_176 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_179 arg2, int arg3, swig_type_180 arg4, swig_voidp arg5);
+extern swig_type_181 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
 extern void _wrap_dt_detokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_178 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_179 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_180 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
-extern swig_type_182 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_183 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_182 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_183 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_184 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern swig_type_186 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_187 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_184 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_185 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_186 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_188 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_188 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_189 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_190 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_191 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_192 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_189 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_190 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_191 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_192 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3);
-extern swig_type_195 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_196 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_197 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_198 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_199 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_200 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_201 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_202 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_203 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_204 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_205 arg1);
+extern swig_type_193 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_194 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_195 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_196 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_197 arg2, swig_type_198 arg3);
+extern swig_type_199 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_200 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_202 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_203 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_204 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_205 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_206 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_207 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_208 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_209 arg1);
 #undef intgo
 */
 import "C"
@@ -2183,11 +2189,49 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func Dt_server_poll_logprobs(arg1 Server, arg2 int64, arg3 *int32, arg4 *float32, arg5 *int32, arg6 *float32, arg7 int32, arg8 int64, arg9 *int64, arg10 *int32, arg11 *int32, arg12 int32) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	_swig_i_7 := arg8
+	_swig_i_8 := arg9
+	_swig_i_9 := arg10
+	_swig_i_10 := arg11
+	_swig_i_11 := arg12
+	swig_r_p := C._wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.int(_swig_i_6), C.swig_type_149(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.int(_swig_i_11))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
+func Dt_server_event_logprobs(arg1 Server, arg2 *float32, arg3 *int32, arg4 *float32, arg5 int32, arg6 *int32) (_swig_ret Status) {
+	var swig_r string
+	var _swig_i_0 uintptr
+_swig_i_0 = uintptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r_p := C._wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.int(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_148)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_152)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2202,7 +2246,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_154)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2221,7 +2265,7 @@ func Dt_module_create_from_hf(arg1 string, arg2 Options, arg3 *Module) (_swig_re
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2238,7 +2282,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2255,7 +2299,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2270,7 +2314,7 @@ func Dt_hf_inspect_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_163)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2289,7 +2333,7 @@ func Dt_tokenizer_create(arg1 string, arg2 Options, arg3 *Tokenizer) (_swig_ret 
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_166)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2314,7 +2358,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_165(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_169(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2333,7 +2377,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_167(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_171(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
@@ -2361,7 +2405,7 @@ func Dt_tokenizer_token_to_id(arg1 Tokenizer, arg2 string, arg3 *int32) (_swig_r
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2377,7 +2421,7 @@ func Dt_tokenizer_info_json(arg1 Tokenizer, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2395,7 +2439,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2456,7 +2500,7 @@ func Dt_detokenizer_text(arg1 Detokenizer, arg2 []byte, arg3 *int64) (_swig_ret 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2472,7 +2516,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_183)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_187)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2519,7 +2563,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2592,7 +2636,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_type_194(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1), C.swig_type_198(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2659,7 +2703,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_200)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_204)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2705,7 +2749,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_205)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_209)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

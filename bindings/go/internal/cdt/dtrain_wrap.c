@@ -2521,6 +2521,64 @@ _gostring_ _wrap_dt_server_model_info_cdt_9ef706f7a1559335(dt_server *_swig_go_0
 }
 
 
+_gostring_ _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(dt_server *_swig_go_0, long long _swig_go_1, int *_swig_go_2, float *_swig_go_3, int *_swig_go_4, float *_swig_go_5, int _swig_go_6, long long _swig_go_7, long long *_swig_go_8, int *_swig_go_9, int *_swig_go_10, int _swig_go_11) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  int64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  float *arg6 = (float *) 0 ;
+  int32_t arg7 ;
+  int64_t arg8 ;
+  int64_t *arg9 = (int64_t *) 0 ;
+  int32_t *arg10 = (int32_t *) 0 ;
+  int32_t *arg11 = (int32_t *) 0 ;
+  int32_t arg12 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = *(float **)&_swig_go_3; 
+  arg5 = (int32_t *)_swig_go_4; 
+  arg6 = *(float **)&_swig_go_5; 
+  arg7 = (int32_t)_swig_go_6; 
+  arg8 = (int64_t)_swig_go_7; 
+  arg9 = (int64_t *)_swig_go_8; 
+  arg10 = (int32_t *)_swig_go_9; 
+  arg11 = (int32_t *)_swig_go_10; 
+  arg12 = (int32_t)_swig_go_11; 
+  
+  result = (dt_status)dt_server_poll_logprobs(arg1,arg2,arg3,arg4,arg5,arg6,arg7,arg8,arg9,arg10,arg11,arg12);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(dt_server *_swig_go_0, float *_swig_go_1, int *_swig_go_2, float *_swig_go_3, int _swig_go_4, int *_swig_go_5) {
+  dt_server *arg1 = (dt_server *) 0 ;
+  float *arg2 = (float *) 0 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  int32_t arg5 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_server *)_swig_go_0; 
+  arg2 = *(float **)&_swig_go_1; 
+  arg3 = (int32_t *)_swig_go_2; 
+  arg4 = *(float **)&_swig_go_3; 
+  arg5 = (int32_t)_swig_go_4; 
+  arg6 = (int32_t *)_swig_go_5; 
+  
+  result = (dt_status)dt_server_event_logprobs(arg1,arg2,arg3,arg4,arg5,arg6);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, dt_module **_swig_go_1) {
   char *arg1 = (char *) 0 ;
   dt_module **arg2 = (dt_module **) 0 ;

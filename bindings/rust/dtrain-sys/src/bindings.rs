@@ -1075,7 +1075,19 @@ extern "C" {
     #[doc = " Submits a request: prompt_len (>= 1) token ids in [0, vocab_size). options: NULL or"]
     #[doc = "  keys \"max_tokens\" (>= 1, default 16), \"temperature\" (>= 0, default 0: greedy), \"top_k\""]
     #[doc = "  (>= 0), \"top_p\" ((0, 1]), \"seed\" (int), \"stop_tokens\" (string of ids, \"3,7\"; the output"]
-    #[doc = "  ends after one of them). on_event: NULL to collect the tokens with dt_server_poll."]
+    #[doc = "  ends after one of them), and the OpenAI completions API's, applied in this order to the"]
+    #[doc = "  logits before temperature, top_k and top_p (greedy takes the argmax of the result):"]
+    #[doc = "  \"logit_bias\" (string \"id:bias,id:bias\", such as \"50256:-100,11:2.5\"; ids in"]
+    #[doc = "  [0, vocab_size), each once; biases in [-100, 100]; at most 300 entries: added to those"]
+    #[doc = "  ids' logits), \"repetition_penalty\" (double in (0, 2], default 1: off; each distinct token"]
+    #[doc = "  of the prompt or the output so far has its logit divided by it if positive, multiplied"]
+    #[doc = "  if not), \"presence_penalty\" and \"frequency_penalty\" (doubles in [-2, 2], default 0:"]
+    #[doc = "  logit -= presence * (count > 0) + frequency * count, count = the token's occurrences in"]
+    #[doc = "  the output so far, the prompt not counted), \"logprobs\" (int in [0, 20], default -1: none;"]
+    #[doc = "  k >= 0 records each output token's log-probability and the k most likely tokens'; see"]
+    #[doc = "  dt_server_poll_logprobs). The draw stays keyed by (seed, index of the token in the"]
+    #[doc = "  output), so a request's tokens do not depend on what else runs."]
+    #[doc = "  on_event: NULL to collect the tokens with dt_server_poll or dt_server_poll_logprobs."]
     #[doc = "  *out_id gets the request's id. A request that can never run is accepted and then"]
     #[doc = "  rejected (its end event says why); bad arguments fail here (DT_ERR_INVALID_ARGUMENT);"]
     #[doc = "  DT_ERR_UNAVAILABLE while the server drains or after it failed. Thread-safe."]
@@ -1142,6 +1154,51 @@ extern "C" {
         server: *mut dt_server,
         context: *mut i64,
         vocab_size: *mut i64,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " dt_server_poll for a request submitted with \"logprobs\" = k >= 0, with each token's"]
+    #[doc = "  log-probabilities beside it. A log-probability is log-softmax of the model's own logits"]
+    #[doc = "  for that position (before logit_bias, the penalties, temperature, top_k and top_p; what"]
+    #[doc = "  the model gives, whatever was drawn). For token i of the *n_out taken: tokens[i],"]
+    #[doc = "  logprobs[i] (its log-probability; NULL: not wanted), and row i of top_ids /"]
+    #[doc = "  top_logprobs, entries [i * top_stride, (i + 1) * top_stride): the min(k, top_stride)"]
+    #[doc = "  most likely tokens by descending log-probability (lower id first on ties; the drawn"]
+    #[doc = "  token may or may not be among them), the rest of the row -1 / -INFINITY. top_stride in"]
+    #[doc = "  [0, 20]; top_ids and top_logprobs hold capacity x top_stride entries (NULL allowed when"]
+    #[doc = "  top_stride is 0). DT_ERR_INVALID_ARGUMENT, with nothing taken, for a request submitted"]
+    #[doc = "  without \"logprobs\". dt_server_poll also reads such a request (dropping its"]
+    #[doc = "  log-probabilities); the two may be mixed. Thread-safe."]
+    pub fn dt_server_poll_logprobs(
+        server: *mut dt_server,
+        request_id: i64,
+        tokens: *mut i32,
+        logprobs: *mut f32,
+        top_ids: *mut i32,
+        top_logprobs: *mut f32,
+        top_stride: i32,
+        capacity: i64,
+        n_out: *mut i64,
+        state_out: *mut i32,
+        done_out: *mut i32,
+        timeout_ms: i32,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Called from inside a dt_request_callback of this server (on its thread), for the event"]
+    #[doc = "  being delivered: *logprob gets its token's log-probability and top_ids / top_logprobs"]
+    #[doc = "  up to `capacity` of the most likely tokens' (as dt_server_poll_logprobs gives them;"]
+    #[doc = "  *n_out of them; NULL allowed when capacity is 0). DT_ERR_NOT_FOUND when the event has"]
+    #[doc = "  none (an end without a token, or a request submitted without \"logprobs\");"]
+    #[doc = "  DT_ERR_INVALID_ARGUMENT outside a callback. Reads the calling thread's current event"]
+    #[doc = "  only, so it is safe beside any other call."]
+    pub fn dt_server_event_logprobs(
+        server: *mut dt_server,
+        logprob: *mut f32,
+        top_ids: *mut i32,
+        top_logprobs: *mut f32,
+        capacity: i32,
+        n_out: *mut i32,
     ) -> dt_status;
 }
 extern "C" {
