@@ -531,8 +531,9 @@ DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, 
  *  "forward": forward only), "virtual_stages" (chunks per rank, default 1; >= 2 for
  *  interleaved, which needs micro_batches divisible by pp), "forward_cost" and
  *  "backward_cost" (> 0; a split backward's passes cost half of it each), "timeline_trace"
- *  (bool: the simulated Chrome trace as "chrome_trace"). DT_ERR_INVALID_ARGUMENT names the
- *  key and what is accepted; a schedule that would deadlock could not be built here (the
+ *  (bool: the simulated Chrome trace as "chrome_trace"). pp x micro_batches x
+ *  virtual_stages is at most 1048576 (the simulation's size, as dt_plan_json bounds it).
+ *  DT_ERR_INVALID_ARGUMENT names the key and what is accepted; a schedule that would deadlock could not be built here (the
  *  simulator proves each generator's). Thread-safe. */
 DT_API dt_status dt_pipeline_schedule_json(const dt_options* options, char* buf, size_t capacity, size_t* needed);
 
@@ -924,7 +925,7 @@ DT_API dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_
 /** Creates a GPT from a Hugging Face model directory `dir`: config.json (architectures
  *  GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM),
  *  generation_config.json if present, and the weights in model.safetensors or in the shards
- *  that model.safetensors.index.json names (f32, bf16 or f16; memory-mapped and converted
+ *  that model.safetensors.index.json names (f32, bf16 or f16; read tensor by tensor and converted
  *  once into the module's layout and precision). options (may be NULL):
  *   "precision"  "f32" (default) | "bf16" | "f16" | "stored" (the files' dtype).
  *   "context"    int: the longest sequence, 1 to the model's max_position_embeddings (the

@@ -691,8 +691,9 @@ extern "C" {
     #[doc = "  \"forward\": forward only), \"virtual_stages\" (chunks per rank, default 1; >= 2 for"]
     #[doc = "  interleaved, which needs micro_batches divisible by pp), \"forward_cost\" and"]
     #[doc = "  \"backward_cost\" (> 0; a split backward's passes cost half of it each), \"timeline_trace\""]
-    #[doc = "  (bool: the simulated Chrome trace as \"chrome_trace\"). DT_ERR_INVALID_ARGUMENT names the"]
-    #[doc = "  key and what is accepted; a schedule that would deadlock could not be built here (the"]
+    #[doc = "  (bool: the simulated Chrome trace as \"chrome_trace\"). pp x micro_batches x"]
+    #[doc = "  virtual_stages is at most 1048576 (the simulation's size, as dt_plan_json bounds it)."]
+    #[doc = "  DT_ERR_INVALID_ARGUMENT names the key and what is accepted; a schedule that would deadlock could not be built here (the"]
     #[doc = "  simulator proves each generator's). Thread-safe."]
     pub fn dt_pipeline_schedule_json(
         options: *const dt_options,
@@ -1226,7 +1227,7 @@ extern "C" {
     #[doc = " Creates a GPT from a Hugging Face model directory `dir`: config.json (architectures"]
     #[doc = "  GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM),"]
     #[doc = "  generation_config.json if present, and the weights in model.safetensors or in the shards"]
-    #[doc = "  that model.safetensors.index.json names (f32, bf16 or f16; memory-mapped and converted"]
+    #[doc = "  that model.safetensors.index.json names (f32, bf16 or f16; read tensor by tensor and converted"]
     #[doc = "  once into the module's layout and precision). options (may be NULL):"]
     #[doc = "   \"precision\"  \"f32\" (default) | \"bf16\" | \"f16\" | \"stored\" (the files' dtype)."]
     #[doc = "   \"context\"    int: the longest sequence, 1 to the model's max_position_embeddings (the"]
