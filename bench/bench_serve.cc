@@ -15,9 +15,10 @@
 // With --url http://HOST:PORT it loads a running `dtrain serve` instead (serve/http_load.h).
 // Exits 0 whatever the figures (DESIGN.md section 7).
 //   bench_serve [--url URL] [--model gpt-small] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] [--output O]
-//               [--max-num-seqs S] [--block-size B] [--seed N] [--quick] [--json PATH]
+//               [--max-num-seqs S] [--block-size B] [--seed N] [--slow-connections K] [--quick] [--json PATH]
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -146,8 +147,9 @@ int main(int argc, char** argv) {
   using namespace dt::bench;
   const Options o = parse_args(argc, argv,
                                "bench_serve [--url http://HOST:PORT] [--model gpt-small|gpt-tiny] [--requests N] [--rate R] [--prefix-rate R] [--prompt P] "
-                               "[--output O] [--max-num-seqs S] [--block-size B] [--seed N] [--quick] [--json PATH]",
-                               {"url", "model", "requests", "rate", "prefix-rate", "prompt", "output", "max-num-seqs", "block-size", "seed"});
+                               "[--output O] [--max-num-seqs S] [--block-size B] [--seed N] [--slow-connections K] [--quick] [--json PATH]",
+                               {"url", "model", "requests", "rate", "prefix-rate", "prompt", "output", "max-num-seqs", "block-size", "seed",
+                                "slow-connections"});
   const std::string model_name = option_value(o, "model", o.quick ? "gpt-tiny" : "gpt-small");
   const nn::GPTConfig* preset = nn::gpt_preset(model_name);
   if (!preset) {
@@ -169,7 +171,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string url = option_value(o, "url", "");
-  if (!url.empty()) return http_load(url, n, rate, P, O, seed, o.json_path);
+  const int slow = static_cast<int>(std::strtol(option_value(o, "slow-connections", "0").c_str(), nullptr, 10));
+  if (slow < 0 || slow > 4096 || (slow > 0 && url.empty())) {
+    std::fprintf(stderr, "bench_serve: --slow-connections %d; accepted: 0 to 4096, with --url\n", slow);
+    return 2;
+  }
+  if (!url.empty()) return http_load(url, n, rate, P, O, seed, slow, o.json_path);
   if (o.threads > 0) set_kernel_threads(o.threads);
   nn::GPT model(cfg);
   Report rep("bench_serve");

@@ -431,6 +431,10 @@ DTJ_REPLACES(server_metrics_text)
 DTJ_REPLACES(server_submit)
 DTJ_REPLACES(server_poll)
 DTJ_REPLACES(server_model_info)
+/* Log-probabilities of served tokens (float arrays): not in the Java API yet; Java reads a
+ * request's tokens with dt_server_poll. */
+%ignore dt_server_poll_logprobs;
+%ignore dt_server_event_logprobs;
 /* A planning call for tools (dtrain plan): not in the Java API yet. */
 %ignore dt_plan_json;
 %ignore dt_pipeline_schedule_json;

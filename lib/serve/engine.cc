@@ -243,9 +243,14 @@ nlohmann::json ServingEngine::stats_json() const {
 std::string ServingEngine::prometheus() const {
   const nlohmann::json j = stats_json();
   std::ostringstream o;
-  o << "# HELP dtrain_requests Requests by state.\n# TYPE dtrain_requests gauge\n";
-  for (const char* s : {"waiting", "running", "preempted", "finished", "aborted", "rejected"})
+  // Requests now in a state are a gauge; those that ended, a counter (Prometheus's rate()
+  // needs the type right).
+  o << "# HELP dtrain_requests Requests now in each live state.\n# TYPE dtrain_requests gauge\n";
+  for (const char* s : {"waiting", "running", "preempted"})
     o << "dtrain_requests{state=\"" << s << "\"} " << j["requests"][s].get<int64_t>() << "\n";
+  o << "# HELP dtrain_requests_total Requests that ended, by how.\n# TYPE dtrain_requests_total counter\n";
+  for (const char* s : {"finished", "aborted", "rejected"})
+    o << "dtrain_requests_total{state=\"" << s << "\"} " << j["requests"][s].get<int64_t>() << "\n";
   o << "# HELP dtrain_generated_tokens_total Tokens generated.\n# TYPE dtrain_generated_tokens_total counter\n"
     << "dtrain_generated_tokens_total " << generated_ << "\n";
   o << "# HELP dtrain_prompt_tokens_total Prompt tokens accepted.\n# TYPE dtrain_prompt_tokens_total counter\n"

@@ -186,7 +186,7 @@ TEST(ApiServer, CancelMetricsAndBadArguments) {
   OK(dt_server_metrics_text(s, nullptr, 0, &need));
   std::string text(need, '\0');
   OK(dt_server_metrics_text(s, text.data(), need, &need));
-  for (const char* k : {"dtrain_requests{state=\"aborted\"} 1", "dtrain_requests{state=\"rejected\"} 1",
+  for (const char* k : {"dtrain_requests_total{state=\"aborted\"} 1", "dtrain_requests_total{state=\"rejected\"} 1",
                         "dtrain_kv_blocks{state=\"used\"} 0", "dtrain_time_to_first_token_seconds_bucket"})
     EXPECT_NE(text.find(k), std::string::npos) << k << "\n" << text;
   dt_server_destroy(s);

@@ -583,6 +583,10 @@ serve)
   done
   # The HTTP layer on a hostile network: limits, slow clients, resets, shutdown.
   timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_limits_test.py" $D tx/ckpt 48 || fail "serve limits"
+  # The official openai client (PyPI; skipped when not installed: OPENAI_PYTHON names a
+  # Python that has it, such as a venv's).
+  timeout 120 "${OPENAI_PYTHON:-python3}" "$(dirname "$DOCS")/tests/cli/serve_openai_test.py" $D tx/ckpt 48 \
+    || fail "serve openai"
   expect_usage "--port-file" $D serve --checkpoint tx/ckpt --port 0 --port-file /nonexistent/dir/p
   expect_usage "--port" $D serve --checkpoint tx/ckpt --port 70000
   expect_usage "--max-num-seqs" $D serve --checkpoint tx/ckpt --max-num-seqs 0

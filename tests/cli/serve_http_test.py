@@ -190,10 +190,10 @@ if len(want) >= 4:
 # context before the server's first write finds the client gone; that stream rightly ends
 # "finished", so the client tries again (up to 20 times) until one is caught in flight.
 def ended(m):
-    return sum(m.get(f'dtrain_requests{{state="{k}"}}', 0) for k in ("finished", "aborted", "rejected"))
+    return sum(m.get(f'dtrain_requests_total{{state="{k}"}}', 0) for k in ("finished", "aborted", "rejected"))
 
 
-before = metrics().get('dtrain_requests{state="aborted"}', 0)
+before = metrics().get('dtrain_requests_total{state="aborted"}', 0)
 aborted = False
 for attempt in range(20):
     ended_before = ended(metrics())
@@ -203,7 +203,7 @@ for attempt in range(20):
         if ended(m) > ended_before:
             break
         time.sleep(0.025)
-    if m.get('dtrain_requests{state="aborted"}', 0) > before:
+    if m.get('dtrain_requests_total{state="aborted"}', 0) > before:
         aborted = True
         break
 if not aborted or m['dtrain_kv_blocks{state="used"}'] != 0:

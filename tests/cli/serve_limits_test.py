@@ -191,7 +191,7 @@ for key, least in (('dtrain_http_refused_total{reason="body_too_large"}', 2),
                    ('dtrain_http_refused_total{reason="timeout"}', 1)):
     if m.get(key, 0) < least:
         fail(f"/metrics {key} = {m.get(key)}; wanted >= {least}")
-if "# TYPE dtrain_http_requests_total counter" not in text:
+if "# TYPE dtrain_http_requests_total counter" not in text or "# TYPE dtrain_requests_total counter" not in text:
     fail("/metrics: counters not typed as counters")
 for line in text.splitlines():
     if line.startswith("# TYPE") and line.split()[2].endswith("_total") and line.split()[3] != "counter":
@@ -298,10 +298,10 @@ for body, param, words in (({"top_p": 0}, "top_p", "greater than 0"), ({"seed": 
 
 # ---- A non-streamed request whose client resets is aborted, its blocks freed.
 def ended(m):
-    return sum(m.get(f'dtrain_requests{{state="{k}"}}', 0) for k in ("finished", "aborted", "rejected"))
+    return sum(m.get(f'dtrain_requests_total{{state="{k}"}}', 0) for k in ("finished", "aborted", "rejected"))
 
 
-before = metrics(port)[0].get('dtrain_requests{state="aborted"}', 0)
+before = metrics(port)[0].get('dtrain_requests_total{state="aborted"}', 0)
 caught = False
 for attempt in range(20):
     s = connect(port)
@@ -315,7 +315,7 @@ for attempt in range(20):
         if m['dtrain_requests{state="running"}'] == 0 and m['dtrain_requests{state="waiting"}'] == 0:
             break
         time.sleep(0.02)
-    if m.get('dtrain_requests{state="aborted"}', 0) > before:
+    if m.get('dtrain_requests_total{state="aborted"}', 0) > before:
         caught = True
         break
 if not caught or m['dtrain_kv_blocks{state="used"}'] != 0:
