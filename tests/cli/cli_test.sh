@@ -582,7 +582,8 @@ serve)
     timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_http_test.py" $D tx/ckpt 48 $flags || fail "serve $flags"
   done
   # The HTTP layer on a hostile network: limits, slow clients, resets, shutdown.
-  timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_limits_test.py" $D tx/ckpt 48 || fail "serve limits"
+  sanitized=$(grep -qa -e __asan_init -e __tsan_init "$D" && echo --sanitized)
+  timeout 300 python3 "$(dirname "$DOCS")/tests/cli/serve_limits_test.py" $D tx/ckpt 48 $sanitized || fail "serve limits"
   # The official openai client (PyPI; skipped when not installed: OPENAI_PYTHON names a
   # Python that has it, such as a venv's).
   timeout 120 "${OPENAI_PYTHON:-python3}" "$(dirname "$DOCS")/tests/cli/serve_openai_test.py" $D tx/ckpt 48 \

@@ -7,7 +7,8 @@ the right answers; a reset non-streamed request is aborted and its KV blocks fre
 SIGTERM with slow connections held exits within the drain deadline, and streams cut off
 by it get a final error event.
 
-usage: serve_limits_test.py DTRAIN CHECKPOINT CONTEXT
+usage: serve_limits_test.py DTRAIN CHECKPOINT CONTEXT [--sanitized]
+(--sanitized: a sanitizer build; its time bounds are 10x and its memory is not compared.)
 """
 import json
 import os
@@ -20,6 +21,7 @@ import threading
 import time
 
 dtrain, ckpt, context = sys.argv[1], sys.argv[2], int(sys.argv[3])
+slow_factor = 10 if "--sanitized" in sys.argv[4:] else 1
 procs = []
 
 
@@ -182,7 +184,7 @@ try:
 except OSError:
     pass
 st, _, body, _ = read_response(s)
-if st != 408 or not 1.5 <= time.time() - t0 <= 6:
+if st != 408 or not 1.5 <= time.time() - t0 <= 6 * slow_factor:
     fail(f"slow headers: HTTP {st} after {time.time() - t0:.1f} s")
 s.close()
 m, text = metrics(port)
@@ -211,7 +213,7 @@ for i in range(100):
     except OSError:
         pass  # the server answers and closes before the whole body is sent
 grown = (rss_kb(proc.pid) - idle) / 1024
-if grown > 64:
+if grown > 64 and slow_factor == 1:
     fail(f"resident memory grew by {grown:.0f} MB over 100 hostile requests")
 
 # ---- 256 slow connections (4 x cpp-httplib's old pool of 64): /health and a completion still
@@ -244,7 +246,7 @@ t_health = time.time() - t0
 t0 = time.time()
 got = greedy(port, "the quick", 8)["choices"][0]["text"]
 t_completion = time.time() - t0
-if st != 200 or t_health > 1 or t_completion > 1 or got != want:
+if st != 200 or t_health > slow_factor or t_completion > slow_factor or got != want:
     fail(f"with 256 slow connections: /health {st} in {t_health:.2f} s, completion in {t_completion:.2f} s {got!r}")
 stop_drip.set()
 dripper.join()
@@ -328,7 +330,7 @@ for c in held:
 t0 = time.time()
 proc.send_signal(signal.SIGTERM)
 rc = proc.wait(timeout=30)
-if rc != 0 or time.time() - t0 > 3:
+if rc != 0 or time.time() - t0 > 3 * slow_factor:
     fail(f"SIGTERM with 64 slow connections: exit {rc} after {time.time() - t0:.1f} s")
 
 # ---- A drain deadline that cuts streams off: each gets an error event and [DONE]; exit 3.
@@ -363,7 +365,7 @@ took = time.time() - t0
 for t in streams:
     t.join()
 cut = [r for r in results if b'"cut_off"' in r[2]]
-if rc != 3 or took > 0 + 1.5 or any(not r[2].endswith(b"data: [DONE]\n\n") for r in results):
+if rc != 3 or took > (0 + 1.5) * slow_factor or any(not r[2].endswith(b"data: [DONE]\n\n") for r in results):
     fail(f"drain deadline: exit {rc} after {took:.1f} s; streams {[r[2][-120:] for r in results]}")
 if not cut:
     fail("exit 3 but no stream got the cut-off event")
@@ -383,7 +385,7 @@ rc2 = proc.wait(timeout=30)
 took2 = time.time() - t1
 for t in streams:
     t.join()
-if rc2 != 128 + signal.SIGINT or took2 > 1.5 or any(not r[2].endswith(b"data: [DONE]\n\n") for r in results):
+if rc2 != 128 + signal.SIGINT or took2 > 1.5 * slow_factor or any(not r[2].endswith(b"data: [DONE]\n\n") for r in results):
     fail(f"second signal: exit {rc2} after {took2:.1f} s; streams {[r[2][-120:] for r in results]}")
 print(f"serve limits: ok; idle RSS {idle / 1024:.0f} MB, +{grown:.0f} MB after 100 hostile requests; "
       f"with 256 slow connections /health {1e3 * t_health:.0f} ms, completion {1e3 * t_completion:.0f} ms; "

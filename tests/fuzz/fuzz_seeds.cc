@@ -70,6 +70,13 @@ int write_seeds(const fs::path& out) {
   put(out / "token_dataset" / "text", std::string("\x00\x08") + "the quick brown fox jumps over the lazy dog\n");
   put(out / "layers_spec" / "mlp", "linear:4:32,gelu,layernorm:32,linear:32:1");
   put(out / "layers_spec" / "nobias", "linear:3:5:nobias,silu,rmsnorm:5,linear:5:2");
+  // dtrain serve's request parser: whole requests, pipelined, chunked, refused.
+  put(out / "http_request" / "get", "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  put(out / "http_request" / "post", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 13\r\n\r\n"
+                                     "{\"prompt\":\"a\"}GET / HTTP/1.0\r\n\r\n");
+  put(out / "http_request" / "chunked", "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                                        "Expect: 100-continue\r\n\r\n5;x=1\r\nhello\r\n0\r\nT: 1\r\n\r\n");
+  put(out / "http_request" / "smuggle", "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc");
   fs::remove_all(work);
   std::cout << "fuzz_seeds: wrote " << out.string() << "\n";
   return 0;
