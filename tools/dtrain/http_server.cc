@@ -294,6 +294,7 @@ struct Loop {
   }
 
   bool flush(Conn& c) {
+    const uint64_t id = c.id;  // finish() may close c
     while (c.sent < c.out.size()) {
       const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
       if (n > 0) {
@@ -312,7 +313,8 @@ struct Loop {
       c.sent = 0;
       if (c.phase == Conn::Phase::Busy && c.response_done) finish(c);
     }
-    if (s.conns.count(c.id)) set_events(c);
+    if (!s.conns.count(id)) return false;
+    set_events(c);
     return true;
   }
 
