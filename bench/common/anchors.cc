@@ -1,7 +1,5 @@
 #include "common/anchors.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -9,113 +7,27 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_path.h"
+#include "kernels/cpu/peak_loops.h"
 
 namespace dt::bench {
 namespace {
 
-// Each kernel runs `iters` iterations of N independent chains x = x * m + c. Distinct
-// starting values keep the compiler from merging chains; N exceeds FMA latency x ports
-// (4 x 2 on current x86), so the loop is bound by FMA throughput alone.
-__attribute__((target("avx512f"), noinline)) double fma_avx512(long iters) {
-  __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  __m512 x[12];
-  for (int j = 0; j < 12; ++j) x[j] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(j));
-  for (long i = 0; i < iters; ++i) {
-    x[0] = _mm512_fmadd_ps(x[0], m, c);
-    x[1] = _mm512_fmadd_ps(x[1], m, c);
-    x[2] = _mm512_fmadd_ps(x[2], m, c);
-    x[3] = _mm512_fmadd_ps(x[3], m, c);
-    x[4] = _mm512_fmadd_ps(x[4], m, c);
-    x[5] = _mm512_fmadd_ps(x[5], m, c);
-    x[6] = _mm512_fmadd_ps(x[6], m, c);
-    x[7] = _mm512_fmadd_ps(x[7], m, c);
-    x[8] = _mm512_fmadd_ps(x[8], m, c);
-    x[9] = _mm512_fmadd_ps(x[9], m, c);
-    x[10] = _mm512_fmadd_ps(x[10], m, c);
-    x[11] = _mm512_fmadd_ps(x[11], m, c);
-  }
-  float out[16];
-  __m512 s = x[0];
-  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, x[j]);
-  _mm512_storeu_ps(out, s);
-  return out[0] + out[15];
-}
-constexpr double kFlopsPerIterAvx512 = 12 * 16 * 2;
-
-__attribute__((target("avx2,fma"), noinline)) double fma_avx2(long iters) {
-  __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  __m256 x[10];
-  for (int j = 0; j < 10; ++j) x[j] = _mm256_set1_ps(1.0f + 0.01f * static_cast<float>(j));
-  for (long i = 0; i < iters; ++i) {
-    x[0] = _mm256_fmadd_ps(x[0], m, c);
-    x[1] = _mm256_fmadd_ps(x[1], m, c);
-    x[2] = _mm256_fmadd_ps(x[2], m, c);
-    x[3] = _mm256_fmadd_ps(x[3], m, c);
-    x[4] = _mm256_fmadd_ps(x[4], m, c);
-    x[5] = _mm256_fmadd_ps(x[5], m, c);
-    x[6] = _mm256_fmadd_ps(x[6], m, c);
-    x[7] = _mm256_fmadd_ps(x[7], m, c);
-    x[8] = _mm256_fmadd_ps(x[8], m, c);
-    x[9] = _mm256_fmadd_ps(x[9], m, c);
-  }
-  float out[8];
-  __m256 s = x[0];
-  for (int j = 1; j < 10; ++j) s = _mm256_add_ps(s, x[j]);
-  _mm256_storeu_ps(out, s);
-  return out[0] + out[7];
-}
-constexpr double kFlopsPerIterAvx2 = 10 * 8 * 2;
-
-__attribute__((noinline)) double fma_scalar(long iters) {
-  volatile float seed = 0.999999f;
-  float m = seed, c = 1e-7f, x[8];
-  for (int j = 0; j < 8; ++j) x[j] = 1.0f + 0.01f * static_cast<float>(j);
-  for (long i = 0; i < iters; ++i)
-    for (int j = 0; j < 8; ++j) x[j] = x[j] * m + c;
-  return x[0] + x[7];
-}
-constexpr double kFlopsPerIterScalar = 8 * 2;
-
-// 12 chains of acc = acc + a . b (pairs of bf16), as fma_avx512.
-__attribute__((target("avx512f,avx512bf16"), noinline)) double dot_bf16(long iters) {
-  __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, ~6e-8
-  __m512 x[12];
-  for (int j = 0; j < 12; ++j) x[j] = _mm512_set1_ps(1.0f + 0.01f * static_cast<float>(j));
-  for (long i = 0; i < iters; ++i) {
-    x[0] = _mm512_dpbf16_ps(x[0], a, b);
-    x[1] = _mm512_dpbf16_ps(x[1], a, b);
-    x[2] = _mm512_dpbf16_ps(x[2], a, b);
-    x[3] = _mm512_dpbf16_ps(x[3], a, b);
-    x[4] = _mm512_dpbf16_ps(x[4], a, b);
-    x[5] = _mm512_dpbf16_ps(x[5], a, b);
-    x[6] = _mm512_dpbf16_ps(x[6], a, b);
-    x[7] = _mm512_dpbf16_ps(x[7], a, b);
-    x[8] = _mm512_dpbf16_ps(x[8], a, b);
-    x[9] = _mm512_dpbf16_ps(x[9], a, b);
-    x[10] = _mm512_dpbf16_ps(x[10], a, b);
-    x[11] = _mm512_dpbf16_ps(x[11], a, b);
-  }
-  float out[16];
-  __m512 s = x[0];
-  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, x[j]);
-  _mm512_storeu_ps(out, s);
-  return out[0] + out[15];
-}
-constexpr double kFlopsPerIterBf16 = 12 * 32 * 2;
-
 volatile double g_sink;  // keeps results alive
 
-FmaPeak time_peak(double (*kernel)(long), double flops_per_iter, const char* isa, bool quick) {
+FmaPeak time_peak(kernels::cpu::PeakLoop loop, bool quick) {
   FmaPeak r;
-  r.isa = isa;
+  r.isa = kernels::cpu::peak_loop_isa(loop);
+  const double flops_per_iter = kernels::cpu::peak_loop_flops_per_iter(loop);
   // Size one run to about 20 ms (10 ms quick) from a short calibration run.
-  long iters = 1 << 20;
+  long iters = 1 << 14;
   double t0 = now_s();
-  g_sink = kernel(iters);
+  g_sink = kernels::cpu::run_peak_loop(loop, iters);
   double dt = std::max(now_s() - t0, 1e-6);
-  iters = std::max<long>(1 << 16, static_cast<long>(iters * (quick ? 0.01 : 0.02) / dt));
+  iters = std::max<long>(1 << 10, static_cast<long>(iters * (quick ? 0.01 : 0.02) / dt));
   Budget budget{quick ? 0.1 : 0.4, quick ? 5 : 15, quick ? 9 : 31};
-  Stats s = time_one([&] { g_sink = kernel(iters); }, budget);
+  Stats s = time_one([&] { g_sink = kernels::cpu::run_peak_loop(loop, iters); }, budget);
   r.median_gflops = iters * flops_per_iter / s.median_s / 1e9;
   r.best_gflops = iters * flops_per_iter / s.min_s / 1e9;
   r.reps = s.reps;
@@ -124,18 +36,16 @@ FmaPeak time_peak(double (*kernel)(long), double flops_per_iter, const char* isa
 
 }  // namespace
 
-FmaPeak measure_fma_peak(bool quick) {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return time_peak(fma_avx512, kFlopsPerIterAvx512, "avx512f", quick);
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return time_peak(fma_avx2, kFlopsPerIterAvx2, "avx2+fma", quick);
-  return time_peak(fma_scalar, kFlopsPerIterScalar, "scalar", quick);
-}
+FmaPeak measure_fma_peak(bool quick) { return time_peak(kernels::cpu::widest_fma_loop(), quick); }
 
 FmaPeak measure_bf16_dot_peak(bool quick) {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512bf16")) return FmaPeak{"none", 0, 0, 0};
-  return time_peak(dot_bf16, kFlopsPerIterBf16, "avx512bf16", quick);
+  if (!kernels::cpu::cpu_features().avx512_bf16) return FmaPeak{"none", 0, 0, 0};
+  return time_peak(kernels::cpu::PeakLoop::DotBf16Avx512, quick);
+}
+
+FmaPeak measure_amx_bf16_peak(bool quick) {
+  if (!kernels::cpu::cpu_features().amx_bf16) return FmaPeak{"none", 0, 0, 0};
+  return time_peak(kernels::cpu::PeakLoop::TileBf16Amx, quick);
 }
 
 std::vector<CopyBandwidth> measure_copy_bandwidth(size_t bytes, const std::vector<int>& thread_counts, bool quick) {
@@ -184,12 +94,20 @@ void report_anchors(const FmaPeak& fma, int kernel_threads, const std::vector<Co
       .num("fma_peak_gflops_1core_best", fma.best_gflops)
       .num("fma_peak_gflops_x_threads", fma.median_gflops * kernel_threads)
       .num("fma_reps", fma.reps);
-  const FmaPeak dot = measure_bf16_dot_peak(true);
+  const FmaPeak dot = measure_bf16_dot_peak(true), amx = measure_amx_bf16_peak(true);
   if (dot.reps > 0) {
-    std::printf("bf16 dot peak, 1 core (%s): %8.1f GFLOP/s [%.1f]: %.2f x the fma peak (the most a bf16 GEMM can "
-                "gain)\n", dot.isa.c_str(), dot.median_gflops, dot.best_gflops, dot.median_gflops / fma.median_gflops);
+    std::printf("bf16 dot peak, 1 core (%s): %8.1f GFLOP/s [%.1f]: %.2f x the fma peak\n", dot.isa.c_str(),
+                dot.median_gflops, dot.best_gflops, dot.median_gflops / fma.median_gflops);
     a.num("bf16_dot_peak_gflops_1core", dot.median_gflops).num("bf16_dot_over_fma", dot.median_gflops / fma.median_gflops);
   }
+  if (amx.reps > 0) {
+    std::printf("amx bf16 peak, 1 core (tile loop): %8.1f GFLOP/s [%.1f]: %.2f x the fma peak\n", amx.median_gflops,
+                amx.best_gflops, amx.median_gflops / fma.median_gflops);
+    a.num("amx_bf16_peak_gflops_1core", amx.median_gflops).num("amx_bf16_over_fma", amx.median_gflops / fma.median_gflops);
+  }
+  const kernels::cpu::GemmChoice& g = kernels::cpu::gemm_choice();
+  std::printf("gemm path: f32 %s; bf16 %s (%s)\n", g.f32.c_str(), g.bf16.c_str(), g.bf16_reason.c_str());
+  a.str("gemm_f32", g.f32).str("gemm_bf16", g.bf16).str("gemm_bf16_reason", g.bf16_reason);
   for (const auto& c : copies) {
     std::printf("memcpy 2 x %4zu MiB, %d thread%s : %8.1f GB/s [%.1f] (read + write bytes), %d runs\n", c.bytes >> 20,
                 c.threads, c.threads == 1 ? " " : "s", c.median_gbps, c.best_gbps, c.reps);

@@ -17,14 +17,17 @@ struct FmaPeak {
 };
 
 // A register-resident loop of independent FMA chains on one core, with the widest vector
-// FMA the CPU reports (__builtin_cpu_supports); 2 FLOPs per lane per FMA.
+// FMA the CPU has (kernels/cpu/cpu_features.h); 2 FLOPs per lane per FMA.
 FmaPeak measure_fma_peak(bool quick);
 
 // The same loop with the AVX512-BF16 dot product (vdpbf16ps: 16 lanes x 2 bf16 products
-// accumulated in f32, 64 FLOPs per instruction), the instruction a bf16 x bf16 -> f32 GEMM
-// is built on; 0 GFLOP/s (isa "none") when the CPU lacks it. Its ratio to the FMA peak is
-// the most a bf16 GEMM can gain over an f32 one on this CPU.
+// accumulated in f32, 64 FLOPs per instruction); 0 GFLOP/s (isa "none") when the CPU lacks it.
 FmaPeak measure_bf16_dot_peak(bool quick);
+
+// Four independent AMX tile products (tdpbf16ps, 16384 FLOPs each) per iteration: the most a
+// bf16 GEMM on AMX can reach on one core; isa "none" without usable AMX-BF16. The loops are
+// the library's (kernels/cpu/peak_loops.h), which chooses the GEMM path from the same rates.
+FmaPeak measure_amx_bf16_peak(bool quick);
 
 struct CopyBandwidth {
   int threads = 1;

@@ -548,6 +548,11 @@ dt_status dtj_server_poll(dt_server* server, int64_t request_id, int32_t* tokens
  * id per byte and, if the ids did not fit, once more at their exact count. */
 %{
 DTJ_JSON_FN(hf_inspect, dt_hf_inspect_json, const char*)
+static dt_status dtj_json_runtime_info(const void* a, char* b, size_t c, size_t* n) {
+  (void)a;
+  return dt_runtime_info_json(b, c, n);
+}
+static dt_status dtj_runtime_info_json(char** json_out) { return dtj_json(dtj_json_runtime_info, NULL, json_out); }
 DTJ_JSON_FN(tokenizer_info, dt_tokenizer_info_json, dt_tokenizer*)
 DTJ_JSON_FN(detokenizer_text, dt_detokenizer_text, dt_detokenizer*)
 
@@ -630,6 +635,7 @@ static dt_status dtj_tokenizer_encode(dt_tokenizer* tokenizer, const int8_t* tex
 %}
 
 DTJ_REPLACES(hf_inspect_json)
+DTJ_REPLACES(runtime_info_json)
 DTJ_REPLACES(tokenizer_info_json)
 DTJ_REPLACES(tokenizer_decode)
 DTJ_REPLACES(tokenizer_apply_chat_template)
@@ -637,6 +643,7 @@ DTJ_REPLACES(tokenizer_encode)
 DTJ_REPLACES(detokenizer_text)
 
 dt_status dtj_hf_inspect_json(const char* dir, char** json_out);
+dt_status dtj_runtime_info_json(char** json_out);
 dt_status dtj_tokenizer_info_json(dt_tokenizer* tokenizer, char** json_out);
 dt_status dtj_detokenizer_text(dt_detokenizer* detokenizer, char** json_out);
 %apply (const int32_t* ELEMS_IN, int64_t LEN) { (const int32_t* ids, int64_t n_ids) };

@@ -300,6 +300,17 @@ DT_API dt_status dt_memory_report_json(const char* device, char* buf, size_t cap
  *  Thread-safe. */
 DT_API dt_status dt_device_count(const char* kind, int32_t* out);
 
+/** What this process runs on, as JSON: {"version":"..","cpu":{"cpu":name,"isa_level":
+ *  "amx"|"avx512_bf16"|"avx512"|"avx2"|"scalar","isa":{"avx2_fma":..,"avx512":..,
+ *  "avx512_bf16":..,"avx512_fp16":..,"amx_bf16":..},"max_isa_cap":null|level,"blas":..,
+ *  "gemm":{"f32":..,"bf16":"amx-bf16"|"avx512-bf16"|"f32 (widened)","bf16_native":bool,
+ *  "bf16_reason":..,"f16":..}},"cuda_devices":n}. The GEMM path is chosen once per process
+ *  from the CPU found at run time (first call: up to ~30 ms when it measures the bf16 dot
+ *  product against FMA); DTRAIN_CPU_BF16_GEMM=0|1 and DTRAIN_CPU_MAX_ISA=avx2|avx512|
+ *  avx512_bf16|amx override it (docs/performance.md). Written as dt_memory_report_json
+ *  writes. Thread-safe. */
+DT_API dt_status dt_runtime_info_json(char* buf, size_t capacity, size_t* needed);
+
 /* ------------------------------------------------------------------------------------ */
 /* Mesh: ranks, mesh tensors and collectives                                            */
 /* ------------------------------------------------------------------------------------ */

@@ -5,6 +5,7 @@
 // count, so results are bitwise the same at any thread count.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace dt::kernels::cpu {
 
@@ -13,12 +14,13 @@ namespace dt::kernels::cpu {
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Whether gemm_bf16 runs natively: bf16 x bf16 products accumulated in f32 on the CPU's
-// bf16 dot-product instructions (AVX512-BF16), at about twice the f32 rate. False when the
-// backend has no such kernel or the CPU lacks the instructions (checked once, at run time);
-// callers then widen to f32 and call sgemm. Opt-in for now (DTRAIN_CPU_BF16_GEMM=1): on the
-// blocked calls the kernels make, oneDNN 2.6's bf16 matmul repacks B on every call and runs
-// slower than widening (docs/performance.md has the figures).
+// Whether the backend has a bf16 x bf16 -> f32 GEMM kernel (for the CPUs that have the
+// instructions); whether it is used is gemm_path.h's choice.
+bool backend_has_bf16_gemm();
+
+// Whether matmul calls gemm_bf16 for bf16 operands: the backend's bf16 kernel was chosen
+// (gemm_path.h, once at run time; defined in gemm_path.cc). False also where libdtrain's
+// AMX kernel runs them instead. Callers otherwise widen to f32 and call sgemm.
 bool gemm_bf16_native();
 
 // As sgemm, with A and B as bf16 bit patterns and C in f32. Only when gemm_bf16_native().
@@ -26,5 +28,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 const char* blas_name();
+
+// The instruction set the backend's kernels run at on this CPU (e.g. "avx512_core_amx"), or
+// what the backend says of it.
+std::string blas_kernel_isa();
 
 }  // namespace dt::kernels::cpu

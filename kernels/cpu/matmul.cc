@@ -1,13 +1,15 @@
 // matmul on the CPU: one single-threaded GEMM per (batch, block of rows or columns), the
-// blocks spread over the kernel pool. bf16 operands run as bf16 x bf16 -> f32 where the
-// backend and CPU can (gemm_bf16_native); otherwise bf16/f16 operands are widened to f32
-// scratch first. Either way the product is accumulated in f32 and rounded once.
+// blocks spread over the kernel pool. bf16 operands run on AMX tiles (amx_gemm.h) or as the
+// backend's bf16 x bf16 -> f32 where gemm_path.h chose so; otherwise bf16/f16 operands are
+// widened to f32 scratch first. Either way the product is accumulated in f32 and rounded once.
 #include <algorithm>
 #include <climits>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_path.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/small_m_matmul.h"
 
@@ -54,6 +56,36 @@ void gemm_blocks(const Gemm& g, int64_t batch, bool b_batched, const T* a, const
   });
 }
 
+// bf16 on AMX (amx_gemm.h): op(B) packed once per matmul (its panels spread over the pool),
+// then blocks of rows of C spread over the pool, each written straight in bf16. A block is
+// about an eighth of M (64 to 256 rows, a multiple of 32): each block streams all of B
+// once, so bigger blocks read B fewer times; eight keep up to eight threads busy. The
+// size follows M alone, never the thread count.
+void amx_matmul(const Gemm& g, int64_t batch, bool b_batched, const uint16_t* a, const uint16_t* b, uint16_t* c) {
+  const int64_t kAmxRows = std::clamp<int64_t>((g.m / 8 + 31) / 32 * 32, 64, 256);
+  // The caller's buffer, named through a reference: inside the lambdas a thread_local would
+  // name each worker's own (empty) instance.
+  thread_local AmxPackedB caller_packed;
+  AmxPackedB& packed = caller_packed;
+  const AmxPackedB shape = amx_packed_b_shape(g.k, g.n);
+  packed.k = shape.k, packed.n = shape.n, packed.kp = shape.kp, packed.np = shape.np;
+  if (static_cast<int64_t>(packed.data.size()) < packed.kp * packed.np) packed.data.resize(packed.kp * packed.np);
+  const int64_t panels = packed.np / 16, row_blocks = (g.m + kAmxRows - 1) / kAmxRows;
+  const int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    if (bi == 0 || b_batched) {
+      const uint16_t* bb = b_batched ? b + bi * g.k * g.n : b;
+      parallel_for(panels, 4, [&](int64_t lo, int64_t hi) { amx_pack_b(g.tb, bb, ldb, g.k, g.n, lo, hi, packed); });
+    }
+    const uint16_t* ab = a + bi * g.m * g.k;
+    uint16_t* cb = c + bi * g.m * g.n;
+    parallel_for(row_blocks, 1, [&](int64_t u0, int64_t u1) {
+      amx_gemm_rows(g.ta, ab, lda, u0 * kAmxRows, std::min(g.m, u1 * kAmxRows), packed, g.alpha, g.beta, nullptr, cb,
+                    g.n);
+    });
+  }
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool trans_b, float alpha, float beta) {
@@ -68,7 +100,13 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
     gemm_blocks(g, batch, b_batched, a.data<float>(), b.data<float>(), c.data<float>());
     return;
   }
-  // a, b and c share one dtype (dispatch checks it): here bf16 or f16, so c has an f32 twin.
+  // a, b and c share one dtype (dispatch checks it): here bf16 or f16.
+  if (a.dtype() == DType::BF16 && gemm_choice().bf16_amx) {
+    amx_matmul(g, batch, b_batched, reinterpret_cast<const uint16_t*>(a.data<bf16>()),
+               reinterpret_cast<const uint16_t*>(b.data<bf16>()), reinterpret_cast<uint16_t*>(c.data<bf16>()));
+    return;
+  }
+  // Otherwise c has an f32 twin.
   Tensor c32 = Tensor::uninit(c.shape(), DType::F32);
   if (beta != 0.0f) cast(c, c32);
   if (a.dtype() == DType::BF16 && gemm_bf16_native()) {

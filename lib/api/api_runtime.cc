@@ -4,6 +4,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/gemm_path.h"
 #include "lib/api/firewall.h"
 #if defined(DTRAIN_HAVE_MPI)
 #include "comm/mpi/mpi_world.h"
@@ -104,6 +105,15 @@ dt_status dt_device_count(const char* kind, int32_t* out) {
     if (std::strcmp(kind, "cpu") == 0) *out = dt::device_count(dt::DeviceType::CPU);
     else if (std::strcmp(kind, "cuda") == 0) *out = dt::device_count(dt::DeviceType::CUDA);
     else dt::invalid(std::string("kind: unknown device kind \"") + kind + "\"; accepted: \"cpu\", \"cuda\"");
+  });
+}
+
+dt_status dt_runtime_info_json(char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_runtime_info_json", [&] {
+    std::string j = std::string("{\"version\":\"") + dt_version() + "\",\"cpu\":" +
+                    dt::kernels::cpu::cpu_runtime_json() +
+                    ",\"cuda_devices\":" + std::to_string(dt::device_count(dt::DeviceType::CUDA)) + "}";
+    dt::api::write_text(j, buf, capacity, needed);
   });
 }
 

@@ -17,4 +17,17 @@ int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   return fallback;
 }
 
+int env_choice(const char* name, std::initializer_list<const char*> accepted) {
+  const char* v = std::getenv(name);
+  if (!v) return -1;
+  int i = 0;
+  std::string list;
+  for (const char* a : accepted) {
+    if (std::string(v) == a) return i;
+    list += (i++ ? ", " : "") + std::string(a);
+  }
+  std::fprintf(stderr, "libdtrain: %s='%s' ignored: accepted values are %s\n", name, v, list.c_str());
+  return -1;
+}
+
 }  // namespace dt

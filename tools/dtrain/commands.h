@@ -18,5 +18,6 @@ void add_plan_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_info_command(CLI::App& app);
 
 }  // namespace dtcli

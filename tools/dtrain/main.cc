@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   dtcli::add_serve_command(app);
   dtcli::add_inspect_command(app);
   dtcli::add_export_command(app);
+  dtcli::add_info_command(app);
   app.add_subcommand("ranges", "Every numeric flag of every command with its accepted range (a Markdown table)")
       ->callback([] {
         std::fputs(dtcli::ranges_markdown().c_str(), stdout);

@@ -20,9 +20,10 @@ Every handle has close() and works as a context manager; a failed call raises th
 DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...;
 CancelledError for a cancelled call).
 """
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from . import native
+from ._json import read_json
 from .errors import *  # noqa: F401,F403
 from .tensor import BF16, F16, F32, I32, I64, Tensor, from_dlpack  # noqa: F401
 from ._handle import Options  # noqa: F401
@@ -65,3 +66,10 @@ def memory_stats(device: str = "cpu", tag: str = "all", rank: Optional[int] = No
 
 def device_count(kind: str = "cuda") -> int:
     return native.dt_device_count(kind)
+
+
+def runtime_info() -> Dict[str, Any]:
+    """What this process runs on: {"version", "cpu": {"cpu", "isa_level", "isa", "blas",
+    "gemm": {"f32", "bf16", "bf16_native", "bf16_reason", ...}}, "cuda_devices"} (the GEMM
+    path each dtype takes, chosen at run time from the CPU; dtrain info prints the same)."""
+    return read_json(native.dt_runtime_info_json)

@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -35,11 +36,16 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
               b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-bool gemm_bf16_native() { return false; }
+bool backend_has_bf16_gemm() { return false; }
 
 void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, const uint16_t*, int64_t, float,
                float*, int64_t) {
   fail(DT_ERR_INTERNAL, "gemm_bf16: the " + std::string(blas_name()) + " backend has no bf16 GEMM");
+}
+
+std::string blas_kernel_isa() {
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  return core ? std::string("OPENBLAS_CORETYPE=") + core : std::string("its own detection");
 }
 
 const char* blas_name() {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/cpu_features.h"
 
 extern "C" void omp_set_num_threads(int);
 
@@ -130,10 +130,23 @@ dnnl_memory_t wrap(const dnnl_memory_desc_t& md, const void* p) {
   return mem;
 }
 
-bool detect_bf16() {
-  if (env_int("DTRAIN_CPU_BF16_GEMM", 0, 0, 1) != 1) return false;
-  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+// DTRAIN_CPU_MAX_ISA caps oneDNN's kernels as it caps ours; oneDNN takes the cap only before
+// its first kernel is generated, so every entry point applies it first.
+void apply_isa_cap() {
+  static const bool applied = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!f.capped) return true;
+    dnnl_cpu_isa_t isa = dnnl_cpu_isa_avx512_core_amx;
+    switch (f.cap) {
+      case IsaLevel::Scalar:
+      case IsaLevel::Avx2: isa = dnnl_cpu_isa_avx2; break;
+      case IsaLevel::Avx512: isa = dnnl_cpu_isa_avx512_core; break;
+      case IsaLevel::Avx512Bf16: isa = dnnl_cpu_isa_avx512_core_bf16; break;
+      case IsaLevel::Amx: isa = dnnl_cpu_isa_avx512_core_amx; break;
+    }
+    return dnnl_set_max_cpu_isa(isa) == dnnl_success;
+  }();
+  (void)applied;
 }
 
 }  // namespace
@@ -142,20 +155,19 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, beta, c, ldc);
+  apply_isa_cap();
   one_openmp_thread();
   check_dnnl(dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
              "sgemm");
 }
 
-bool gemm_bf16_native() {
-  static const bool native = detect_bf16();
-  return native;
-}
+bool backend_has_bf16_gemm() { return true; }
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, beta, c, ldc);
+  apply_isa_cap();
   one_openmp_thread();
   std::shared_ptr<const Matmul> held =
       matmul_for(Key{trans_a, trans_b, m, n, k, lda, ldb, ldc, f32_bits(alpha), f32_bits(beta)});
@@ -173,5 +185,18 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 }
 
 const char* blas_name() { return "onednn"; }
+
+std::string blas_kernel_isa() {
+  apply_isa_cap();
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "isa " + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa()));
+  }
+}
 
 }  // namespace dt::kernels::cpu

@@ -90,7 +90,7 @@ typedef _goslice_ swig_type_60;
 typedef _gostring_ swig_type_61;
 typedef _gostring_ swig_type_62;
 typedef _gostring_ swig_type_63;
-typedef _gostring_ swig_type_64;
+typedef _goslice_ swig_type_64;
 typedef _gostring_ swig_type_65;
 typedef _gostring_ swig_type_66;
 typedef _gostring_ swig_type_67;
@@ -124,33 +124,33 @@ typedef _gostring_ swig_type_94;
 typedef _gostring_ swig_type_95;
 typedef _gostring_ swig_type_96;
 typedef _gostring_ swig_type_97;
-typedef _goslice_ swig_type_98;
+typedef _gostring_ swig_type_98;
 typedef _gostring_ swig_type_99;
 typedef _goslice_ swig_type_100;
 typedef _gostring_ swig_type_101;
-typedef _gostring_ swig_type_102;
+typedef _goslice_ swig_type_102;
 typedef _gostring_ swig_type_103;
-typedef _goslice_ swig_type_104;
+typedef _gostring_ swig_type_104;
 typedef _gostring_ swig_type_105;
 typedef _goslice_ swig_type_106;
 typedef _gostring_ swig_type_107;
-typedef _gostring_ swig_type_108;
+typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
 typedef _gostring_ swig_type_110;
-typedef long long swig_type_111;
+typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef long long swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
-typedef _goslice_ swig_type_119;
+typedef _gostring_ swig_type_119;
 typedef _gostring_ swig_type_120;
-typedef _gostring_ swig_type_121;
-typedef long long swig_type_122;
+typedef _goslice_ swig_type_121;
+typedef _gostring_ swig_type_122;
 typedef _gostring_ swig_type_123;
-typedef _gostring_ swig_type_124;
+typedef long long swig_type_124;
 typedef _gostring_ swig_type_125;
 typedef _gostring_ swig_type_126;
 typedef _gostring_ swig_type_127;
@@ -160,73 +160,73 @@ typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef _goslice_ swig_type_134;
+typedef _gostring_ swig_type_134;
 typedef _gostring_ swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
-typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef _goslice_ swig_type_136;
+typedef _gostring_ swig_type_137;
+typedef _gostring_ swig_type_138;
+typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef _gostring_ swig_type_142;
-typedef _goslice_ swig_type_143;
+typedef long long swig_type_142;
+typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _goslice_ swig_type_145;
 typedef _gostring_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef long long swig_type_148;
-typedef long long swig_type_149;
-typedef _gostring_ swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_148;
+typedef _gostring_ swig_type_149;
+typedef long long swig_type_150;
+typedef long long swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
-typedef _gostring_ swig_type_157;
+typedef _goslice_ swig_type_157;
 typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _goslice_ swig_type_164;
+typedef _gostring_ swig_type_164;
 typedef _gostring_ swig_type_165;
-typedef _gostring_ swig_type_166;
+typedef _goslice_ swig_type_166;
 typedef _gostring_ swig_type_167;
 typedef _gostring_ swig_type_168;
-typedef long long swig_type_169;
+typedef _gostring_ swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef long long swig_type_171;
-typedef _goslice_ swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef _gostring_ swig_type_174;
+typedef _gostring_ swig_type_172;
+typedef long long swig_type_173;
+typedef _goslice_ swig_type_174;
 typedef _gostring_ swig_type_175;
 typedef _gostring_ swig_type_176;
-typedef _goslice_ swig_type_177;
+typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef _gostring_ swig_type_179;
-typedef _goslice_ swig_type_180;
+typedef _goslice_ swig_type_179;
+typedef _gostring_ swig_type_180;
 typedef _gostring_ swig_type_181;
-typedef _gostring_ swig_type_182;
+typedef _goslice_ swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef _gostring_ swig_type_184;
-typedef _goslice_ swig_type_185;
+typedef _gostring_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef _gostring_ swig_type_187;
+typedef _goslice_ swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
 typedef _gostring_ swig_type_190;
-typedef long long swig_type_191;
+typedef _gostring_ swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef _gostring_ swig_type_193;
+typedef long long swig_type_193;
 typedef _gostring_ swig_type_194;
 typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
-typedef long long swig_type_197;
-typedef long long swig_type_198;
-typedef _gostring_ swig_type_199;
-typedef _gostring_ swig_type_200;
+typedef _gostring_ swig_type_197;
+typedef _gostring_ swig_type_198;
+typedef long long swig_type_199;
+typedef long long swig_type_200;
 typedef _gostring_ swig_type_201;
 typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
@@ -236,6 +236,8 @@ typedef _gostring_ swig_type_206;
 typedef _gostring_ swig_type_207;
 typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
+typedef _gostring_ swig_type_210;
+typedef _gostring_ swig_type_211;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -304,117 +306,118 @@ extern swig_type_54 _wrap_dt_memory_rank_stats_cdt_9ef706f7a1559335(swig_type_55
 extern swig_type_56 _wrap_dt_memory_reset_peak_cdt_9ef706f7a1559335(swig_type_57 arg1);
 extern swig_type_58 _wrap_dt_memory_report_json_cdt_9ef706f7a1559335(swig_type_59 arg1, swig_type_60 arg2, swig_voidp arg3);
 extern swig_type_61 _wrap_dt_device_count_cdt_9ef706f7a1559335(swig_type_62 arg1, swig_voidp arg2);
+extern swig_type_63 _wrap_dt_runtime_info_json_cdt_9ef706f7a1559335(swig_type_64 arg1, swig_voidp arg2);
 extern swig_intgo _wrap_DT_REDUCE_SUM_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_AVG_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MAX_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_MIN_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REDUCE_PROD_cdt_9ef706f7a1559335(void);
-extern swig_type_63 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_64 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_65 _wrap_dt_mesh_create_cdt_9ef706f7a1559335(swig_type_66 arg1, int arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_mesh_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_65 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_66 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_67 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_68 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
-extern swig_type_70 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_71 arg3, swig_voidp arg4);
-extern swig_type_72 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_73 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
-extern swig_type_74 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_75 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
-extern swig_type_76 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_77 arg2, uintptr_t arg3, int arg4);
-extern swig_type_78 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_79 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_80 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_81 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
-extern swig_type_82 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_83 arg2, uintptr_t arg3, int arg4);
-extern swig_type_84 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_85 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
-extern swig_type_86 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_87 arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_88 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_89 arg2);
-extern swig_type_90 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_91 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_92 arg3, swig_type_93 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
-extern swig_type_94 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_95 arg3, swig_type_96 arg4, swig_voidp arg5);
-extern swig_type_97 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
-extern swig_type_99 _wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
-extern swig_type_101 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_102 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_103 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_104 arg3, swig_voidp arg4);
-extern swig_type_105 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
-extern swig_type_107 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_67 _wrap_dt_mesh_world_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_68 _wrap_dt_mesh_local_rank_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_69 _wrap_dt_mesh_local_rank_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_70 _wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_71 arg2, swig_voidp arg3);
+extern swig_type_72 _wrap_dt_mesh_coord_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_73 arg3, swig_voidp arg4);
+extern swig_type_74 _wrap_dt_mesh_backend_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_75 _wrap_dt_tensor_create_on_mesh_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6);
+extern swig_type_76 _wrap_dt_tensor_piece_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_77 _wrap_dt_tensor_piece_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_78 _wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_79 arg2, uintptr_t arg3, int arg4);
+extern swig_type_80 _wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_81 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_82 _wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_83 arg2, uintptr_t arg3, uintptr_t arg4, int arg5);
+extern swig_type_84 _wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_85 arg2, uintptr_t arg3, int arg4);
+extern swig_type_86 _wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_87 arg2, uintptr_t arg3, uintptr_t arg4, int arg5, int arg6);
+extern swig_type_88 _wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_89 arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_90 _wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_91 arg2);
+extern swig_type_92 _wrap_dt_mesh_abort_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_93 _wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_94 arg3, swig_type_95 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7);
+extern swig_type_96 _wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_type_97 arg3, swig_type_98 arg4, swig_voidp arg5);
+extern swig_type_99 _wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern swig_type_101 _wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
+extern swig_type_103 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_104 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_105 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_106 arg3, swig_voidp arg4);
+extern swig_type_107 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
+extern swig_type_109 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_dt_module_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_108 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_109 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_110 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3);
-extern swig_type_112 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
-extern swig_type_114 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_115 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_110 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_111 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_112 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern swig_type_114 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
+extern swig_type_116 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_117 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_optimizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_116 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_118 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_dt_engine_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_117 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_118 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
-extern swig_type_120 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_121 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_122 arg7, swig_voidp arg8);
-extern swig_type_123 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_124 arg2);
-extern swig_type_125 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_126 arg2);
-extern swig_type_127 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_128 _wrap_dt_cancel_create_cdt_9ef706f7a1559335(swig_voidp arg1);
+extern swig_type_119 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_120 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_121 arg2, swig_voidp arg3);
+extern swig_type_122 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_123 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_124 arg7, swig_voidp arg8);
+extern swig_type_125 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_126 arg2);
+extern swig_type_127 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_128 arg2);
+extern swig_type_129 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_130 _wrap_dt_cancel_create_cdt_9ef706f7a1559335(swig_voidp arg1);
 extern void _wrap_dt_cancel_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_129 _wrap_dt_cancel_request_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_130 _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_131 _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_132 _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_133 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3);
+extern swig_type_131 _wrap_dt_cancel_request_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_132 _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_133 _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_134 _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_135 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
 extern swig_intgo _wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335(void);
-extern swig_type_135 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_137 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_server_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_136 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3, swig_type_138 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
-extern swig_type_139 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_140 arg2);
-extern swig_type_141 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_142 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
-extern swig_type_144 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
-extern swig_type_146 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_147 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, int arg7, swig_type_149 arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, int arg12);
-extern swig_type_150 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
-extern swig_type_151 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_152 arg1, swig_voidp arg2);
-extern swig_type_153 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_154 arg1, swig_type_155 arg2, swig_voidp arg3);
-extern swig_type_156 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_157 arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_158 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_159 arg2, uintptr_t arg3);
-extern swig_type_160 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_161 arg2, uintptr_t arg3);
-extern swig_type_162 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_163 arg1, swig_type_164 arg2, swig_voidp arg3);
-extern swig_type_165 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_166 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_138 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3, swig_type_140 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
+extern swig_type_141 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_142 arg2);
+extern swig_type_143 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_144 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
+extern swig_type_146 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
+extern swig_type_148 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_149 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, int arg7, swig_type_151 arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, int arg12);
+extern swig_type_152 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
+extern swig_type_153 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_154 arg1, swig_voidp arg2);
+extern swig_type_155 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_156 arg1, swig_type_157 arg2, swig_voidp arg3);
+extern swig_type_158 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_159 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_160 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_161 arg2, uintptr_t arg3);
+extern swig_type_162 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_163 arg2, uintptr_t arg3);
+extern swig_type_164 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_165 arg1, swig_type_166 arg2, swig_voidp arg3);
+extern swig_type_167 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_168 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_tokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_167 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_168 arg2, int arg3, swig_voidp arg4, swig_type_169 arg5, swig_voidp arg6);
-extern swig_type_170 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_171 arg3, int arg4, swig_type_172 arg5, swig_voidp arg6);
-extern swig_type_173 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_174 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
-extern swig_type_176 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
-extern swig_type_178 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_179 arg2, int arg3, swig_type_180 arg4, swig_voidp arg5);
-extern swig_type_181 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_169 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_170 arg2, int arg3, swig_voidp arg4, swig_type_171 arg5, swig_voidp arg6);
+extern swig_type_172 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_173 arg3, int arg4, swig_type_174 arg5, swig_voidp arg6);
+extern swig_type_175 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_176 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern swig_type_180 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_type_182 arg4, swig_voidp arg5);
+extern swig_type_183 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
 extern void _wrap_dt_detokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_182 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_183 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_184 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
-extern swig_type_186 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_187 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_184 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_185 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_186 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3);
+extern swig_type_188 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_189 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_188 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_189 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_190 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_191 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_192 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_190 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_191 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_192 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_193 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_194 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_193 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_194 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_195 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_196 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_197 arg2, swig_type_198 arg3);
-extern swig_type_199 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_200 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_201 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_202 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_203 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_204 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_205 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_206 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_207 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_208 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_209 arg1);
+extern swig_type_195 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_196 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_197 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_198 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3);
+extern swig_type_201 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_202 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_203 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_204 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_205 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_206 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_207 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_208 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_209 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_210 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_211 arg1);
 #undef intgo
 */
 import "C"
@@ -1254,6 +1257,20 @@ func Dt_device_count(arg1 string, arg2 *int32) (_swig_ret Status) {
 	return swig_r_1
 }
 
+func Dt_runtime_info_json(arg1 []byte, arg2 *int64) (_swig_ret Status) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_runtime_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_64)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func _swig_getDT_REDUCE_SUM() (_swig_ret int) {
 	var swig_r int
 	swig_r = (int)(C._wrap_DT_REDUCE_SUM_cdt_9ef706f7a1559335())
@@ -1296,7 +1313,7 @@ func Dt_mesh_create(arg1 string, arg2 int32, arg3 Options, arg4 *Mesh) (_swig_re
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_64)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_create_cdt_9ef706f7a1559335(*(*C.swig_type_66)(unsafe.Pointer(&_swig_i_0)), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -1355,7 +1372,7 @@ func Dt_mesh_axis_size(arg1 Mesh, arg2 string, arg3 *int32) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_axis_size_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1372,7 +1389,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_coord_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1454,7 +1471,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1473,7 +1490,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_gather_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1493,7 +1510,7 @@ _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_reduce_scatter_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1511,7 +1528,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_broadcast_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.int(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1532,7 +1549,7 @@ _swig_i_2 = uintptr(arg3)
 _swig_i_3 = uintptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
+	swig_r_p := C._wrap_dt_mesh_reduce_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.int(_swig_i_4), C.int(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1551,7 +1568,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_2 = uintptr(arg3)
 	var _swig_i_3 uintptr
 _swig_i_3 = uintptr(arg4)
-	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_dt_mesh_all_to_all_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1566,7 +1583,7 @@ func Dt_mesh_barrier(arg1 Mesh, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_mesh_barrier_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1597,7 +1614,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_dt_mesh_comm_stats_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1618,7 +1635,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_mesh_comm_wire_bytes_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1637,7 +1654,7 @@ func Dt_mesh_comm_report_json(arg1 Mesh, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_comm_report_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1653,7 +1670,7 @@ func Dt_mesh_comm_history_json(arg1 Mesh, arg2 []byte, arg3 *int64) (_swig_ret S
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_mesh_comm_history_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1695,7 +1712,7 @@ _swig_i_0 = uintptr(arg1)
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_plan_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_plan_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
@@ -1711,7 +1728,7 @@ func Dt_pipeline_schedule_json(arg1 Options, arg2 []byte, arg3 *int64) (_swig_re
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1774,7 +1791,7 @@ _swig_i_0 = uintptr(arg1)
 		_swig_i_2 = new(unsafe.Pointer)
 	}
 
-	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
 	if _swig_i_2 != nil && *_swig_i_2 != nil {
@@ -1792,7 +1809,7 @@ func Dt_module_param(arg1 Module, arg2 string, arg3 *Tensor) (_swig_ret Status) 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1810,7 +1827,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1872,7 +1889,7 @@ func Dt_engine_last_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1910,7 +1927,7 @@ _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_122(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_124(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1922,7 +1939,7 @@ func Dt_engine_save(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1937,7 +1954,7 @@ func Dt_engine_load(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2028,7 +2045,7 @@ func Dt_engine_last_generate_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2113,7 +2130,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_138(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
+	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_140(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2125,7 +2142,7 @@ func Dt_server_cancel(arg1 Server, arg2 int64) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1))
+	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2150,7 +2167,7 @@ func Dt_server_stats_json(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret Stat
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2166,7 +2183,7 @@ func Dt_server_metrics_text(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2204,7 +2221,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_9 := arg10
 	_swig_i_10 := arg11
 	_swig_i_11 := arg12
-	swig_r_p := C._wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.int(_swig_i_6), C.swig_type_149(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.int(_swig_i_11))
+	swig_r_p := C._wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.int(_swig_i_6), C.swig_type_151(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.int(_swig_i_11))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2231,7 +2248,7 @@ func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Stat
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_152)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_154)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2246,7 +2263,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_154)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_156)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2265,7 +2282,7 @@ func Dt_module_create_from_hf(arg1 string, arg2 Options, arg3 *Module) (_swig_re
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_157)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2282,7 +2299,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2299,7 +2316,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2314,7 +2331,7 @@ func Dt_hf_inspect_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_163)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2333,7 +2350,7 @@ func Dt_tokenizer_create(arg1 string, arg2 Options, arg3 *Tokenizer) (_swig_ret 
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_166)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2358,7 +2375,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_169(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_171(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2377,7 +2394,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_171(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_173(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
@@ -2405,7 +2422,7 @@ func Dt_tokenizer_token_to_id(arg1 Tokenizer, arg2 string, arg3 *int32) (_swig_r
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2421,7 +2438,7 @@ func Dt_tokenizer_info_json(arg1 Tokenizer, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2439,7 +2456,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2500,7 +2517,7 @@ func Dt_detokenizer_text(arg1 Detokenizer, arg2 []byte, arg3 *int64) (_swig_ret 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2516,7 +2533,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_187)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_189)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2563,7 +2580,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2636,7 +2653,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1), C.swig_type_198(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_type_200(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2703,7 +2720,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_204)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2749,7 +2766,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_209)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_211)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

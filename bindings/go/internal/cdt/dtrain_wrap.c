@@ -1282,6 +1282,25 @@ _gostring_ _wrap_dt_device_count_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, int
 }
 
 
+_gostring_ _wrap_dt_runtime_info_json_cdt_9ef706f7a1559335(_goslice_ _swig_go_0, long long *_swig_go_1) {
+  char *arg1 = (char *) 0 ;
+  size_t arg2 ;
+  size_t *arg3 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char*)_swig_go_0.array;
+  arg2 = (size_t)_swig_go_0.len;
+  
+  arg3 = (size_t *)_swig_go_1; 
+  
+  result = (dt_status)dt_runtime_info_json(arg1,arg2,arg3);
+  _swig_go_result = dtgo_status_result(result); 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_DT_REDUCE_SUM_cdt_9ef706f7a1559335() {
   int result;
   intgo _swig_go_result;

@@ -371,6 +371,22 @@ extern "C" {
     #[doc = "  Thread-safe."]
     pub fn dt_device_count(kind: *const ::std::os::raw::c_char, out: *mut i32) -> dt_status;
 }
+extern "C" {
+    #[doc = " What this process runs on, as JSON: {\"version\":\"..\",\"cpu\":{\"cpu\":name,\"isa_level\":"]
+    #[doc = "  \"amx\"|\"avx512_bf16\"|\"avx512\"|\"avx2\"|\"scalar\",\"isa\":{\"avx2_fma\":..,\"avx512\":..,"]
+    #[doc = "  \"avx512_bf16\":..,\"avx512_fp16\":..,\"amx_bf16\":..},\"max_isa_cap\":null|level,\"blas\":..,"]
+    #[doc = "  \"gemm\":{\"f32\":..,\"bf16\":\"amx-bf16\"|\"avx512-bf16\"|\"f32 (widened)\",\"bf16_native\":bool,"]
+    #[doc = "  \"bf16_reason\":..,\"f16\":..}},\"cuda_devices\":n}. The GEMM path is chosen once per process"]
+    #[doc = "  from the CPU found at run time (first call: up to ~30 ms when it measures the bf16 dot"]
+    #[doc = "  product against FMA); DTRAIN_CPU_BF16_GEMM=0|1 and DTRAIN_CPU_MAX_ISA=avx2|avx512|"]
+    #[doc = "  avx512_bf16|amx override it (docs/performance.md). Written as dt_memory_report_json"]
+    #[doc = "  writes. Thread-safe."]
+    pub fn dt_runtime_info_json(
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct dt_mesh {

@@ -1,0 +1,249 @@
+// The AMX bf16 GEMM. An AMX core holds 8 tile registers of 16 rows x 64 bytes; TDPBF16PS
+// multiplies a 16 x 32 bf16 tile of A by a 32 x 16 bf16 tile of B, stored as 16 rows of
+// 16 (k, k+1) pairs ("VNNI" order), into a 16 x 16 f32 tile of C.
+//
+// One call:
+//   1. B is packed once into panels of 16 columns, K padded to a multiple of 32 with zeros,
+//      each panel K/2 rows of 16 pairs: one tile load per 32 x 16 piece, 64-byte rows.
+//   2. A caller's rows (matmul.cc gives each thread blocks of 64-192) are packed at once
+//      (rows padded to 32, K to 32, zeros).
+//   3. K runs in passes of kKChunk: in a pass, each pair of B panels (32 KiB) stays in L1
+//      while every 32 rows of A pass by. Each 32 x 32 piece of C lives in tiles 0-3 for the
+//      pass (A in tiles 4-5, B in 6-7: four independent products per step, enough to hide
+//      TDPBF16PS's latency); between passes it waits in an f32 buffer, and after the last
+//      it goes through the epilogue (alpha, beta, bf16 rounding, edges) once.
+// Zero padding makes every edge a full tile: the padded rows and columns are computed and
+// dropped. The order of the K sum is fixed by the shape alone, so results do not depend on
+// the thread count.
+#include "kernels/cpu/amx_gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cpu/amx_tiles.h"
+
+// GCC 12's AVX-512 headers start masked intrinsics from _mm512_undefined_*(), which its
+// uninitialized-use warnings flag once inlined here (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace dt::kernels::cpu {
+namespace {
+
+constexpr int64_t kTile = 16;      // rows of a tile; columns of C and B per tile
+constexpr int64_t kTileK = 32;     // bf16 elements of K per tile
+constexpr int64_t kKChunk = 384;   // K per pass: 32 rows of A over it (24 KiB) stay in L1
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+
+// op(A)[i][kk] for i in [i0, i0 + rows), into dst[rows_padded][kp] with zero padding.
+void pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t m, int64_t k, int64_t i0, int64_t rows, int64_t kp,
+            uint16_t* dst) {
+  const int64_t live = std::min(rows, m - i0);
+  if (ta) {
+    // A is stored k x m: read two of its rows at a time (contiguous along i) and write each
+    // (k, k+1) pair of a row of op(A) as one 32-bit store.
+    std::memset(dst, 0, sizeof(uint16_t) * rows * kp);
+    uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+    const int64_t half = kp / 2;
+    for (int64_t kk = 0; kk < k; kk += 2) {
+      const uint16_t* r0 = a + kk * lda + i0;
+      const uint16_t* r1 = kk + 1 < k ? r0 + lda : nullptr;
+      for (int64_t i = 0; i < live; ++i)
+        out[i * half + kk / 2] = static_cast<uint32_t>(r0[i]) | (r1 ? static_cast<uint32_t>(r1[i]) << 16 : 0u);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    uint16_t* row = dst + i * kp;
+    if (i >= live) {
+      std::memset(row, 0, sizeof(uint16_t) * kp);
+      continue;
+    }
+    std::memcpy(row, a + (i0 + i) * lda, sizeof(uint16_t) * k);
+    std::memset(row + k, 0, sizeof(uint16_t) * (kp - k));
+  }
+}
+
+// Interleaves two rows of 16 bf16 (k and k + 1) into 16 (k, k+1) pairs: one VNNI row.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void interleave_rows(const uint16_t* r0, const uint16_t* r1, int64_t live,
+                                                                  uint16_t* out) {
+  alignas(64) static const uint16_t order[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i idx = _mm512_load_si512(order);
+  const __mmask16 mask = static_cast<__mmask16>((1u << live) - 1);
+  __m512i lo = _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mask, r0));
+  __m512i hi = r1 ? _mm512_castsi256_si512(_mm256_maskz_loadu_epi16(mask, r1)) : _mm512_setzero_si512();
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi16(lo, idx, hi));
+}
+
+// op(B) (k x n) into panels of 16 columns: panel p, pair row r, column j, half h at
+// dst[((p * kp / 2 + r) * 16 + j) * 2 + h] = op(B)[2r + h][16p + j], zero outside.
+void pack_b(bool tb, const uint16_t* b, int64_t ldb, int64_t k, int64_t n, int64_t kp, int64_t np, uint16_t* dst,
+            int64_t panel_lo) {
+  for (int64_t p = panel_lo; p < np / kTile; ++p) {
+    uint16_t* panel = dst + p * kp * kTile;
+    const int64_t j_live = std::max<int64_t>(0, std::min(kTile, n - p * kTile));
+    if (j_live == 0) {
+      std::memset(panel, 0, sizeof(uint16_t) * kp * kTile);
+      continue;
+    }
+    if (!tb) {
+      for (int64_t kk = 0; kk < kp; kk += 2) {
+        const uint16_t* r0 = kk < k ? b + kk * ldb + p * kTile : nullptr;
+        const uint16_t* r1 = kk + 1 < k ? b + (kk + 1) * ldb + p * kTile : nullptr;
+        if (r0) interleave_rows(r0, r1, j_live, panel + kk * kTile);
+        else std::memset(panel + kk * kTile, 0, sizeof(uint16_t) * 2 * kTile);
+      }
+    } else {
+      // Each column of op(B) is a row of B: its (k, k+1) pairs are adjacent already.
+      std::memset(panel, 0, sizeof(uint16_t) * kp * kTile);
+      for (int64_t j = 0; j < j_live; ++j) {
+        const uint16_t* src = b + (p * kTile + j) * ldb;
+        uint16_t* out = panel + 2 * j;
+        int64_t kk = 0;
+        for (; kk + 1 < k; kk += 2) std::memcpy(out + kk * kTile, src + kk, 2 * sizeof(uint16_t));
+        if (kk < k) out[kk * kTile] = src[kk];
+      }
+    }
+  }
+}
+
+// f32 -> bf16 bits, round to nearest even, NaN kept quiet (as f32_to_bf16_bits).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m256i round_bf16(__m512 x) {
+  __m512i u = _mm512_castps_si512(x);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// C[rows x cols] from the 32 x 32 f32 block t, 16 columns at a time.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void epilogue(const float* t, int64_t rows, int64_t cols, float alpha,
+                                                           float beta, float* c32, uint16_t* c16, int64_t ldc) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 mask = static_cast<__mmask16>(cols - j >= 16 ? 0xffff : (1u << (cols - j)) - 1);
+      __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + i * 32 + j));
+      if (c32) {
+        float* dst = c32 + i * ldc + j;
+        if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, dst), v);
+        _mm512_mask_storeu_ps(dst, mask, v);
+      } else {
+        uint16_t* dst = c16 + i * ldc + j;
+        if (beta != 0.0f) {
+          __m512i old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, dst));
+          v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(_mm512_slli_epi32(old, 16)), v);
+        }
+        _mm256_mask_storeu_epi16(dst, mask, round_bf16(v));
+      }
+    }
+  }
+}
+
+// One 32 x 32 piece of C in tiles 0-3: zeroed (init null) or loaded from init (f32 rows
+// ld_init apart), plus packed A rows (a_ld elements apart) x two B panels over K [k_lo, k_hi),
+// stored to out (rows ld_out apart).
+__attribute__((target("amx-tile,amx-bf16"))) void block_32x32(const uint16_t* ap, int64_t a_ld, const uint16_t* bp0,
+                                                                const uint16_t* bp1, int64_t k_lo, int64_t k_hi,
+                                                                const float* init, int64_t ld_init, float* out,
+                                                                int64_t ld_out) {
+  const int64_t a_stride = a_ld * 2;  // bytes
+  if (init) {
+    _tile_loadd(0, init, ld_init * 4);
+    _tile_loadd(1, init + 16, ld_init * 4);
+    _tile_loadd(2, init + 16 * ld_init, ld_init * 4);
+    _tile_loadd(3, init + 16 * ld_init + 16, ld_init * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k0 = k_lo; k0 < k_hi; k0 += kTileK) {
+    _tile_loadd(4, ap + k0, a_stride);
+    _tile_loadd(5, ap + kTile * a_ld + k0, a_stride);
+    _tile_loadd(6, bp0 + k0 * kTile, 64);
+    _tile_loadd(7, bp1 + k0 * kTile, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, ld_out * 4);
+  _tile_stored(1, out + 16, ld_out * 4);
+  _tile_stored(2, out + 16 * ld_out, ld_out * 4);
+  _tile_stored(3, out + 16 * ld_out + 16, ld_out * 4);
+}
+
+__attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
+
+}  // namespace
+
+void amx_pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_t k, int64_t n, int64_t panel_lo,
+                int64_t panel_hi, AmxPackedB& out) {
+  pack_b(trans_b, b, ldb, k, n, out.kp, panel_hi * kTile, out.data.data(), panel_lo);
+}
+
+AmxPackedB amx_packed_b_shape(int64_t k, int64_t n) {
+  AmxPackedB p;
+  p.k = k;
+  p.n = n;
+  p.kp = round_up(std::max<int64_t>(k, 1), kTileK);
+  p.np = round_up(n, 2 * kTile);
+  return p;
+}
+
+void amx_gemm_rows(bool trans_a, const uint16_t* a, int64_t lda, int64_t row_lo, int64_t row_hi, const AmxPackedB& b,
+                   float alpha, float beta, float* c32, uint16_t* c16, int64_t ldc) {
+  if (row_hi <= row_lo) return;
+  const int64_t kp = b.kp, n = b.n, np = b.np, rows_p = round_up(row_hi - row_lo, 2 * kTile);
+  thread_local std::vector<uint16_t> a_pack;
+  thread_local std::vector<float> acc;
+  if (static_cast<int64_t>(a_pack.size()) < rows_p * kp) a_pack.resize(rows_p * kp);
+  const bool chunked = kp > kKChunk;
+  if (chunked && static_cast<int64_t>(acc.size()) < rows_p * np) acc.resize(rows_p * np);
+  pack_a(trans_a, a, lda, row_hi, b.k, row_lo, rows_p, kp, a_pack.data());
+  alignas(64) float t[32 * 32];
+  configure_tiles_16x64();
+  for (int64_t c0 = 0; c0 < kp; c0 += kKChunk) {
+    const int64_t c1 = std::min(kp, c0 + kKChunk);
+    for (int64_t r0 = 0; r0 < rows_p; r0 += 2 * kTile) {
+      for (int64_t j0 = 0; j0 < np; j0 += 2 * kTile) {
+        const uint16_t* bp0 = b.data.data() + (j0 / kTile) * kp * kTile;
+        const float* init = c0 == 0 ? nullptr : acc.data() + r0 * np + j0;
+        if (c1 < kp) {
+          block_32x32(a_pack.data() + r0 * kp, kp, bp0, bp0 + kp * kTile, c0, c1, init, np, acc.data() + r0 * np + j0,
+                      np);
+          continue;
+        }
+        block_32x32(a_pack.data() + r0 * kp, kp, bp0, bp0 + kp * kTile, c0, c1, init, np, t, 32);
+        const int64_t live_rows = std::min<int64_t>(2 * kTile, row_hi - row_lo - r0);
+        const int64_t cols = std::min<int64_t>(2 * kTile, n - j0);
+        const int64_t off = (row_lo + r0) * ldc + j0;
+        epilogue(t, live_rows, cols, alpha, beta, c32 ? c32 + off : nullptr, c16 ? c16 + off : nullptr, ldc);
+      }
+    }
+  }
+  release_tiles();
+}
+
+void amx_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                   int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c32, uint16_t* c16, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  thread_local AmxPackedB packed;
+  AmxPackedB shape = amx_packed_b_shape(k, n);
+  packed.k = shape.k, packed.n = shape.n, packed.kp = shape.kp, packed.np = shape.np;
+  if (static_cast<int64_t>(packed.data.size()) < packed.kp * packed.np) packed.data.resize(packed.kp * packed.np);
+  amx_pack_b(trans_b, b, ldb, k, n, 0, packed.np / kTile, packed);
+  amx_gemm_rows(trans_a, a, lda, 0, m, packed, alpha, beta, c32, c16, ldc);
+}
+
+}  // namespace dt::kernels::cpu
