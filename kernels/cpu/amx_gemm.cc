@@ -21,7 +21,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
+#include <new>
 
 #include "core/dtype.h"
 #include "kernels/cpu/amx_tiles.h"
@@ -41,24 +41,65 @@ constexpr int64_t kKChunk = 384;   // K per pass: 32 rows of A over it (24 KiB) 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 
+// Transposes a 16 x 16 block of 32-bit elements held in r[0..15] (r[i][c] -> r[c][i]):
+// 32-bit and 64-bit unpacks inside 128-bit lanes, then two rounds of lane shuffles.
+__attribute__((target("avx512f"))) void transpose_16x16_u32(__m512i r[16]) {
+  __m512i a[16], b[16];
+  for (int k = 0; k < 8; ++k) {
+    a[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    a[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  // b[4m + j], lane L: rows 4m..4m+3 of column 4L + j.
+  for (int m = 0; m < 4; ++m) {
+    b[4 * m + 0] = _mm512_unpacklo_epi64(a[4 * m], a[4 * m + 2]);
+    b[4 * m + 1] = _mm512_unpackhi_epi64(a[4 * m], a[4 * m + 2]);
+    b[4 * m + 2] = _mm512_unpacklo_epi64(a[4 * m + 1], a[4 * m + 3]);
+    b[4 * m + 3] = _mm512_unpackhi_epi64(a[4 * m + 1], a[4 * m + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    __m512i s0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x44);
+    __m512i s2 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xEE), s3 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xEE);
+    r[j] = _mm512_shuffle_i32x4(s0, s1, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(s0, s1, 0xDD);
+    r[8 + j] = _mm512_shuffle_i32x4(s2, s3, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(s2, s3, 0xDD);
+  }
+}
+
+// op(A) = A^T with A stored k x m: 16 rows of op(A) by 32 of K at a time. Each (k, k+1) pair
+// of a row is one 32-bit element, so the block is a 16 x 16 transpose of 32-bit pairs.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_a_transposed(const uint16_t* a, int64_t lda, int64_t k,
+                                                                              int64_t i0, int64_t live, int64_t rows,
+                                                                              int64_t kp, uint16_t* dst) {
+  uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+  const int64_t half = kp / 2;
+  for (int64_t ib = 0; ib < rows; ib += kTile) {
+    const int64_t n_live = std::max<int64_t>(0, std::min(kTile, live - ib));
+    const __mmask16 mask = static_cast<__mmask16>((1u << n_live) - 1);
+    for (int64_t p0 = 0; p0 < half; p0 += kTile) {
+      __m512i r[16];
+      for (int64_t p = 0; p < kTile; ++p) {
+        const int64_t kk = 2 * (p0 + p);
+        if (n_live == 0 || kk >= k) {
+          r[p] = _mm512_setzero_si512();
+          continue;
+        }
+        const uint16_t* row = a + kk * lda + i0 + ib;
+        __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row));
+        __m512i hi = kk + 1 < k ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row + lda)) : _mm512_setzero_si512();
+        r[p] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+      }
+      transpose_16x16_u32(r);
+      for (int64_t i = 0; i < kTile; ++i) _mm512_storeu_si512(out + (ib + i) * half + p0, r[i]);
+    }
+  }
+}
+
 // op(A)[i][kk] for i in [i0, i0 + rows), into dst[rows_padded][kp] with zero padding.
 void pack_a(bool ta, const uint16_t* a, int64_t lda, int64_t m, int64_t k, int64_t i0, int64_t rows, int64_t kp,
             uint16_t* dst) {
   const int64_t live = std::min(rows, m - i0);
-  if (ta) {
-    // A is stored k x m: read two of its rows at a time (contiguous along i) and write each
-    // (k, k+1) pair of a row of op(A) as one 32-bit store.
-    std::memset(dst, 0, sizeof(uint16_t) * rows * kp);
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst);
-    const int64_t half = kp / 2;
-    for (int64_t kk = 0; kk < k; kk += 2) {
-      const uint16_t* r0 = a + kk * lda + i0;
-      const uint16_t* r1 = kk + 1 < k ? r0 + lda : nullptr;
-      for (int64_t i = 0; i < live; ++i)
-        out[i * half + kk / 2] = static_cast<uint32_t>(r0[i]) | (r1 ? static_cast<uint32_t>(r1[i]) << 16 : 0u);
-    }
-    return;
-  }
+  if (ta) return pack_a_transposed(a, lda, k, i0, live, rows, kp, dst);
   for (int64_t i = 0; i < rows; ++i) {
     uint16_t* row = dst + i * kp;
     if (i >= live) {
@@ -154,7 +195,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void epilogue(const float* 
 __attribute__((target("amx-tile,amx-bf16"))) void block_32x32(const uint16_t* ap, int64_t a_ld, const uint16_t* bp0,
                                                                 const uint16_t* bp1, int64_t k_lo, int64_t k_hi,
                                                                 const float* init, int64_t ld_init, float* out,
-                                                                int64_t ld_out) {
+                                                                int64_t ld_out, const uint16_t* next0,
+                                                                const uint16_t* next1) {
   const int64_t a_stride = a_ld * 2;  // bytes
   if (init) {
     _tile_loadd(0, init, ld_init * 4);
@@ -172,6 +214,15 @@ __attribute__((target("amx-tile,amx-bf16"))) void block_32x32(const uint16_t* ap
     _tile_loadd(5, ap + kTile * a_ld + k0, a_stride);
     _tile_loadd(6, bp0 + k0 * kTile, 64);
     _tile_loadd(7, bp1 + k0 * kTile, 64);
+    if (next0) {
+      // The next block's B panels, this step's rows of them, into L1 (16 lines each).
+      const char* n0 = reinterpret_cast<const char*>(next0 + k0 * kTile);
+      const char* n1 = reinterpret_cast<const char*>(next1 + k0 * kTile);
+      for (int line = 0; line < 16; ++line) {
+        _mm_prefetch(n0 + 64 * line, _MM_HINT_T0);
+        _mm_prefetch(n1 + 64 * line, _MM_HINT_T0);
+      }
+    }
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
@@ -205,11 +256,10 @@ void amx_gemm_rows(bool trans_a, const uint16_t* a, int64_t lda, int64_t row_lo,
                    float alpha, float beta, float* c32, uint16_t* c16, int64_t ldc) {
   if (row_hi <= row_lo) return;
   const int64_t kp = b.kp, n = b.n, np = b.np, rows_p = round_up(row_hi - row_lo, 2 * kTile);
-  thread_local std::vector<uint16_t> a_pack;
-  thread_local std::vector<float> acc;
-  if (static_cast<int64_t>(a_pack.size()) < rows_p * kp) a_pack.resize(rows_p * kp);
-  const bool chunked = kp > kKChunk;
-  if (chunked && static_cast<int64_t>(acc.size()) < rows_p * np) acc.resize(rows_p * np);
+  thread_local TileBuffer<uint16_t> a_pack;
+  thread_local TileBuffer<float> acc;
+  a_pack.reserve(rows_p * kp);
+  if (kp > kKChunk) acc.reserve(rows_p * np);
   pack_a(trans_a, a, lda, row_hi, b.k, row_lo, rows_p, kp, a_pack.data());
   alignas(64) float t[32 * 32];
   configure_tiles_16x64();
@@ -218,13 +268,15 @@ void amx_gemm_rows(bool trans_a, const uint16_t* a, int64_t lda, int64_t row_lo,
     for (int64_t r0 = 0; r0 < rows_p; r0 += 2 * kTile) {
       for (int64_t j0 = 0; j0 < np; j0 += 2 * kTile) {
         const uint16_t* bp0 = b.data.data() + (j0 / kTile) * kp * kTile;
+        const uint16_t* next = j0 + 2 * kTile < np ? bp0 + 2 * kp * kTile : nullptr;
         const float* init = c0 == 0 ? nullptr : acc.data() + r0 * np + j0;
         if (c1 < kp) {
           block_32x32(a_pack.data() + r0 * kp, kp, bp0, bp0 + kp * kTile, c0, c1, init, np, acc.data() + r0 * np + j0,
-                      np);
+                      np, next, next ? next + kp * kTile : nullptr);
           continue;
         }
-        block_32x32(a_pack.data() + r0 * kp, kp, bp0, bp0 + kp * kTile, c0, c1, init, np, t, 32);
+        block_32x32(a_pack.data() + r0 * kp, kp, bp0, bp0 + kp * kTile, c0, c1, init, np, t, 32, next,
+                    next ? next + kp * kTile : nullptr);
         const int64_t live_rows = std::min<int64_t>(2 * kTile, row_hi - row_lo - r0);
         const int64_t cols = std::min<int64_t>(2 * kTile, n - j0);
         const int64_t off = (row_lo + r0) * ldc + j0;
@@ -241,7 +293,7 @@ void amx_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   thread_local AmxPackedB packed;
   AmxPackedB shape = amx_packed_b_shape(k, n);
   packed.k = shape.k, packed.n = shape.n, packed.kp = shape.kp, packed.np = shape.np;
-  if (static_cast<int64_t>(packed.data.size()) < packed.kp * packed.np) packed.data.resize(packed.kp * packed.np);
+  packed.data.reserve(packed.kp * packed.np);
   amx_pack_b(trans_b, b, ldb, k, n, 0, packed.np / kTile, packed);
   amx_gemm_rows(trans_a, a, lda, 0, m, packed, alpha, beta, c32, c16, ldc);
 }

@@ -5,7 +5,9 @@
 // the whole K loop.
 #pragma once
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
+#include <new>
 
 namespace dt::kernels::cpu {
 
@@ -19,11 +21,35 @@ void amx_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 
 // op(B) packed once into the tile layout, shared read-only by the threads that each compute
 // some rows of C (matmul.cc): packing B once per matmul instead of once per block of rows.
+// A growable scratch buffer on 64-byte boundaries: a tile row that straddles two cache lines
+// costs two loads (std::vector only promises 16 bytes).
+template <class T>
+class TileBuffer {
+ public:
+  T* data() const { return p_.get(); }
+  // At least n elements (old contents not kept when it grows).
+  void reserve(int64_t n) {
+    if (n <= size_) return;
+    size_t bytes = (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64;
+    T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (!p) throw std::bad_alloc();
+    p_.reset(p);
+    size_ = n;
+  }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> p_;
+  int64_t size_ = 0;
+};
+
 struct AmxPackedB {
-  std::vector<uint16_t> data;  // kp * np elements once sized
+  TileBuffer<uint16_t> data;  // kp * np elements once reserved
   int64_t k = 0, n = 0, kp = 0, np = 0;  // kp: k rounded up to 32; np: n rounded up to 32
 };
-// k, n, kp, np for op(B) of k x n (data left empty: size it to kp * np).
+// k, n, kp, np for op(B) of k x n (data left empty: reserve kp * np).
 AmxPackedB amx_packed_b_shape(int64_t k, int64_t n);
 // Packs panels [panel_lo, panel_hi) of 16 columns (np / 16 in all), so threads can share it.
 void amx_pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_t k, int64_t n, int64_t panel_lo,
