@@ -2,14 +2,17 @@
 // tiles: a block of kQueryBlock queries is scored against every key it may see in one
 // call, giving a kQueryBlock x Tk score strip (per-thread scratch; never Tq x Tk), which
 // is softmaxed in place and multiplied into V by a second call. bf16/f16 tensors are
-// widened to f32 scratch first (CPU compute is f32) and results rounded once at the end.
+// widened to f32 scratch first (CPU compute is f32) and results rounded once at the end;
+// where bf16 GEMMs run on AMX, bf16 attention takes attention_amx.cc's path instead.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/attention_plan.h"
 #include "kernels/cpu/attention_tile.h"
+#include "kernels/cpu/gemm_path.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
@@ -17,35 +20,11 @@
 namespace dt::kernels::cpu {
 namespace {
 
-struct Dims {
-  int64_t b, tq, tk, hq, hkv, d;
-  float scale;
-  // Row offsets (in elements) of query row i of head h, and key row j of kv head g; rows of
-  // one head are qld / kld apart, which is the leading dimension handed to sgemm.
-  int64_t qrow(int64_t bi, int64_t i, int64_t h) const { return ((bi * tq + i) * hq + h) * d; }
-  int64_t krow(int64_t bi, int64_t j, int64_t g) const { return ((bi * tk + j) * hkv + g) * d; }
-  int64_t qld() const { return hq * d; }
-  int64_t kld() const { return hkv * d; }
-  int64_t last_key(int64_t i) const { return tk - tq + i; }  // causal: keys 0..last_key(i)
-  int64_t qblocks() const { return (tq + kQueryBlock - 1) / kQueryBlock; }
-};
-
-Dims dims_of(const Tensor& q, const Tensor& k, float scale) {
-  Dims s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), scale};
-  if (s.scale <= 0.0f) s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  return s;
-}
-
-// One tile: queries [i0, i0 + m) of a head, which see keys [0, kend) (kend = one past the
-// causal limit of the tile's last query).
-struct Tile {
-  int64_t i0, m, kend;
-};
-Tile tile_of(const Dims& s, int64_t blk) {
-  int64_t i0 = blk * kQueryBlock, m = std::min(kQueryBlock, s.tq - i0);
-  return {i0, m, s.last_key(i0 + m - 1) + 1};
-}
-
+using attn::Dims;
+using attn::dims_of;
+using attn::forward_task;
+using attn::Tile;
+using attn::tile_of;
 
 inline float dot(const float* a, const float* b, int64_t n) {
   float s = 0.0f;
@@ -68,15 +47,6 @@ Tensor widen(const Tensor& t) {
 Tensor f32_target(const Tensor& t) { return t.dtype() == DType::F32 ? t : Tensor::uninit(t.shape(), DType::F32); }
 void narrow(const Tensor& f, Tensor& t) {
   if (t.dtype() != DType::F32) cast(f, t);
-}
-
-// Forward task t -> (batch, head, query block). parallel_for hands each thread one
-// contiguous run of tasks, and a block's cost grows with its position (causal), so blocks
-// are visited in the order 0, n-1, 1, n-2, ...: any contiguous run then averages out.
-void forward_task(const Dims& s, int64_t t, int64_t& bi, int64_t& h, int64_t& blk) {
-  int64_t nb = s.qblocks(), slot = t / (s.b * s.hq), bh = t % (s.b * s.hq);
-  bi = bh / s.hq, h = bh % s.hq;
-  blk = slot % 2 == 0 ? slot / 2 : nb - 1 - slot / 2;
 }
 
 }  // namespace
@@ -109,6 +79,7 @@ void attention_tile(const float* q, int64_t qld, const float* k, const float* v,
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+  if (q.dtype() == DType::BF16 && gemm_choice().bf16_amx) return attention_forward_amx(q, k, v, scale, out, lse);
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = f32_target(out);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();
@@ -137,6 +108,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
 // is summed by one thread in the same order whatever the thread count, without atomics.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (q.dtype() == DType::BF16 && gemm_choice().bf16_amx)
+    return attention_backward_amx(q, k, v, out, lse, dout, scale, dq, dk, dv);
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = widen(out), do32 = widen(dout);
   Tensor dq32 = f32_target(dq), dk32 = f32_target(dk), dv32 = f32_target(dv);

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/gemm_path.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -31,6 +32,38 @@ void widen_row(DType dt, const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_f32(static_cast<const f16*>(src)[i]);
 }
 
+// The bf16 path on AMX: keys and values staged as bf16 (no widening), attention_tile_bf16.
+void paged_bf16_amx(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const std::vector<SeqSpan>& span,
+                    const std::vector<int64_t>& task_begin, const int32_t* tp, int64_t max_blocks, float scale,
+                    Tensor& out) {
+  const int64_t Hq = q.dim(1), D = q.dim(2), bs = k_cache.dim(1), Hkv = k_cache.dim(2), group = Hq / Hkv;
+  const int64_t S = static_cast<int64_t>(span.size());
+  const uint16_t* qp = reinterpret_cast<const uint16_t*>(q.data<bf16>());
+  uint16_t* op = reinterpret_cast<uint16_t*>(out.data<bf16>());
+  const auto *kp = reinterpret_cast<const uint16_t*>(k_cache.data<bf16>()),
+             *vp = reinterpret_cast<const uint16_t*>(v_cache.data<bf16>());
+  int64_t longest = 1;
+  for (const SeqSpan& c : span) longest = std::max(longest, c.len);
+  parallel_for(task_begin[S], 1, [&](int64_t t0, int64_t t1) {
+    std::vector<uint16_t> ks(static_cast<size_t>(longest * D)), vs(static_cast<size_t>(longest * D));
+    TileScratch sc;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t s = std::upper_bound(task_begin.begin(), task_begin.end(), t) - task_begin.begin() - 1;
+      const SeqSpan& c = span[s];
+      const int64_t local = t - task_begin[s], h = local % Hq, blk = local / Hq, g = h / group;
+      const int64_t i0 = blk * kQueryBlock, m = std::min(kQueryBlock, c.n - i0);
+      const int64_t kend = c.len - c.n + i0 + m;
+      for (int64_t p = 0; p < kend; ++p) {
+        const int64_t off = ((tp[s * max_blocks + p / bs] * bs + p % bs) * Hkv + g) * D;
+        std::memcpy(ks.data() + p * D, kp + off, sizeof(uint16_t) * D);
+        std::memcpy(vs.data() + p * D, vp + off, sizeof(uint16_t) * D);
+      }
+      const int64_t row = (c.first + i0) * Hq + h;
+      attention_tile_bf16(qp + row * D, Hq * D, ks.data(), vs.data(), D, m, kend, D, scale, op + row * D, nullptr, sc);
+    }
+  });
+}
+
 }  // namespace
 
 void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seqs,
@@ -49,6 +82,8 @@ void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tenso
     task_begin[s + 1] = task_begin[s] + Hq * ((span[s].n + kQueryBlock - 1) / kQueryBlock);
   }
   const DType dt = q.dtype();
+  if (dt == DType::BF16 && gemm_choice().bf16_amx)
+    return paged_bf16_amx(q, k_cache, v_cache, span, task_begin, tp, max_blocks, scale, out);
   const Tensor q32 = dt == DType::F32 ? q : Tensor::uninit(q.shape(), DType::F32);
   if (dt != DType::F32) cast(q, const_cast<Tensor&>(q32));
   Tensor o32 = dt == DType::F32 ? out : Tensor::uninit(out.shape(), DType::F32);

@@ -1,0 +1,62 @@
+// How the CPU attention divides its work, shared by the f32 path (attention.cc) and the bf16
+// AMX path (attention_amx.cc) so both visit the same tiles in the same order.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/cpu/attention_tile.h"
+
+namespace dt::kernels::cpu::attn {
+
+struct Dims {
+  int64_t b, tq, tk, hq, hkv, d;
+  float scale;
+  // Row offsets (in elements) of query row i of head h, and key row j of kv head g; rows of
+  // one head are qld / kld apart, which is the leading dimension handed to the GEMM.
+  int64_t qrow(int64_t bi, int64_t i, int64_t h) const { return ((bi * tq + i) * hq + h) * d; }
+  int64_t krow(int64_t bi, int64_t j, int64_t g) const { return ((bi * tk + j) * hkv + g) * d; }
+  int64_t qld() const { return hq * d; }
+  int64_t kld() const { return hkv * d; }
+  int64_t last_key(int64_t i) const { return tk - tq + i; }  // causal: keys 0..last_key(i)
+  int64_t qblocks() const { return (tq + kQueryBlock - 1) / kQueryBlock; }
+};
+
+inline Dims dims_of(const Tensor& q, const Tensor& k, float scale) {
+  Dims s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), scale};
+  if (s.scale <= 0.0f) s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  return s;
+}
+
+// One tile: queries [i0, i0 + m) of a head, which see keys [0, kend) (kend = one past the
+// causal limit of the tile's last query).
+struct Tile {
+  int64_t i0, m, kend;
+};
+inline Tile tile_of(const Dims& s, int64_t blk) {
+  int64_t i0 = blk * kQueryBlock, m = std::min(kQueryBlock, s.tq - i0);
+  return {i0, m, s.last_key(i0 + m - 1) + 1};
+}
+
+// Forward task t -> (batch, head, query block). parallel_for hands each thread one
+// contiguous run of tasks, and a block's cost grows with its position (causal), so blocks
+// are visited in the order 0, n-1, 1, n-2, ...: any contiguous run then averages out.
+inline void forward_task(const Dims& s, int64_t t, int64_t& bi, int64_t& h, int64_t& blk) {
+  int64_t nb = s.qblocks(), slot = t / (s.b * s.hq), bh = t % (s.b * s.hq);
+  bi = bh / s.hq, h = bh % s.hq;
+  blk = slot % 2 == 0 ? slot / 2 : nb - 1 - slot / 2;
+}
+
+}  // namespace dt::kernels::cpu::attn
+
+namespace dt::kernels::cpu {
+
+// bf16 attention with its products on AMX tiles (attention_amx.cc): the f32 path's tiles and
+// order, with S, dP and the outputs accumulated in f32 and P and dS rounded to bf16 for the
+// products that take them (as GPU flash attention does). Only when gemm_choice().bf16_amx.
+void attention_forward_amx(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse);
+void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                            const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv);
+
+}  // namespace dt::kernels::cpu
