@@ -5,13 +5,14 @@
 // One call:
 //   1. B is packed once into panels of 16 columns, K padded to a multiple of 32 with zeros,
 //      each panel K/2 rows of 16 pairs: one tile load per 32 x 16 piece, 64-byte rows.
-//   2. A caller's rows (matmul.cc gives each thread blocks of 64-192) are packed at once
-//      (rows padded to 32, K to 32, zeros).
-//   3. K runs in passes of kKChunk: in a pass, each pair of B panels (32 KiB) stays in L1
-//      while every 32 rows of A pass by. Each 32 x 32 piece of C lives in tiles 0-3 for the
-//      pass (A in tiles 4-5, B in 6-7: four independent products per step, enough to hide
-//      TDPBF16PS's latency); between passes it waits in an f32 buffer, and after the last
-//      it goes through the epilogue (alpha, beta, bf16 rounding, edges) once.
+//   2. A caller's rows (matmul.cc gives each thread blocks of 64-256) are packed at once
+//      (rows padded to 32, K to 32, zeros; a transposed A by 16 x 16 blocks).
+//   3. K runs in passes (kKChunk; one pass up to kOnePassK). In a pass, 32 rows of A stay
+//      in L1 while the pairs of B panels stream by from L2, the next pair prefetched. Each
+//      32 x 32 piece of C lives in tiles 0-3 for the pass (A in tiles 4-5, B in 6-7: four
+//      independent products per step, enough to hide TDPBF16PS's latency); between passes
+//      it waits in an f32 buffer, and after the last it goes through the epilogue (alpha,
+//      beta, bf16 rounding, edges) once.
 // Zero padding makes every edge a full tile: the padded rows and columns are computed and
 // dropped. The order of the K sum is fixed by the shape alone, so results do not depend on
 // the thread count.
@@ -36,7 +37,11 @@ namespace {
 
 constexpr int64_t kTile = 16;      // rows of a tile; columns of C and B per tile
 constexpr int64_t kTileK = 32;     // bf16 elements of K per tile
-constexpr int64_t kKChunk = 384;   // K per pass: 32 rows of A over it (24 KiB) stay in L1
+// K per pass: 32 rows of A and two B panels over 256 of K (16 + 16 KiB) stay in L1 with room
+// to spare (at 384 they fill its 48 KiB and a 32 x 32 block ran at 0.54 of the tile peak, at
+// 256 at 0.58, streaming B); a K of at most 384 still runs in one pass, saving the f32 round
+// trip of C between passes.
+constexpr int64_t kKChunk = 256, kOnePassK = 384;
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
@@ -165,28 +170,40 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m256i round_bf16(_
   return _mm512_cvtepi32_epi16(r);
 }
 
-// C[rows x cols] from the 32 x 32 f32 block t, 16 columns at a time.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void epilogue(const float* t, int64_t rows, int64_t cols, float alpha,
-                                                           float beta, float* c32, uint16_t* c16, int64_t ldc) {
+// C[rows x cols] from the 32 x 32 f32 block t, 16 columns at a time; one instantiation per
+// output type and beta, so the loop carries no branches.
+template <bool kOut16, bool kBeta>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void epilogue_as(const float* t, int64_t rows, int64_t cols,
+                                                                      float alpha, float beta, void* c, int64_t ldc) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 mask = static_cast<__mmask16>(cols - j >= 16 ? 0xffff : (1u << (cols - j)) - 1);
       __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + i * 32 + j));
-      if (c32) {
-        float* dst = c32 + i * ldc + j;
-        if (beta != 0.0f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, dst), v);
-        _mm512_mask_storeu_ps(dst, mask, v);
-      } else {
-        uint16_t* dst = c16 + i * ldc + j;
-        if (beta != 0.0f) {
+      if constexpr (kOut16) {
+        uint16_t* dst = static_cast<uint16_t*>(c) + i * ldc + j;
+        if constexpr (kBeta) {
           __m512i old = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, dst));
           v = _mm512_fmadd_ps(vb, _mm512_castsi512_ps(_mm512_slli_epi32(old, 16)), v);
         }
         _mm256_mask_storeu_epi16(dst, mask, round_bf16(v));
+      } else {
+        float* dst = static_cast<float*>(c) + i * ldc + j;
+        if constexpr (kBeta) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask, dst), v);
+        _mm512_mask_storeu_ps(dst, mask, v);
       }
     }
   }
+}
+
+void epilogue(const float* t, int64_t rows, int64_t cols, float alpha, float beta, float* c32, uint16_t* c16,
+              int64_t ldc) {
+  if (c16) {
+    if (beta != 0.0f) return epilogue_as<true, true>(t, rows, cols, alpha, beta, c16, ldc);
+    return epilogue_as<true, false>(t, rows, cols, alpha, beta, c16, ldc);
+  }
+  if (beta != 0.0f) return epilogue_as<false, true>(t, rows, cols, alpha, beta, c32, ldc);
+  return epilogue_as<false, false>(t, rows, cols, alpha, beta, c32, ldc);
 }
 
 // One 32 x 32 piece of C in tiles 0-3: zeroed (init null) or loaded from init (f32 rows
@@ -259,12 +276,13 @@ void amx_gemm_rows(bool trans_a, const uint16_t* a, int64_t lda, int64_t row_lo,
   thread_local TileBuffer<uint16_t> a_pack;
   thread_local TileBuffer<float> acc;
   a_pack.reserve(rows_p * kp);
-  if (kp > kKChunk) acc.reserve(rows_p * np);
+  const int64_t chunk = kp <= kOnePassK ? kp : kKChunk;
+  if (kp > chunk) acc.reserve(rows_p * np);
   pack_a(trans_a, a, lda, row_hi, b.k, row_lo, rows_p, kp, a_pack.data());
   alignas(64) float t[32 * 32];
   configure_tiles_16x64();
-  for (int64_t c0 = 0; c0 < kp; c0 += kKChunk) {
-    const int64_t c1 = std::min(kp, c0 + kKChunk);
+  for (int64_t c0 = 0; c0 < kp; c0 += chunk) {
+    const int64_t c1 = std::min(kp, c0 + chunk);
     for (int64_t r0 = 0; r0 < rows_p; r0 += 2 * kTile) {
       for (int64_t j0 = 0; j0 < np; j0 += 2 * kTile) {
         const uint16_t* bp0 = b.data.data() + (j0 / kTile) * kp * kTile;
