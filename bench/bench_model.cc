@@ -18,6 +18,7 @@
 #include "engine/generate.h"
 #include "engine/train_engine.h"
 #include "kernels/cpu/blas.h"
+#include "kernels/cpu/gemm_path.h"
 #include "kernels/ops.h"
 #include "nn/nn.h"
 
@@ -164,6 +165,7 @@ int main(int argc, char** argv) {
         .num("params", static_cast<double>(n_params)).num("matmul_params", static_cast<double>(n_mm));
 
     // ---- split per op family: separate steps with op profiling on ---------------------------
+    double matmul_frac = -1;  // the matmul family's share of a profiled step
     if (selected(opt, "split")) {
       const int prof_steps = opt.quick ? 2 : std::max(3, steps / 2);
       std::map<std::string, std::vector<double>> fam_s, other_ops_s;  // other_ops: the ops in "other", by name
@@ -194,6 +196,7 @@ int main(int argc, char** argv) {
         double s = median(fam_s[k]);
         std::printf("  %-13s %8.2f ms  %5.1f%%\n", k.c_str(), s * 1e3, 100.0 * s / prof_med);
         split.num(k + "_s", s).num(k + "_frac", s / prof_med);
+        if (k == "matmul") matmul_frac = s / prof_med;
       }
       std::printf("  other, in ops:");
       for (auto& [op_name, v] : other_ops_s) {
@@ -226,6 +229,25 @@ int main(int argc, char** argv) {
         .num("flops_per_token_full_attn", flops_full).num("mfu", mfu).num("mfu_full_attn", mfu_full)
         .num("target", kMfuTarget).flag("pass", mfu >= kMfuTarget);
     report.add("mfu", "fma_peak").num("peak_gflops", peak).num("mfu", mfu_peak);
+    // Against the peak of the path this precision's matmuls take: AMX tiles for bf16 where
+    // gemm_path.h chose them, else the FMA peak (f32, and bf16 widened or on AVX512-BF16,
+    // whose dot product never beats FMA where it is chosen against it).
+    const kernels::cpu::GemmChoice& path = kernels::cpu::gemm_choice();
+    if (cfg.dtype == DType::BF16 && path.bf16_amx) {
+      const FmaPeak amx = measure_amx_bf16_peak(true);
+      const double amx_peak = amx.median_gflops * threads, mfu_amx = flops_causal * tok_s * 1e-9 / amx_peak;
+      std::printf("model: MFU vs the AMX bf16 peak (%.0f GFLOP/s = 1-core tile loop x %d threads) = %.3f\n", amx_peak,
+                  threads, mfu_amx);
+      report.add("mfu", "path_peak").str("path", path.bf16).num("peak_gflops", amx_peak).num("mfu", mfu_amx);
+    } else {
+      report.add("mfu", "path_peak").str("path", cfg.dtype == DType::BF16 ? path.bf16 : path.f32)
+          .num("peak_gflops", peak).num("mfu", mfu_peak);
+    }
+    if (matmul_frac >= 0) {
+      std::printf("model: share of a step outside matmul = %.1f%% (attention, element-wise ops, optimizer)\n",
+                  100.0 * (1.0 - matmul_frac));
+      report.add("split", "non_matmul").num("frac", 1.0 - matmul_frac);
+    }
 
     // ---- generation ---------------------------------------------------------------------------
     if (selected(opt, "generate")) {

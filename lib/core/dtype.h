@@ -24,11 +24,13 @@ inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u
 inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 
 // f32 -> bf16, round to nearest, ties to even; NaN stays a (quiet) NaN of the same sign.
+// Written as a select, not an early return: GCC then vectorizes the loops that call it (with
+// the branch, AdamW's bf16 parameter copy and every bf16 cast ran one element at a time).
 inline uint16_t f32_to_bf16_bits(float f) {
   uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>((u + rounding) >> 16);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline float bf16_bits_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
 
