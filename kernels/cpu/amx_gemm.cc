@@ -260,13 +260,12 @@ void amx_pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_t k, int64_t
   pack_b(trans_b, b, ldb, k, n, out.kp, panel_hi * kTile, out.data.data(), panel_lo);
 }
 
-AmxPackedB amx_packed_b_shape(int64_t k, int64_t n) {
-  AmxPackedB p;
-  p.k = k;
-  p.n = n;
-  p.kp = round_up(std::max<int64_t>(k, 1), kTileK);
-  p.np = round_up(n, 2 * kTile);
-  return p;
+void AmxPackedB::shape_for(int64_t k_, int64_t n_) {
+  k = k_;
+  n = n_;
+  kp = round_up(std::max<int64_t>(k, 1), kTileK);
+  np = round_up(n, 2 * kTile);
+  data.reserve(kp * np);
 }
 
 void amx_gemm_rows(bool trans_a, const uint16_t* a, int64_t lda, int64_t row_lo, int64_t row_hi, const AmxPackedB& b,
@@ -309,10 +308,8 @@ void amx_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                    int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c32, uint16_t* c16, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   thread_local AmxPackedB packed;
-  AmxPackedB shape = amx_packed_b_shape(k, n);
-  packed.k = shape.k, packed.n = shape.n, packed.kp = shape.kp, packed.np = shape.np;
-  packed.data.reserve(packed.kp * packed.np);
-  amx_pack_b(trans_b, b, ldb, k, n, 0, packed.np / kTile, packed);
+  packed.shape_for(k, n);
+  amx_pack_b(trans_b, b, ldb, k, n, 0, packed.panels(), packed);
   amx_gemm_rows(trans_a, a, lda, 0, m, packed, alpha, beta, c32, c16, ldc);
 }
 

@@ -46,12 +46,13 @@ class TileBuffer {
 };
 
 struct AmxPackedB {
-  TileBuffer<uint16_t> data;  // kp * np elements once reserved
+  TileBuffer<uint16_t> data;  // kp * np elements once shaped
   int64_t k = 0, n = 0, kp = 0, np = 0;  // kp: k rounded up to 32; np: n rounded up to 32
+  // Sets the shape for op(B) of k x n and makes room (kept across calls: the buffer only grows).
+  void shape_for(int64_t k_, int64_t n_);
+  int64_t panels() const { return np / 16; }
 };
-// k, n, kp, np for op(B) of k x n (data left empty: reserve kp * np).
-AmxPackedB amx_packed_b_shape(int64_t k, int64_t n);
-// Packs panels [panel_lo, panel_hi) of 16 columns (np / 16 in all), so threads can share it.
+// Packs panels [panel_lo, panel_hi) of 16 columns (panels() in all), so threads can share it.
 void amx_pack_b(bool trans_b, const uint16_t* b, int64_t ldb, int64_t k, int64_t n, int64_t panel_lo,
                 int64_t panel_hi, AmxPackedB& out);
 // Rows [row_lo, row_hi) of C = alpha * op(A) B + beta * C, as amx_gemm_bf16. Each row's

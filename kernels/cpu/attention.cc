@@ -57,18 +57,8 @@ void attention_tile(const float* q, int64_t qld, const float* k, const float* v,
   // S = scale * Q_blk K^T over keys [0, kend).
   sgemm(false, true, m, kend, d, scale, q, qld, k, kld, 0.0f, strip, kend);
   for (int64_t r = 0; r < m; ++r) {
-    float* row = strip + r * kend;
-    int64_t n = kend - m + 1 + r;  // this row's unmasked keys
-    float mx = -INFINITY, sum = 0.0f;
-    // Written as a compare-select: GCC vectorizes std::max here ~8x slower.
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = exp_approx(row[j] - mx);
-      sum += row[j];
-    }
-    std::fill(row + n, row + kend, 0.0f);  // masked keys weigh nothing in P V
+    float mx;
+    const float sum = attn::exp_row(strip + r * kend, kend - m + 1 + r, kend, mx);
     inv[r] = 1.0f / sum;
     if (lse) lse[r] = mx + std::log(sum);
   }
@@ -124,10 +114,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       int64_t bi = t / s.hkv, g = t % s.hkv;
       const float *kb = kp + s.krow(bi, 0, g), *vb = vp + s.krow(bi, 0, g);
       float *dkb = dkp + s.krow(bi, 0, g), *dvb = dvp + s.krow(bi, 0, g);
-      for (int64_t j = 0; j < s.tk; ++j) {
-        std::fill_n(dkb + j * s.kld(), s.d, 0.0f);
-        std::fill_n(dvb + j * s.kld(), s.d, 0.0f);
-      }
+      attn::zero_kv_grads(dkb, dvb, s.tk, s.kld(), s.d);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         for (int64_t blk = 0; blk < s.qblocks(); ++blk) {
           Tile c = tile_of(s, blk);
@@ -136,18 +123,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
           sgemm(false, true, c.m, c.kend, s.d, s.scale, qb, s.qld(), kb, s.kld(), 0.0f, ps.get(), ld);  // S
           sgemm(false, true, c.m, c.kend, s.d, 1.0f, dob, s.qld(), vb, s.kld(), 0.0f, ds.get(), ld);    // dP = dO V^T
           for (int64_t r = 0; r < c.m; ++r) di[r] = dot(dob + r * s.qld(), op + r0 + r * s.qld(), s.d);
-          for (int64_t r = 0; r < c.m; ++r) {
-            float *p = ps.get() + r * ld, *d = ds.get() + r * ld;
-            int64_t n = s.last_key(c.i0 + r) + 1;
-            // dS = P * (dP - D_i), with D_i = sum(dO_i * O_i) = sum_j P_ij dP_ij; scale folded in.
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j) {
-              p[j] = exp_approx(p[j] - lb[r]);
-              d[j] = p[j] * (d[j] - di[r]) * s.scale;
-            }
-            std::fill(p + n, p + ld, 0.0f);
-            std::fill(d + n, d + ld, 0.0f);
-          }
+          for (int64_t r = 0; r < c.m; ++r)
+            attn::grad_row(ps.get() + r * ld, ds.get() + r * ld, s.last_key(c.i0 + r) + 1, ld, lb[r], di[r], s.scale);
           sgemm(true, false, c.kend, s.d, c.m, 1.0f, ps.get(), ld, dob, s.qld(), 1.0f, dvb, s.kld());  // dV += P^T dO
           sgemm(false, false, c.m, s.d, c.kend, 1.0f, ds.get(), ld, kb, s.kld(), 0.0f, dqp + r0, s.qld());  // dQ = dS K
           sgemm(true, false, c.kend, s.d, c.m, 1.0f, ds.get(), ld, qb, s.qld(), 1.0f, dkb, s.kld());  // dK += dS^T Q

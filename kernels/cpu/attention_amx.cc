@@ -48,16 +48,8 @@ void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, cons
   float inv[kQueryBlock];
   for (int64_t r = 0; r < m; ++r) {
     float* row = sc.s.data() + r * kend;
-    const int64_t n = kend - m + 1 + r;
-    float mx = -INFINITY, sum = 0.0f;
-#pragma omp simd reduction(max : mx)
-    for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = exp_approx(row[j] - mx);
-      sum += row[j];
-    }
-    std::fill(row + n, row + kend, 0.0f);
+    float mx;
+    const float sum = attn::exp_row(row, kend - m + 1 + r, kend, mx);
     inv[r] = 1.0f / sum;
     if (lse) lse[r] = mx + std::log(sum);
     round_row(row, kend, sc.p16.data() + r * kend);
@@ -104,10 +96,7 @@ void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, c
       const int64_t bi = t / s.hkv, g = t % s.hkv;
       const uint16_t *kb = kp + s.krow(bi, 0, g), *vb = vp + s.krow(bi, 0, g);
       float *dkb = dkp + s.krow(bi, 0, g), *dvb = dvp + s.krow(bi, 0, g);
-      for (int64_t j = 0; j < s.tk; ++j) {
-        std::fill_n(dkb + j * s.kld(), s.d, 0.0f);
-        std::fill_n(dvb + j * s.kld(), s.d, 0.0f);
-      }
+      attn::zero_kv_grads(dkb, dvb, s.tk, s.kld(), s.d);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         for (int64_t blk = 0; blk < s.qblocks(); ++blk) {
           const Tile c = attn::tile_of(s, blk);
@@ -127,15 +116,7 @@ void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, c
           }
           for (int64_t r = 0; r < c.m; ++r) {
             float *p = sc.s.data() + r * ld, *d = sc.dp.data() + r * ld;
-            const int64_t n = s.last_key(c.i0 + r) + 1;
-            // dS = P * (dP - D_i), D_i = sum(dO_i * O_i); scale folded in.
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j) {
-              p[j] = exp_approx(p[j] - lb[r]);
-              d[j] = p[j] * (d[j] - di[r]) * s.scale;
-            }
-            std::fill(p + n, p + ld, 0.0f);
-            std::fill(d + n, d + ld, 0.0f);
+            attn::grad_row(p, d, s.last_key(c.i0 + r) + 1, ld, lb[r], di[r], s.scale);
             round_row(p, ld, sc.p16.data() + r * ld);
             round_row(d, ld, sc.ds16.data() + r * ld);
           }

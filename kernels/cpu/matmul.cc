@@ -67,10 +67,8 @@ void amx_matmul(const Gemm& g, int64_t batch, bool b_batched, const uint16_t* a,
   // name each worker's own (empty) instance.
   thread_local AmxPackedB caller_packed;
   AmxPackedB& packed = caller_packed;
-  const AmxPackedB shape = amx_packed_b_shape(g.k, g.n);
-  packed.k = shape.k, packed.n = shape.n, packed.kp = shape.kp, packed.np = shape.np;
-  packed.data.reserve(packed.kp * packed.np);
-  const int64_t panels = packed.np / 16, row_blocks = (g.m + kAmxRows - 1) / kAmxRows;
+  packed.shape_for(g.k, g.n);
+  const int64_t panels = packed.panels(), row_blocks = (g.m + kAmxRows - 1) / kAmxRows;
   const int64_t lda = g.ta ? g.m : g.k, ldb = g.tb ? g.k : g.n;
   for (int64_t bi = 0; bi < batch; ++bi) {
     if (bi == 0 || b_batched) {

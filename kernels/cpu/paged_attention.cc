@@ -34,16 +34,14 @@ void widen_row(DType dt, const void* src, float* dst, int64_t n) {
 
 // The bf16 path on AMX: keys and values staged as bf16 (no widening), attention_tile_bf16.
 void paged_bf16_amx(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const std::vector<SeqSpan>& span,
-                    const std::vector<int64_t>& task_begin, const int32_t* tp, int64_t max_blocks, float scale,
-                    Tensor& out) {
+                    const std::vector<int64_t>& task_begin, const int32_t* tp, int64_t max_blocks, int64_t longest,
+                    float scale, Tensor& out) {
   const int64_t Hq = q.dim(1), D = q.dim(2), bs = k_cache.dim(1), Hkv = k_cache.dim(2), group = Hq / Hkv;
   const int64_t S = static_cast<int64_t>(span.size());
   const uint16_t* qp = reinterpret_cast<const uint16_t*>(q.data<bf16>());
   uint16_t* op = reinterpret_cast<uint16_t*>(out.data<bf16>());
   const auto *kp = reinterpret_cast<const uint16_t*>(k_cache.data<bf16>()),
              *vp = reinterpret_cast<const uint16_t*>(v_cache.data<bf16>());
-  int64_t longest = 1;
-  for (const SeqSpan& c : span) longest = std::max(longest, c.len);
   parallel_for(task_begin[S], 1, [&](int64_t t0, int64_t t1) {
     std::vector<uint16_t> ks(static_cast<size_t>(longest * D)), vs(static_cast<size_t>(longest * D));
     TileScratch sc;
@@ -83,7 +81,7 @@ void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tenso
   }
   const DType dt = q.dtype();
   if (dt == DType::BF16 && gemm_choice().bf16_amx)
-    return paged_bf16_amx(q, k_cache, v_cache, span, task_begin, tp, max_blocks, scale, out);
+    return paged_bf16_amx(q, k_cache, v_cache, span, task_begin, tp, max_blocks, longest, scale, out);
   const Tensor q32 = dt == DType::F32 ? q : Tensor::uninit(q.shape(), DType::F32);
   if (dt != DType::F32) cast(q, const_cast<Tensor&>(q32));
   Tensor o32 = dt == DType::F32 ? out : Tensor::uninit(out.shape(), DType::F32);
