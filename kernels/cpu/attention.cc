@@ -43,8 +43,6 @@ Tensor widen(const Tensor& t) {
   cast(t, w);
   return w;
 }
-// Where an output is computed: the tensor itself when f32, else f32 scratch cast back by narrow().
-Tensor f32_target(const Tensor& t) { return t.dtype() == DType::F32 ? t : Tensor::uninit(t.shape(), DType::F32); }
 void narrow(const Tensor& f, Tensor& t) {
   if (t.dtype() != DType::F32) cast(f, t);
 }
@@ -71,7 +69,7 @@ void attention_tile(const float* q, int64_t qld, const float* k, const float* v,
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
   if (q.dtype() == DType::BF16 && gemm_choice().bf16_amx) return attention_forward_amx(q, k, v, scale, out, lse);
   Dims s = dims_of(q, k, scale);
-  Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = f32_target(out);
+  Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = attn::f32_target(out);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();
   float *op = o32.data<float>(), *lp = lse.data<float>();
   int64_t group = s.hq / s.hkv;
@@ -102,7 +100,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     return attention_backward_amx(q, k, v, out, lse, dout, scale, dq, dk, dv);
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = widen(out), do32 = widen(dout);
-  Tensor dq32 = f32_target(dq), dk32 = f32_target(dk), dv32 = f32_target(dv);
+  Tensor dq32 = attn::f32_target(dq), dk32 = attn::f32_target(dk), dv32 = attn::f32_target(dv);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();
   const float *op = o32.data<float>(), *dop = do32.data<float>(), *lp = lse.data<float>();
   float *dqp = dq32.data<float>(), *dkp = dk32.data<float>(), *dvp = dv32.data<float>();

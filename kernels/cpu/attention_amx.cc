@@ -34,8 +34,6 @@ struct Scratch {
       : s(kQueryBlock * d.tk), dp(kQueryBlock * d.tk), p16(kQueryBlock * d.tk), ds16(kQueryBlock * d.tk) {}
 };
 
-Tensor f32_target(const Tensor& t) { return Tensor::uninit(t.shape(), DType::F32); }
-
 }  // namespace
 
 void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, const uint16_t* v, int64_t kld, int64_t m,
@@ -86,7 +84,7 @@ void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, c
   const Dims s = attn::dims_of(q, k, scale);
   const uint16_t *qp = bits(q), *kp = bits(k), *vp = bits(v), *op = bits(out), *dop = bits(dout);
   const float* lp = lse.data<float>();
-  Tensor dq32 = f32_target(dq), dk32 = f32_target(dk), dv32 = f32_target(dv);
+  Tensor dq32 = attn::f32_target(dq), dk32 = attn::f32_target(dk), dv32 = attn::f32_target(dv);
   float *dqp = dq32.data<float>(), *dkp = dk32.data<float>(), *dvp = dv32.data<float>();
   const int64_t group = s.hq / s.hkv;
   parallel_for(s.b * s.hkv, 1, [&](int64_t t0, int64_t t1) {

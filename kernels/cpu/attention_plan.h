@@ -24,6 +24,11 @@ struct Dims {
   int64_t qblocks() const { return (tq + kQueryBlock - 1) / kQueryBlock; }
 };
 
+// Where an output is computed: the tensor itself when f32, else f32 scratch cast back after.
+inline Tensor f32_target(const Tensor& t) {
+  return t.dtype() == DType::F32 ? t : Tensor::uninit(t.shape(), DType::F32);
+}
+
 inline Dims dims_of(const Tensor& q, const Tensor& k, float scale) {
   Dims s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), scale};
   if (s.scale <= 0.0f) s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));

@@ -14,7 +14,7 @@ namespace {
 // (tab..CR, NEL, Zs, Zl, Zp); \w is Letter, Mark, Number, Connector_Punctuation; \h hex digits.
 const char kSpace[] = "\\t\\n\\x0B\\f\\r\\x{85}\\p{Z}";
 const char kWord[] = "\\p{L}\\p{M}\\p{N}\\p{Pc}";
-const char kHex[] = "0-9a-fA-F";
+const char kHexClass[] = "0-9a-fA-F";
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -52,8 +52,8 @@ std::string onig_to_pcre2(const std::string& p, const std::string& where) {
         case 'S': cls(kSpace, true, "S"); break;
         case 'w': cls(kWord, false, "w"); break;
         case 'W': cls(kWord, true, "W"); break;
-        case 'h': cls(kHex, false, "h"); break;
-        case 'H': cls(kHex, true, "H"); break;
+        case 'h': cls(kHexClass, false, "h"); break;
+        case 'H': cls(kHexClass, true, "H"); break;
         case 'v': out += "\\x0B"; break;
         case 'u':  // \uHHHH
           if (i + 4 > n || !is_hex(p[i]) || !is_hex(p[i + 1]) || !is_hex(p[i + 2]) || !is_hex(p[i + 3]))
