@@ -3,7 +3,8 @@
 // call, giving a kQueryBlock x Tk score strip (per-thread scratch; never Tq x Tk), which
 // is softmaxed in place and multiplied into V by a second call. bf16/f16 tensors are
 // widened to f32 scratch first (CPU compute is f32) and results rounded once at the end;
-// where bf16 GEMMs run on AMX, bf16 attention takes attention_amx.cc's path instead.
+// where bf16 GEMMs run natively (AMX or AVX512-BF16), bf16 attention takes
+// attention_bf16.cc's path instead.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -67,7 +68,7 @@ void attention_tile(const float* q, int64_t qld, const float* k, const float* v,
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
-  if (q.dtype() == DType::BF16 && gemm_choice().bf16_amx) return attention_forward_amx(q, k, v, scale, out, lse);
+  if (q.dtype() == DType::BF16 && gemm_choice().bf16_native) return attention_forward_bf16(q, k, v, scale, out, lse);
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = attn::f32_target(out);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();
@@ -96,8 +97,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
 // is summed by one thread in the same order whatever the thread count, without atomics.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                         const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (q.dtype() == DType::BF16 && gemm_choice().bf16_amx)
-    return attention_backward_amx(q, k, v, out, lse, dout, scale, dq, dk, dv);
+  if (q.dtype() == DType::BF16 && gemm_choice().bf16_native)
+    return attention_backward_bf16(q, k, v, out, lse, dout, scale, dq, dk, dv);
   Dims s = dims_of(q, k, scale);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = widen(out), do32 = widen(dout);
   Tensor dq32 = attn::f32_target(dq), dk32 = attn::f32_target(dk), dv32 = attn::f32_target(dv);

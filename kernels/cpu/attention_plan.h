@@ -1,5 +1,5 @@
 // How the CPU attention divides its work, shared by the f32 path (attention.cc) and the bf16
-// AMX path (attention_amx.cc) so both visit the same tiles in the same order.
+// native-GEMM path (attention_bf16.cc) so both visit the same tiles in the same order.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -97,11 +97,12 @@ inline void zero_kv_grads(float* dk, float* dv, int64_t tk, int64_t kld, int64_t
 
 namespace dt::kernels::cpu {
 
-// bf16 attention with its products on AMX tiles (attention_amx.cc): the f32 path's tiles and
+// bf16 attention with its products on the native bf16 GEMM (attention_bf16.cc): the f32 path's tiles and
 // order, with S, dP and the outputs accumulated in f32 and P and dS rounded to bf16 for the
-// products that take them (as GPU flash attention does). Only when gemm_choice().bf16_amx.
-void attention_forward_amx(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse);
-void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+// products that take them (as GPU flash attention does). Only when gemm_choice().bf16_native
+// (AMX tiles or the backend's AVX512-BF16 kernel).
+void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse);
+void attention_backward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                             const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv);
 
 }  // namespace dt::kernels::cpu

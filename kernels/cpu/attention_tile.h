@@ -18,10 +18,10 @@ constexpr int64_t kQueryBlock = 64;
 void attention_tile(const float* q, int64_t qld, const float* k, const float* v, int64_t kld, int64_t m, int64_t kend,
                     int64_t d, float scale, float* out, float* lse, float* strip);
 
-// The same tile in bf16 with both products on AMX (attention_amx.cc; only where
-// gemm_choice().bf16_amx): q, k, v and out as bf16 bits, S and its softmax in f32, P rounded
+// The same tile in bf16 with both products on the native bf16 GEMM (attention_bf16.cc; only where
+// gemm_choice().bf16_native): q, k, v and out as bf16 bits, S and its softmax in f32, P rounded
 // to bf16 for P V, each output row rounded once. The contiguous and paged kernels both call
-// it for bf16 on AMX, so they keep giving the same bits.
+// it for bf16 on the native GEMM, so they keep giving the same bits.
 struct TileScratch {
   std::vector<float> s, o;
   std::vector<uint16_t> p16;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/env.h"
+#include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -64,6 +65,12 @@ const GemmChoice& gemm_choice() {
 }
 
 bool gemm_bf16_native() { return gemm_choice().bf16_native && !gemm_choice().bf16_amx; }
+
+void native_bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (gemm_choice().bf16_amx) amx_gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, nullptr, ldc);
+  else gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 std::string cpu_runtime_json() {
   const CpuFeatures& f = cpu_features();

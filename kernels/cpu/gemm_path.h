@@ -9,6 +9,7 @@
 // DTRAIN_CPU_BF16_GEMM=0 forces widening, =1 the native path where the CPU and backend have
 // one (unset: the choice above). DTRAIN_CPU_MAX_ISA (cpu_features.h) caps both.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "kernels/cpu/peak_loops.h"
@@ -26,6 +27,12 @@ struct GemmChoice {
   std::string f16 = "f32 (widened)";
   PeakRate fma, bf16_dot;   // measured only when the choice needed them (reps 0 otherwise)
 };
+
+// C (f32, ldc) = alpha * op(A) op(B) + beta * C on the chosen native bf16 kernel: AMX tiles
+// or the backend's gemm_bf16. Single-threaded, callable from many threads at once; only
+// when gemm_choice().bf16_native. Kernels made of many small products (attention) call it.
+void native_bf16_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Chosen once, on first use (thread-safe); about 30 ms when it has to measure.
 const GemmChoice& gemm_choice();

@@ -32,8 +32,8 @@ void widen_row(DType dt, const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) dst[i] = to_f32(static_cast<const f16*>(src)[i]);
 }
 
-// The bf16 path on AMX: keys and values staged as bf16 (no widening), attention_tile_bf16.
-void paged_bf16_amx(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const std::vector<SeqSpan>& span,
+// The bf16 path on the native bf16 GEMM: keys and values staged as bf16 (no widening), attention_tile_bf16.
+void paged_bf16_native(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const std::vector<SeqSpan>& span,
                     const std::vector<int64_t>& task_begin, const int32_t* tp, int64_t max_blocks, int64_t longest,
                     float scale, Tensor& out) {
   const int64_t Hq = q.dim(1), D = q.dim(2), bs = k_cache.dim(1), Hkv = k_cache.dim(2), group = Hq / Hkv;
@@ -80,8 +80,8 @@ void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tenso
     task_begin[s + 1] = task_begin[s] + Hq * ((span[s].n + kQueryBlock - 1) / kQueryBlock);
   }
   const DType dt = q.dtype();
-  if (dt == DType::BF16 && gemm_choice().bf16_amx)
-    return paged_bf16_amx(q, k_cache, v_cache, span, task_begin, tp, max_blocks, longest, scale, out);
+  if (dt == DType::BF16 && gemm_choice().bf16_native)
+    return paged_bf16_native(q, k_cache, v_cache, span, task_begin, tp, max_blocks, longest, scale, out);
   const Tensor q32 = dt == DType::F32 ? q : Tensor::uninit(q.shape(), DType::F32);
   if (dt != DType::F32) cast(q, const_cast<Tensor&>(q32));
   Tensor o32 = dt == DType::F32 ? out : Tensor::uninit(out.shape(), DType::F32);

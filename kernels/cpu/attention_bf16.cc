@@ -1,5 +1,6 @@
-// bf16 causal attention on AMX tiles: the same query tiles and task order as attention.cc,
-// each product a call of amx_gemm_bf16 on bf16 operands. Scores, their softmax, dP and
+// bf16 causal attention on the native bf16 GEMM (AMX tiles, or the backend's AVX512-BF16
+// kernel: native_bf16_gemm): the same query tiles and task order as attention.cc, each
+// product on bf16 operands. Scores, their softmax, dP and
 // every accumulation stay f32; P and dS are rounded to bf16 once, to be multiplied.
 // Reading q, k, v, out and dout as bf16 also removes the f32 copies the widened path makes.
 #include <cmath>
@@ -9,10 +10,10 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/attention_plan.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/fast_math.h"
+#include "kernels/cpu/gemm_path.h"
 
 namespace dt::kernels::cpu {
 namespace {
@@ -42,7 +43,7 @@ void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, cons
   sc.p16.resize(m * kend);
   sc.o.resize(m * d);
   // S = scale * Q K^T over keys [0, kend), then each row's softmax (unnormalized).
-  amx_gemm_bf16(false, true, m, kend, d, scale, q, qld, k, kld, 0.0f, sc.s.data(), nullptr, kend);
+  native_bf16_gemm(false, true, m, kend, d, scale, q, qld, k, kld, 0.0f, sc.s.data(), kend);
   float inv[kQueryBlock];
   for (int64_t r = 0; r < m; ++r) {
     float* row = sc.s.data() + r * kend;
@@ -53,12 +54,12 @@ void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, cons
     round_row(row, kend, sc.p16.data() + r * kend);
   }
   // O = P V, each row divided by its sum and rounded once.
-  amx_gemm_bf16(false, false, m, d, kend, 1.0f, sc.p16.data(), kend, v, kld, 0.0f, sc.o.data(), nullptr, d);
+  native_bf16_gemm(false, false, m, d, kend, 1.0f, sc.p16.data(), kend, v, kld, 0.0f, sc.o.data(), d);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t e = 0; e < d; ++e) out[r * qld + e] = f32_to_bf16_bits(sc.o[r * d + e] * inv[r]);
 }
 
-void attention_forward_amx(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
   const Dims s = attn::dims_of(q, k, scale);
   const uint16_t *qp = bits(q), *kp = bits(k), *vp = bits(v);
   uint16_t* op = reinterpret_cast<uint16_t*>(out.data<bf16>());
@@ -79,7 +80,7 @@ void attention_forward_amx(const Tensor& q, const Tensor& k, const Tensor& v, fl
 
 // As attention.cc's backward: a task is a (batch, kv head), walking its query heads and
 // blocks in a fixed order, so each gradient element is summed by one thread in one order.
-void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+void attention_backward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
                             const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
   const Dims s = attn::dims_of(q, k, scale);
   const uint16_t *qp = bits(q), *kp = bits(k), *vp = bits(v), *op = bits(out), *dop = bits(dout);
@@ -101,9 +102,9 @@ void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, c
           const int64_t r0 = s.qrow(bi, c.i0, h), ld = c.kend;
           const uint16_t *qb = qp + r0, *dob = dop + r0;
           const float* lb = lp + (bi * s.hq + h) * s.tq + c.i0;
-          amx_gemm_bf16(false, true, c.m, c.kend, s.d, s.scale, qb, s.qld(), kb, s.kld(), 0.0f, sc.s.data(), nullptr,
+          native_bf16_gemm(false, true, c.m, c.kend, s.d, s.scale, qb, s.qld(), kb, s.kld(), 0.0f, sc.s.data(),
                         ld);  // S
-          amx_gemm_bf16(false, true, c.m, c.kend, s.d, 1.0f, dob, s.qld(), vb, s.kld(), 0.0f, sc.dp.data(), nullptr,
+          native_bf16_gemm(false, true, c.m, c.kend, s.d, 1.0f, dob, s.qld(), vb, s.kld(), 0.0f, sc.dp.data(),
                         ld);  // dP = dO V^T
           for (int64_t r = 0; r < c.m; ++r) {
             float acc = 0.0f;
@@ -118,11 +119,11 @@ void attention_backward_amx(const Tensor& q, const Tensor& k, const Tensor& v, c
             round_row(p, ld, sc.p16.data() + r * ld);
             round_row(d, ld, sc.ds16.data() + r * ld);
           }
-          amx_gemm_bf16(true, false, c.kend, s.d, c.m, 1.0f, sc.p16.data(), ld, dob, s.qld(), 1.0f, dvb, nullptr,
+          native_bf16_gemm(true, false, c.kend, s.d, c.m, 1.0f, sc.p16.data(), ld, dob, s.qld(), 1.0f, dvb,
                         s.kld());  // dV += P^T dO
-          amx_gemm_bf16(false, false, c.m, s.d, c.kend, 1.0f, sc.ds16.data(), ld, kb, s.kld(), 0.0f, dqp + r0, nullptr,
+          native_bf16_gemm(false, false, c.m, s.d, c.kend, 1.0f, sc.ds16.data(), ld, kb, s.kld(), 0.0f, dqp + r0,
                         s.qld());  // dQ = dS K
-          amx_gemm_bf16(true, false, c.kend, s.d, c.m, 1.0f, sc.ds16.data(), ld, qb, s.qld(), 1.0f, dkb, nullptr,
+          native_bf16_gemm(true, false, c.kend, s.d, c.m, 1.0f, sc.ds16.data(), ld, qb, s.qld(), 1.0f, dkb,
                         s.kld());  // dK += dS^T Q
         }
       }
