@@ -39,6 +39,8 @@ const char* family_of(const std::string& op) {
       {"rmsnorm_backward", "layernorm"},
       {"gelu_forward", "gelu"},
       {"gelu_backward", "gelu"},
+      {"bias_gelu_forward", "gelu"},
+      {"bias_gelu_backward", "gelu"},
       {"silu_forward", "gelu"},
       {"silu_backward", "gelu"},
       {"swiglu_forward", "gelu"},

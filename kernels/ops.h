@@ -63,6 +63,14 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
 // GELU, tanh approximation (as GPT-2).
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+// A linear layer's bias and its GELU in one pass: y = gelu(x + bias), x: [..., C] (the GEMM's
+// output, left without the bias: the backward adds it again rather than keeping a second
+// copy), bias: [C]. An undefined bias is gelu_forward.
+void bias_gelu_forward(const Tensor& x, const Tensor& bias, Tensor& y);
+// Its gradient in one pass: dx = dy * gelu'(x + bias) and dbias[c] += sum over rows of
+// dx[r, c], summed in row order in f32 before dx is rounded (bitwise independent of the
+// thread count). An undefined bias (and dbias) is gelu_backward.
+void bias_gelu_backward(const Tensor& x, const Tensor& bias, const Tensor& dy, Tensor& dx, Tensor& dbias);
 void silu_forward(const Tensor& x, Tensor& y);
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 // y = silu(gate) * up.
@@ -169,7 +177,7 @@ void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, in
 // added here and in the declarations above is one a device cannot forget.
 #define DT_KERNEL_OPS(X) \
   X(matmul) X(layernorm_forward) X(layernorm_backward) X(rmsnorm_forward) X(rmsnorm_backward) X(gelu_forward) \
-  X(gelu_backward) X(silu_forward) X(silu_backward) X(swiglu_forward) X(swiglu_backward) X(softmax_forward) \
+  X(gelu_backward) X(bias_gelu_forward) X(bias_gelu_backward) X(silu_forward) X(silu_backward) X(swiglu_forward) X(swiglu_backward) X(softmax_forward) \
   X(softmax_backward) X(attention_forward) X(attention_backward) X(paged_attention_forward) X(kv_cache_write) \
   X(cross_entropy_forward) \
   X(cross_entropy_backward) X(cross_entropy_shard_max) X(cross_entropy_shard_forward) \

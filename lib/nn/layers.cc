@@ -105,9 +105,10 @@ const Tensor& MLP::forward(const Tensor& x_in, Acts& a) {
   const int64_t R = x.rows();
   const DType dt = x.dtype();
   if (act == Act::GELU) {
-    fc.forward(x, a.h);
+    // fc's bias goes in with the activation, in one pass; a.h keeps the product without it.
+    fc.forward(x, a.h, /*with_bias=*/false);
     ensure(a.a, {R, d_ff}, dt);
-    kernels::gelu_forward(a.h, a.a);
+    kernels::bias_gelu_forward(a.h, fc.bias.value, a.a);
   } else {
     // Two matmuls on row slices of the fused weight: gate and up come out contiguous.
     const Tensor& w = fc.weight.value;
@@ -130,8 +131,8 @@ void MLP::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   // Under SP the input is gathered again (proj's backward has used the gathered buffer).
   const Tensor x = gather_tokens(tp, flat2d(a.x), whole);
   if (act == Act::GELU) {
-    kernels::gelu_backward(a.h, a.da, ensure(a.dh, {R, d_ff}, dt));
-    fc.backward(x, a.dh, dx);
+    kernels::bias_gelu_backward(a.h, fc.bias.value, a.da, ensure(a.dh, {R, d_ff}, dt), fc.bias.grad);
+    fc.backward(x, a.dh, dx, /*with_bias=*/false);
     return;
   }
   // Each rank's dx is its hidden features' share: summed over tp (column parallel).

@@ -64,7 +64,7 @@ const char* act_name(Act a);
 class MLP : public Module {
  public:
   struct Acts {
-    Tensor x, h, gate, up, a, y;  // x: the input as given; y: [R, C]; h: fc output (GELU); gate, up (SwiGLU)
+    Tensor x, h, gate, up, a, y;  // x: the input as given; y: [R, C]; h: fc output before its bias (GELU); gate, up (SwiGLU)
     Tensor da, dh, dgate, dup;    // backward scratch
   };
   MLP(const std::string& name, int64_t d_model, int64_t d_ff, Act act, bool bias, uint64_t seed, float proj_std,

@@ -270,16 +270,17 @@ void ColumnParallelLinear::collect(ParamList& list) {
   if (!bias.name.empty()) list.push_back(&bias);
 }
 
-void ColumnParallelLinear::forward(const Tensor& x, Tensor& y) {
+void ColumnParallelLinear::forward(const Tensor& x, Tensor& y, bool with_bias) {
   ensure(y, {x.rows(), out_local}, x.dtype());
-  linear_forward(flat2d(x), weight.value, bias.value, y);
+  linear_forward(flat2d(x), weight.value, with_bias ? bias.value : Tensor(), y);
 }
 
-void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+void ColumnParallelLinear::backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool with_bias) {
   // Each rank's dx is the part its output features contribute: summed over tp.
   Tensor& part = partial_buffer(tp, {x.rows(), in}, x.dtype(), dx);
   Tensor part2 = flat2d(part);
-  linear_backward(flat2d(dy), flat2d(x), weight.value, part2, false, weight.grad, bias.grad);
+  Tensor no_bias;
+  linear_backward(flat2d(dy), flat2d(x), weight.value, part2, false, weight.grad, with_bias ? bias.grad : no_bias);
   sum_partial(tp, part, dx);
 }
 

@@ -119,11 +119,13 @@ class ColumnParallelLinear : public Module {
                        std::vector<int64_t> replicas = {});
   void collect(ParamList& out) override;
   // x: [R, in], whole (under SP the caller gathers it: gather_tokens, and gathers it again
-  // for backward) -> y: [R, out / tp], this rank's features.
-  void forward(const Tensor& x, Tensor& y);
+  // for backward) -> y: [R, out / tp], this rank's features. with_bias false leaves the bias
+  // out of y, for a caller that adds it in a fused pass (MLP: bias_gelu_forward).
+  void forward(const Tensor& x, Tensor& y, bool with_bias = true);
   // dy: [R, out / tp]; dx overwritten with the summed gradient of the input: [R, in], or
-  // under SP this rank's tokens [R / tp, in].
-  void backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+  // under SP this rank's tokens [R / tp, in]. with_bias false: the caller has accumulated
+  // the bias gradient itself (bias_gelu_backward).
+  void backward(const Tensor& x, const Tensor& dy, Tensor& dx, bool with_bias = true);
   int64_t in, out, out_local;
   TpGroup tp;
   Parameter weight, bias;  // [out / tp, in], [out / tp]: split(dim=0, tp)

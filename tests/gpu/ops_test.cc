@@ -111,7 +111,13 @@ TEST_P(GpuOps, ActivationsForwardBackward) {
   expect_matches(gy, y, dt(), "swiglu");
   kernels::swiglu_backward(x, u, dy, d1, d2), kernels::swiglu_backward(gx, gu, gdy, g1, g2);
   expect_matches(g1, d1, dt(), "swiglu dgate");
-  expect_matches(g2, d2, dt(), "swiglu dup");
+  expect_matches(g2, d2, dt(), "swiglu dup");  // bias + gelu fused: dbias summed over 1000 rows (accumulated onto a copied start).
+  Tensor b = rnd({3}, "b"), db = rnd({3}, "db0"), gdb = on_gpu(db);
+  kernels::bias_gelu_forward(x, b, y), kernels::bias_gelu_forward(gx, on_gpu(b), gy);
+  expect_matches(gy, y, dt(), "bias_gelu");
+  kernels::bias_gelu_backward(x, b, dy, d1, db), kernels::bias_gelu_backward(gx, on_gpu(b), gdy, g1, gdb);
+  expect_matches(g1, d1, dt(), "bias_gelu dx");
+  expect_matches(gdb, db, dt(), "bias_gelu dbias", 8.0);
 }
 
 TEST_P(GpuOps, SoftmaxForwardBackward) {

@@ -1,4 +1,4 @@
-// gelu (tanh approximation), silu and swiglu against double references.
+// gelu (tanh approximation), silu, swiglu and the fused bias + gelu against double references.
 #include <cmath>
 
 #include "kernels/ops.h"
@@ -69,6 +69,48 @@ TEST(Activation, SwigluForwardAndBackwardMatchReference) {
   test::expect_close(test::to_f64(du), test::finite_diff(loss_u, uv), 1e-5, 1e-4, "swiglu dup");
 }
 
+// y = gelu(x + b) against the reference; dx by finite differences; dbias (accumulated onto
+// its old value) is the column sum of dx; and in f32 the fused pass gives the same bits as
+// bias_add, gelu and bias_backward one after another.
+TEST(Activation, BiasGeluMatchesReferenceAndTheUnfusedOps) {
+  Tensor x = inputs(DType::F32, 5), b = test::randn({x.cols()}, DType::F32, 5, "bias");
+  Tensor dy = test::randn(x.shape(), DType::F32, 5, "dy"), db0 = test::randn({x.cols()}, DType::F32, 6, "db0");
+  Tensor y = Tensor::zeros(x.shape(), DType::F32), dx = test::randn(x.shape(), DType::F32, 9, "stale");
+  Tensor db = test::converted(db0, DType::F32);
+  kernels::bias_gelu_forward(x, b, y);
+  kernels::bias_gelu_backward(x, b, dy, dx, db);
+  const int64_t R = x.rows(), C = x.cols();
+  Vec xv = test::to_f64(x), bv = test::to_f64(b), dyv = test::to_f64(dy);
+  auto fwd = [&](const Vec& xs, const Vec& bs) {
+    Vec out(xs.size());
+    for (int64_t i = 0; i < R * C; ++i) out[i] = gelu_ref(xs[i] + bs[i % C]);
+    return out;
+  };
+  test::expect_close(test::to_f64(y), fwd(xv, bv), 1e-6, 1e-5, "bias_gelu y");
+  auto loss_x = [&](const Vec& v) { return test::dot(fwd(v, bv), dyv); };
+  test::expect_close(test::to_f64(dx), test::finite_diff(loss_x, xv), 1e-5, 1e-4, "bias_gelu dx");
+  Vec want_db = test::to_f64(db0), dxv = test::to_f64(dx);
+  for (int64_t i = 0; i < R * C; ++i) want_db[i % C] += dxv[i];
+  test::expect_close(test::to_f64(db), want_db, 1e-6, 1e-5, "bias_gelu dbias");
+
+  // The unfused ops: x + b written out, gelu of it, then its gradient and bias_backward.
+  Tensor h = test::converted(x, DType::F32), y2 = Tensor::zeros(x.shape(), DType::F32);
+  Tensor dx2 = Tensor::zeros(x.shape(), DType::F32), db2 = test::converted(db0, DType::F32);
+  kernels::bias_add(h, b);
+  kernels::gelu_forward(h, y2);
+  kernels::gelu_backward(h, dy, dx2);
+  kernels::bias_backward(dx2, db2);
+  EXPECT_TRUE(test::same_bits(y, y2));
+  EXPECT_TRUE(test::same_bits(dx, dx2));
+  EXPECT_TRUE(test::same_bits(db, db2));
+
+  // No bias: plain gelu.
+  Tensor y3 = Tensor::zeros(x.shape(), DType::F32), y4 = Tensor::zeros(x.shape(), DType::F32), none;
+  kernels::bias_gelu_forward(x, none, y3);
+  kernels::gelu_forward(x, y4);
+  EXPECT_TRUE(test::same_bits(y3, y4));
+}
+
 TEST(Activation, Bf16AndF16CloseToF32) {
   for (DType t : {DType::BF16, DType::F16}) {
     // f32 on the same (already rounded) values: the only differences are output roundings.
@@ -96,6 +138,15 @@ TEST(Activation, Bf16AndF16CloseToF32) {
     test::expect_close(test::to_f64(y), test::to_f64(yf), tol, tol, name + " swiglu y");
     test::expect_close(test::to_f64(dg), test::to_f64(dgf), tol, tol, name + " swiglu dgate");
     test::expect_close(test::to_f64(du), test::to_f64(duf), tol, tol, name + " swiglu dup");
+    Tensor b = test::randn({x.cols()}, t, 3, "bias"), bf = test::converted(b, DType::F32);
+    Tensor db = Tensor::zeros({x.cols()}, t), dbf = Tensor::zeros({x.cols()}, DType::F32);
+    kernels::bias_gelu_forward(x, b, y);
+    kernels::bias_gelu_backward(x, b, dy, dg, db);
+    kernels::bias_gelu_forward(xf, bf, yf);
+    kernels::bias_gelu_backward(xf, bf, dyf, dgf, dbf);
+    test::expect_close(test::to_f64(y), test::to_f64(yf), tol, tol, name + " bias_gelu y");
+    test::expect_close(test::to_f64(dg), test::to_f64(dgf), tol, tol, name + " bias_gelu dx");
+    test::expect_close(test::to_f64(db), test::to_f64(dbf), tol, tol, name + " bias_gelu dbias");
   }
 }
 
@@ -105,13 +156,17 @@ TEST(Activation, BitwiseSameWithOneAndTwoThreads) {
   Tensor dy = test::randn({128, 160}, DType::BF16, 4, "dy");
   auto all = [&] {
     std::vector<Tensor> out;
-    for (int i = 0; i < 7; ++i) out.push_back(Tensor::zeros(x.shape(), DType::BF16));
+    for (int i = 0; i < 9; ++i) out.push_back(Tensor::zeros(x.shape(), DType::BF16));
+    Tensor b = test::randn({x.cols()}, DType::BF16, 4, "bias"), db = Tensor::zeros({x.cols()}, DType::BF16);
     kernels::gelu_forward(x, out[0]);
     kernels::gelu_backward(x, dy, out[1]);
     kernels::silu_forward(x, out[2]);
     kernels::silu_backward(x, dy, out[3]);
     kernels::swiglu_forward(x, u, out[4]);
     kernels::swiglu_backward(x, u, dy, out[5], out[6]);
+    kernels::bias_gelu_forward(x, b, out[7]);
+    kernels::bias_gelu_backward(x, b, dy, out[8], db);
+    out.push_back(db);
     return out;
   };
   std::vector<Tensor> one, two;
@@ -137,6 +192,10 @@ TEST(Activation, RejectsBadArguments) {
   test::expect_invalid([&] { kernels::swiglu_forward(x, y43, y); }, "swiglu_forward: up has shape [4, 3]");
   test::expect_invalid([&] { kernels::swiglu_backward(x, y, y, y, yh); }, "swiglu_backward: dup has dtype bf16");
   test::expect_invalid([&] { kernels::swiglu_backward(x, y, y, none, y); }, "dgate is an empty tensor");
+  Tensor b4 = Tensor::zeros({4}, DType::F32), b3 = Tensor::zeros({3}, DType::F32);
+  test::expect_invalid([&] { kernels::bias_gelu_forward(x, b3, y); }, "bias_gelu_forward: bias has shape [3]");
+  test::expect_invalid([&] { kernels::bias_gelu_backward(x, b4, y, y, b3); }, "bias_gelu_backward: dbias has shape [3]");
+  test::expect_invalid([&] { kernels::bias_gelu_backward(x, none, y, y, b4); }, "dbias is given but bias is not");
 }
 
 }  // namespace
