@@ -94,8 +94,14 @@ dt_status dt_module_create_from_hf(const char* dir, const dt_options* options, d
     dt::api::refuse_beyond_memory("dt_module_create_from_hf", "the model's weights",
                                   static_cast<double>(c.param_count()) * static_cast<double>(dt::dtype_size(c.dtype)));
     if (random) c.seed = static_cast<uint64_t>(r.get_int("random_init_seed", 1337));
-    auto gpt = std::make_shared<dt::nn::GPT>(c);  // on the CPU, where the files are read
-    if (!random) dt::io::hf_load_weights(d, *gpt);
+    std::shared_ptr<dt::nn::GPT> gpt;
+    if (random) {
+      gpt = std::make_shared<dt::nn::GPT>(c);  // on the CPU, where the files are read
+    } else {
+      dt::nn::ScopedSkipParamInit loading;  // hf_load_weights sets every parameter or fails
+      gpt = std::make_shared<dt::nn::GPT>(c);
+      dt::io::hf_load_weights(d, *gpt);
+    }
     *out = new dt_module{gpt, gpt.get()};
   });
 }

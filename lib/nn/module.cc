@@ -25,6 +25,13 @@ void Module::zero_grad() {
   for (Parameter* p : parameters()) kernels::fill(p->grad, 0.0f);
 }
 
+namespace {
+thread_local bool t_skip_init = false;  // ScopedSkipParamInit
+}  // namespace
+
+ScopedSkipParamInit::ScopedSkipParamInit() : previous_(t_skip_init) { t_skip_init = true; }
+ScopedSkipParamInit::~ScopedSkipParamInit() { t_skip_init = previous_; }
+
 Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed,
                      DType dtype) {
   DT_CHECK(is_floating(dtype), "make_param(\"" + name + "\"): dtype " + dtype_name(dtype) +
@@ -34,8 +41,12 @@ Parameter make_param(const std::string& name, const Shape& shape, Parameter::Ini
   p.init = init;
   p.init_std = std;
   p.shape = shape;
-  p.value = Tensor::zeros(shape, dtype, current_device(), MemTag::Param);
   p.grad = Tensor::zeros(shape, dtype, current_device(), MemTag::Grad);
+  if (t_skip_init) {
+    p.value = Tensor::uninit(shape, dtype, current_device(), MemTag::Param);
+    return p;
+  }
+  p.value = Tensor::zeros(shape, dtype, current_device(), MemTag::Param);
   if (init == Parameter::Init::Ones) kernels::fill(p.value, 1.0f);
   // Offset 0: the whole tensor. A shard re-creates its slice with its own global offset.
   // fill_random draws in f32 and rounds each value into the tensor's dtype.

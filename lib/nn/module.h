@@ -47,6 +47,20 @@ class Module {
 Parameter make_param(const std::string& name, const Shape& shape, Parameter::Init init, float std, uint64_t seed,
                      DType dtype = DType::F32);
 
+// While one is alive on this thread, make_param leaves values uninitialized: for a caller
+// that overwrites every parameter next (loading a checkpoint or Hugging Face weights, which
+// fail on any missing tensor). Drawing 134M normal values took longer than reading the file.
+class ScopedSkipParamInit {
+ public:
+  ScopedSkipParamInit();
+  ~ScopedSkipParamInit();
+  ScopedSkipParamInit(const ScopedSkipParamInit&) = delete;
+  ScopedSkipParamInit& operator=(const ScopedSkipParamInit&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // The device of m's parameters (the CPU for a module without any).
 Device device_of(Module& m);
 

@@ -144,6 +144,32 @@ TEST(Matmul, ResultDoesNotDependOnThreadCount) {
   }
 }
 
+// Up to four rows of C (decoding) take small_m_matmul's streaming path: on AVX-512 CPUs a
+// hand-written dot per weight row (f32, and bf16 by vdpbf16ps where the CPU has it), with
+// masked tails. Every k tail against the double reference, and each row's bits the same
+// whether it is computed alone or beside up to three others, at any thread count: a batch of
+// decoding sequences gives each the tokens it would get on its own.
+TEST(Matmul, FewRowsEveryTailAndBatchInvariant) {
+  for (DType t : {DType::F32, DType::BF16})
+    for (int64_t k : {1, 15, 16, 17, 33, 64, 65, 100, 770}) {
+      const int64_t n = 300;  // more than one column chunk
+      Tensor w = test::randn({n, k}, t, 8, "w"), x = test::randn({4, k}, t, 8, "x");
+      Tensor c4 = Tensor::zeros({4, n}, t);
+      kernels::matmul(x, w, c4, false, true);
+      const std::string what = std::string(dtype_name(t)) + " k=" + std::to_string(k);
+      auto want = ref(test::to_f64(x), test::to_f64(w), std::vector<double>(4 * n), 1, 4, n, k, false, true, false, 1, 0);
+      const double tol = t == DType::F32 ? 1e-4 : 2e-2;
+      test::expect_close(test::to_f64(c4), want, tol, tol, what);
+      for (int64_t m = 1; m <= 3; ++m)
+        for (int threads : {1, 2}) {
+          test::KernelThreads scoped(threads);
+          Tensor cm = Tensor::zeros({m, n}, t);
+          kernels::matmul(x.slice0(0, m), w, cm, false, true);
+          EXPECT_TRUE(test::same_bits(cm, c4.slice0(0, m))) << what << " m=" << m << " threads=" << threads;
+        }
+    }
+}
+
 TEST(Matmul, RejectsBadShapesWithNamedArguments) {
   Tensor a = Tensor::zeros({4, 5}, DType::F32), b = Tensor::zeros({6, 7}, DType::F32);
   Tensor c = Tensor::zeros({4, 7}, DType::F32), h = Tensor::zeros({5, 7}, DType::BF16);

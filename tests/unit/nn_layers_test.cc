@@ -51,6 +51,27 @@ TEST(NNRope, ScoresDependOnlyOnTheRelativePosition) {
   EXPECT_GT(std::fabs(score(3, 1) - score(3, 0)), 1e-3);  // ...and it does depend on it
 }
 
+// Loading weights skips the random draw (ScopedSkipParamInit); the scope nests and ends
+// cleanly: a parameter made after it is drawn exactly as one made before it, and grads are
+// zeroed either way.
+TEST(NNParams, SkipInitScopeNestsAndRestores) {
+  auto make = [] { return nn::make_param("w", {64, 8}, nn::Parameter::Init::Normal, 0.02f, 7, DType::F32); };
+  const nn::Parameter before = make();
+  {
+    nn::ScopedSkipParamInit outer;
+    {
+      nn::ScopedSkipParamInit inner;
+    }
+    const nn::Parameter skipped = make();
+    EXPECT_EQ(skipped.value.shape(), before.value.shape());
+    EXPECT_TRUE(test::same_bits(skipped.grad, before.grad));  // zeros
+  }
+  const nn::Parameter after = make();
+  EXPECT_TRUE(test::same_bits(after.value, before.value));
+  const std::vector<double> v = test::to_f64(before.value);
+  EXPECT_GT(std::abs(v[0]) + std::abs(v[1]), 0.0);  // drawn, not left at zero
+}
+
 TEST(NNLinear, MatchesReferenceAndGradsAccumulate) {
   nn::Linear lin("fc", 4, 3, true, 5, 0.5f);
   lin.bias.value = test::randn({3}, DType::F32, 5, "b");
