@@ -134,8 +134,8 @@ GenerateResult generate(nn::GPT& model, const std::vector<std::vector<int32_t>>&
     const int64_t L = static_cast<int64_t>(prompts[b].size());
     Tensor ids = Tensor::zeros({1, L}, DType::I32);
     std::copy(prompts[b].begin(), prompts[b].end(), ids.data<int32_t>());
-    model.forward_cached(ids, cache, {b}, logits);
-    emit(b, f32_logits() + (L - 1) * V, 0);
+    model.forward_cached(ids, cache, {b}, logits, /*last_only=*/true);
+    emit(b, f32_logits(), 0);
   }
   res.stats.time_to_first_token_s = since(t0);
   const auto t1 = Clock::now();

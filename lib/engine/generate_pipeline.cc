@@ -89,7 +89,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       expected.push_back(rows);
       return;
     }
-    stage.cached_head(x, cache, logits);
+    stage.cached_head(x, cache, logits, /*last_only=*/true);
     const float* l32 = host_f32_logits(logits, logits32, host32);
     Tensor toks = Tensor::uninit({A}, DType::I32);
     if (!stopping && o.should_stop && o.should_stop()) stopping = res.cancelled = true;
@@ -98,7 +98,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       done[static_cast<size_t>(rows[static_cast<size_t>(j)])] = true;
     }
     for (int64_t j = 0; j < A && !stopping; ++j) {
-      const float* row = l32 + (j * Tq + Tq - 1) * V;
+      const float* row = l32 + j * V;  // the last position's (cached_head's last_only)
       toks.data<int32_t>()[j] = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + rows[static_cast<size_t>(j)])));
       record(rows[static_cast<size_t>(j)], toks.data<int32_t>()[j]);
     }

@@ -124,14 +124,18 @@ class GPT : public Module {
   // this rank's KV heads (KvCache::create with local_kv_heads()), and the logits whole on
   // every rank (the vocabulary slices all-gathered), so every rank samples the same token.
   // Sequence parallelism is paused: a decode step's few tokens need not split over tp.
-  void forward_cached(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& logits);
+  // last_only: logits [B, 1, V] of each row's last position alone (what sampling after a
+  // prefill needs): the head's GEMM and the logits buffer shrink by Tq (on a 134M Llama the
+  // head was a fifth of a 500-token prefill's FLOPs and its 65 MB of fresh logits).
+  void forward_cached(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& logits,
+                      bool last_only = false);
   // forward_cached in a pipeline stage's pieces (engine/generate_pipeline.cc): the first
   // stage embeds ids at each row's next positions into x [B, Tq, d_model]; every stage runs
   // its blocks [begin, end) on x in place over its layers' cache; the last stage's head
   // writes the logits (whole, as above); then every stage advances its cache's rows by Tq.
   void cached_embed(const Tensor& ids, KvCache& cache, const std::vector<int64_t>& rows, Tensor& x);
   void cached_blocks(int begin, int end, Tensor& x, KvCache& cache, const std::vector<int64_t>& rows);
-  void cached_head(const Tensor& x, KvCache& cache, Tensor& logits);
+  void cached_head(const Tensor& x, KvCache& cache, Tensor& logits, bool last_only = false);
   void advance_cached(KvCache& cache, const std::vector<int64_t>& rows, int64_t Tq) const;
 
   // Inference over a paged KV cache (gpt_paged.cc, for lib/serve): one step's chunks of

@@ -129,11 +129,12 @@ void GPT::check_cached(const KvCache& c, const std::vector<int64_t>& rows, int64
   }
 }
 
-void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits) {
+void GPT::forward_cached(const Tensor& ids, KvCache& c, const std::vector<int64_t>& rows, Tensor& logits,
+                         bool last_only) {
   need_whole("forward_cached");
   cached_embed(ids, c, rows, c.s.x);  // checks ids, rows and the cache
   cached_blocks(0, cfg_.n_layer, c.s.x, c, rows);
-  cached_head(c.s.x, c, logits);
+  cached_head(c.s.x, c, logits, last_only);
   advance_cached(c, rows, ids.dim(1));
 }
 
@@ -196,11 +197,20 @@ void GPT::block_inference(int l, Tensor& x, InferenceScratch& s,
   kernels::add(x, m.reshape(x.shape()), x);
 }
 
-void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits) {
+void GPT::cached_head(const Tensor& x, KvCache& c, Tensor& logits, bool last_only) {
   ScopedDevice on(device_);
   PauseSequenceParallel no_sp(tp_);
   DT_CHECK(has_head_, "cached_head: this pipeline stage holds no head");
-  head_into(x, c.s.ln, c.s.logits_part, c.s.logits_parts, logits);
+  const int64_t B = x.dim(0), Tq = x.dim(1), C = x.dim(2);
+  if (!last_only || Tq == 1) return head_into(x, c.s.ln, c.s.logits_part, c.s.logits_parts, logits);
+  // Each row's last position, copied out (they are Tq positions apart): the head runs on B rows.
+  Tensor& last = ensure(c.s.last, {B, 1, C}, x.dtype());
+  const Tensor x2 = x.reshape({B * Tq, C});
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor dst = last.reshape({B, C}).slice0(b, b + 1);
+    copy_tensor(x2.slice0(b * Tq + Tq - 1, b * Tq + Tq), dst);
+  }
+  head_into(last, c.s.ln, c.s.logits_part, c.s.logits_parts, logits);
 }
 
 void GPT::head_into(const Tensor& x, Norm::Acts& ln, Tensor& part, Tensor& parts, Tensor& logits) {

@@ -19,7 +19,7 @@ namespace dt::nn {
 // Scratch of the inference forwards (this cache's and the paged one's, nn/paged_kv.h), kept
 // so that steps of one shape reuse it.
 struct InferenceScratch {
-  Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, h, logits_part, logits_parts;
+  Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, h, logits_part, logits_parts, last;
   Norm::Acts ln;
   MLP::Acts mlp;
 };
