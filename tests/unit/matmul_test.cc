@@ -1,5 +1,11 @@
 // matmul: every transpose combination, batched and shared-b, alpha/beta, bf16/f16.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <string>
 #include <tuple>
 
@@ -168,6 +174,47 @@ TEST(Matmul, FewRowsEveryTailAndBatchInvariant) {
           EXPECT_TRUE(test::same_bits(cm, c4.slice0(0, m))) << what << " m=" << m << " threads=" << threads;
         }
     }
+}
+
+// A signal taken in the middle of a GEMM must not touch the heap: oneDNN 2.x's generated
+// f32 kernels point rsp into a heap workspace while they run, so the kernel wrote the
+// signal's frame there (a Ctrl-C in `dtrain train` then aborted in free()). A thread sends
+// this one SIGUSR1 every 20 us while it runs f32 and bf16 matmuls; the handler must run
+// (between GEMM calls, where the backend lets held signals in), and the heap must stay whole
+// (corruption aborts in free(), here or at exit).
+std::atomic<int64_t> g_signals_taken{0};
+extern "C" void count_signal(int) { g_signals_taken.fetch_add(1, std::memory_order_relaxed); }
+
+TEST(Matmul, SignalsDuringGemmLeaveTheHeapWhole) {
+  struct sigaction sa {}, old {};
+  sa.sa_handler = count_signal;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  test::KernelThreads scoped(1);  // every GEMM on this thread, the one the signals go to
+  Tensor a = test::randn({256, 192}, DType::F32, 9, "a"), b = test::randn({192, 320}, DType::F32, 9, "b");
+  Tensor a16 = test::converted(a, DType::BF16), b16 = test::converted(b, DType::BF16);
+  std::atomic<bool> done{false};
+  const pthread_t target = pthread_self();
+  std::thread sender([&] {
+    while (!done.load()) {
+      pthread_kill(target, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  int64_t rounds = 0;
+  while (std::chrono::steady_clock::now() < until || g_signals_taken.load() < 100) {
+    Tensor c = Tensor::zeros({256, 320}, DType::F32), c16 = Tensor::zeros({256, 320}, DType::BF16);
+    kernels::matmul(a, b, c, false, false);
+    kernels::matmul(a16, b16, c16, false, false);
+    std::vector<std::string> churn(64, std::string(40, 'x'));  // small heap chunks to corrupt
+    ++rounds;
+  }
+  done = true;
+  sender.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_GT(g_signals_taken.load(), 0);
+  EXPECT_GT(rounds, 0);
 }
 
 TEST(Matmul, RejectsBadShapesWithNamedArguments) {
