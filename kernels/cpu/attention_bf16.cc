@@ -1,7 +1,7 @@
-// bf16 causal attention on the native bf16 GEMM (AMX tiles, or the backend's AVX512-BF16
-// kernel: native_bf16_gemm): the same query tiles and task order as attention.cc, each
-// product on bf16 operands. Scores, their softmax, dP and
-// every accumulation stay f32; P and dS are rounded to bf16 once, to be multiplied.
+// bf16 causal attention on the native bf16 GEMM (native_bf16_gemm: AMX tiles, or the
+// backend's AVX512-BF16 kernel): the same query tiles and task order as attention.cc, each
+// product on bf16 operands. Scores, their softmax, dP and every accumulation stay f32; P and
+// dS are rounded to bf16 once, to be multiplied.
 // Reading q, k, v, out and dout as bf16 also removes the f32 copies the widened path makes.
 #include <cmath>
 #include <cstring>
