@@ -6,11 +6,11 @@
 // into f32 accumulators; the result is rounded once.
 // Columns of C go in fixed chunks to the pool; every element is summed over k in the same
 // order whatever the thread count, so results never depend on it.
-// With B transposed (a linear layer's [out, in] weight: the decode case) and AVX-512, four
-// weight rows are read at once into their own accumulators and each dot product is reduced
-// by a fixed tree: the compiler's `omp simd` version ended each dot with 16 dependent scalar
-// adds, which took about as long as the dot itself and kept bf16 weights from being read
-// any faster than f32 ones.
+// With B transposed (a linear layer's [out, in] weight: the decode case) and AVX-512, each
+// weight row is read once, as part of one sequential stream, against every row of A, into
+// two accumulators per row, and each dot product is reduced by a fixed tree: the compiler's
+// `omp simd` version ended each dot with 16 dependent scalar adds, which took about as long
+// as the dot itself and kept bf16 weights from being read any faster than f32 ones.
 #include "kernels/cpu/small_m_matmul.h"
 
 #include <immintrin.h>
@@ -143,8 +143,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void chunk_nt_dp
 
 // Whether chunk_nt_avx512 serves this storage type on this CPU.
 template <class T> bool nt_avx512(int64_t m) {
-  return (std::is_same_v<T, float> || std::is_same_v<T, bf16>) && m >= 1 && m <= 4 && cpu_features().avx512f;
+  return (std::is_same_v<T, float> || std::is_same_v<T, bf16>) && m >= 1 && m <= kSmallMMaxRows &&
+         cpu_features().avx512f;
 }
+// vdpbf16ps for bf16 where the CPU has AVX512-BF16, else the widening AVX-512 kernel.
 template <class T> void chunk_nt_fast(const T* a, int64_t m, int64_t k, const T* b, int64_t n0, int64_t n1, float* acc) {
   if constexpr (std::is_same_v<T, bf16>) {
     if (cpu_features().avx512_bf16) {
