@@ -108,28 +108,32 @@ DT_AVX512 void chunk_nt_avx512(const T* a, int64_t k, const T* b, int64_t n0, in
 // The same for bf16 on AVX512-BF16: vdpbf16ps multiplies 32 bf16 pairs straight from memory
 // and adds each two neighbours' products into 16 f32 lanes, so no weight is widened first
 // (the widening capped bf16 decode at about two thirds of the bytes per second of f32).
+#define DT_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+// A function, not a lambda: a lambda does not inherit its enclosing function's target, so on
+// a host built without AVX-512 (-march=native on an AVX2 CPU) its intrinsic would not compile.
+DT_AVX512_BF16 inline __m512bh load32_bf16(const bf16* q, __mmask32 mk) {
+  return (__m512bh)_mm512_maskz_loadu_epi16(mk, q);
+}
+
 template <int M>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void chunk_nt_dpbf16(const bf16* a, int64_t k,
-                                                                                      const bf16* b, int64_t n0,
-                                                                                      int64_t n1, float* acc) {
-  auto ld = [](const bf16* q, __mmask32 mk) { return (__m512bh)_mm512_maskz_loadu_epi16(mk, q); };
+DT_AVX512_BF16 void chunk_nt_dpbf16(const bf16* a, int64_t k, const bf16* b, int64_t n0, int64_t n1, float* acc) {
   for (int64_t j = n0; j < n1; ++j) {
     const bf16* w = b + j * k;
     __m512 s0[M], s1[M];
     for (int r = 0; r < M; ++r) s0[r] = s1[r] = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 64 <= k; p += 64) {
-      const __m512bh w0 = ld(w + p, ~__mmask32(0)), w1 = ld(w + p + 32, ~__mmask32(0));
+      const __m512bh w0 = load32_bf16(w + p, ~__mmask32(0)), w1 = load32_bf16(w + p + 32, ~__mmask32(0));
       for (int r = 0; r < M; ++r) {
-        s0[r] = _mm512_dpbf16_ps(s0[r], ld(a + r * k + p, ~__mmask32(0)), w0);
-        s1[r] = _mm512_dpbf16_ps(s1[r], ld(a + r * k + p + 32, ~__mmask32(0)), w1);
+        s0[r] = _mm512_dpbf16_ps(s0[r], load32_bf16(a + r * k + p, ~__mmask32(0)), w0);
+        s1[r] = _mm512_dpbf16_ps(s1[r], load32_bf16(a + r * k + p + 32, ~__mmask32(0)), w1);
       }
     }
     for (int half = 0; p < k; p += 32, ++half) {  // under 64 left: up to two masked steps
       const __mmask32 mk = k - p >= 32 ? ~__mmask32(0) : __mmask32((1u << (k - p)) - 1);
-      const __m512bh wv = ld(w + p, mk);
+      const __m512bh wv = load32_bf16(w + p, mk);
       for (int r = 0; r < M; ++r) {
-        const __m512bh x = ld(a + r * k + p, mk);
+        const __m512bh x = load32_bf16(a + r * k + p, mk);
         if (half == 0) s0[r] = _mm512_dpbf16_ps(s0[r], x, wv);
         else s1[r] = _mm512_dpbf16_ps(s1[r], x, wv);
       }
