@@ -1,11 +1,12 @@
 // dt_server: the serving engine (lib/serve) behind the C ABI. The server runs on its own
-// Trainer over the module (an SGD optimizer without state, never stepped), which gives it
-// the replicas, tp parts and pipeline stages of the mesh; serve::Server owns the thread.
+// layout of the module over the mesh (parallel/layout.h: the replicas, tp parts and
+// pipeline stages), with no optimizer or training engine; serve::Server owns the thread.
 #include <cmath>
 #include <cstring>
 
 #include "comm/mesh.h"
 #include "engine/trainer.h"
+#include "parallel/layout.h"
 #include "lib/api/firewall.h"
 #include "lib/api/sampling_keys.h"
 #include "nn/gpt.h"
@@ -17,8 +18,7 @@ using dt::api::need;
 struct dt_server {
   std::shared_ptr<dt::nn::Module> module;
   std::shared_ptr<dt::comm::Mesh> mesh;
-  std::unique_ptr<dt::optim::Optimizer> opt;
-  std::unique_ptr<dt::engine::Trainer> trainer;
+  std::unique_ptr<dt::parallel::Layout> layout;
   std::unique_ptr<dt::serve::Server> server;  // last: stopped first
 };
 
@@ -95,11 +95,8 @@ dt_status dt_server_create(dt_mesh* mesh, dt_module* module, const dt_options* o
     dt::engine::ParallelOptions par;
     const dt::serve::EngineConfig cfg = engine_config(options, par);
     par.check();
-    dt::optim::SgdOptions so;
-    so.lr = 0.0f;
-    h->opt = std::make_unique<dt::optim::Sgd>(module->gpt->parameters(), so);
-    h->trainer = std::make_unique<dt::engine::Trainer>(h->mesh, *module->gpt, *h->opt, dt::engine::TrainOptions{}, par);
-    auto engine = std::make_unique<dt::serve::ServingEngine>(dt::serve::trainer_runner(*h->trainer), cfg);
+    h->layout = std::make_unique<dt::parallel::Layout>(h->mesh, *module->gpt, par.layout());
+    auto engine = std::make_unique<dt::serve::ServingEngine>(dt::serve::layout_runner(*h->layout), cfg);
     h->server = std::make_unique<dt::serve::Server>(std::move(engine));
     *out = h.release();
   });

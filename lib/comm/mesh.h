@@ -62,6 +62,12 @@ class Mesh {
   // with the same devices keeps the communicators made by the first.
   void make_device_comms(const std::string& axes, const std::vector<Device>& devices);
   Communicator& device_comm(int rank, const std::string& axes);
+  // The communicator of local rank `rank` over `axes` for buffers on `device`: a GPU's
+  // device communicator (make_device_comms first), else comm(). What a layer above asks
+  // for a group through, so that none of them picks a transport.
+  Communicator& comm_for(int rank, const std::string& axes, Device device) {
+    return device.type == DeviceType::CUDA ? device_comm(rank, axes) : comm(rank, axes);
+  }
   // The last collectives of local rank `rank` over all its communicators, as JSON
   // (CollHistory::json); "[]" before its first.
   std::string history_json(int rank);

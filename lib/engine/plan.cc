@@ -104,17 +104,12 @@ nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bo
           {"stages", stages(params, dp, b)}};
 }
 
-// The head's and loss's cost in blocks, for balancing stages: its GEMM (d_model x vocab per
-// token) against a block's ~12 d_model^2.
-double head_cost_blocks(const nn::GPTConfig& c) {
-  return static_cast<double>(c.vocab_size) / (12.0 * static_cast<double>(c.d_model));
-}
 
 // The pipeline entry of the plan (see plan.h): placement, per-stage memory, the schedule's
 // bubble and activation peaks by formula and simulated, the pp traffic and the timeline.
 nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const Bytes& b, int64_t R, bool sp) {
   const int P = static_cast<int>(o.pp), M = static_cast<int>(o.accumulation), v = o.virtual_stages;
-  const std::vector<int> bounds = pipeline_boundaries(c, P, v, o.pp_blocks);
+  const std::vector<int> bounds = parallel::pipeline_boundaries(c, P, v, o.pp_blocks);
   const parallel::PipeSchedule s = parallel::make_pipe_schedule(o.pp_schedule, P, M, v);
   const parallel::PipeSimulation sim = parallel::simulate(s);
   const PartParams parts = part_params(c, o.tp);
@@ -156,7 +151,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
                       {"v", v},
                       {"placement", o.pp_blocks.empty() ? "balanced" : "pp_blocks"},
                       {"boundaries", bounds},
-                      {"head_cost_blocks", head_cost_blocks(c)},
+                      {"head_cost_blocks", parallel::head_cost_blocks(c)},
                       {"block_activation_bytes_per_micro_batch", block_act},
                       {"stages", ranks},
                       {"bubble_formula", parallel::bubble_formula(o.pp_schedule, P, M, v)},
@@ -177,18 +172,6 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
 }
 
 }  // namespace
-
-std::vector<int> pipeline_boundaries(const nn::GPTConfig& cfg, int pp, int virtual_stages,
-                                     const std::vector<int>& pp_blocks) {
-  const nn::GPTConfig c = cfg.resolved();
-  const int L = static_cast<int>(c.n_layer), parts = pp * virtual_stages;
-  DT_CHECK(parts <= L, "pipeline: pp (" + std::to_string(pp) + ") x virtual_stages (" +
-                           std::to_string(virtual_stages) + ") = " + std::to_string(parts) +
-                           " stages, more than the model's " + std::to_string(L) + " blocks; accepted: at most " +
-                           std::to_string(L) + " stages");
-  return pp_blocks.empty() ? parallel::balance_stages(L, parts, 1.0, 0.0, head_cost_blocks(c))
-                           : parallel::stages_from_counts(pp_blocks, L, parts);
-}
 
 nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   nn::validate(raw);

@@ -6,7 +6,7 @@
 // --report); `dtrain plan` and `dt_plan_json` print them.
 //
 // With a pipeline (pp > 1) it also places the blocks into stages exactly as the Trainer
-// does (pipeline_boundaries: one function for both) and runs the schedule on the
+// does (parallel::pipeline_boundaries in parallel/layout.h: one function for both) and runs the schedule on the
 // simulator (parallel/pipeline_schedule.h): each stage's model states and activations, the
 // bubble by formula and simulated, the activation peaks, the pp traffic and the timeline.
 #pragma once
@@ -39,14 +39,5 @@ struct PlanOptions {
 // INVALID_ARGUMENT naming what does not split (heads, KV heads, MLP width, vocabulary
 // over tp; tokens of a micro-batch under SP) or is out of range.
 nlohmann::json plan_json(const nn::GPTConfig& cfg, const PlanOptions& o);
-
-// The pipeline's block placement, the Trainer's and the plan's alike: pp x virtual_stages
-// + 1 boundaries (virtual stage s holds blocks [b[s], b[s + 1]), in stream order). From
-// pp_blocks when given (parallel::stages_from_counts), else balanced by estimated cost
-// (parallel::balance_stages): a block costs 1, and the last stage's head and loss cost
-// vocab / (12 d_model) blocks (its d_model x vocab GEMM per token against a block's
-// ~12 d_model^2). INVALID_ARGUMENT for more stages than blocks, naming both counts.
-std::vector<int> pipeline_boundaries(const nn::GPTConfig& cfg, int pp, int virtual_stages,
-                                     const std::vector<int>& pp_blocks);
 
 }  // namespace dt::engine

@@ -1,6 +1,8 @@
-// The training engine over a mesh: one TrainEngine replica per local rank, data parallel
-// over the mesh's dp axis (DDP). Without a mesh, or on a mesh of one rank, it is exactly
-// the single TrainEngine.
+// The training engine over a mesh: a layout (parallel/layout.h: each local rank's part of
+// the model, its groups, the whole<->part map) plus one TrainEngine per part, with the
+// strategies of its axes attached (parallel/axis_strategies.h: the one table of which
+// strategy divides the work over which axis). Without a mesh, or on a mesh of one rank, it
+// is exactly the single TrainEngine. Nothing here branches on a strategy.
 //
 // Replicas: the host's model and optimizer are local rank 0's replica; a process that
 // drives more ranks (the local backend) builds the others from the model's config and the
@@ -36,11 +38,14 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
 #include "engine/generate.h"
 #include "engine/train_engine.h"
+#include "parallel/axis_strategies.h"
+#include "parallel/layout.h"
 
 namespace dt::engine {
 
@@ -59,6 +64,12 @@ struct ParallelOptions {
   // INVALID_ARGUMENT naming the option (as dt_engine_create's keys name it) and what is
   // accepted. The one range check of these fields: the Trainer and the C API call it.
   void check() const;
+
+  // The parts of it that place the model, and those that choose the strategies.
+  parallel::LayoutOptions layout() const { return {sequence_parallel, virtual_stages, pp_blocks}; }
+  parallel::StrategyOptions strategies(int64_t micro_batches) const {
+    return {bucket_bytes, zero, pp_schedule, micro_batches};
+  }
 };
 
 // "3,1" -> {3, 1} (empty -> {}): block counts per pipeline stage, each >= 1.
@@ -95,29 +106,28 @@ class Trainer {
   // over the mesh: every process of an mpirun calls it.
   GenerateResult generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt);
   int64_t step() const { return replicas_[0]->step(); }
-  int dp() const { return dp_; }
-  int tp() const { return tp_; }
-  int pp() const { return pp_; }
+  int dp() const { return layout_->dp(); }
+  int tp() const { return layout_->tp(); }
+  int pp() const { return layout_->pp(); }
   int local_replicas() const { return static_cast<int>(replicas_.size()); }
   TrainEngine& replica(int local_index) { return *replicas_.at(static_cast<size_t>(local_index)); }
-  nn::GPT& model(int local_index = 0) { return *models_.at(static_cast<size_t>(local_index)); }
-  // For serving (serve/model_runner.h), which runs its own steps on the replicas: a rank's
-  // coordinates (all 0 without a mesh), a replica's pp communicator (null without pp), and
-  // fn(local_index, rank) run on every local replica's rank thread at once (so their
-  // collectives meet; on the caller's thread without a mesh).
-  comm::Coords coords(int rank) const { return mesh_ ? mesh_->coords(rank) : comm::Coords{}; }
-  bool in_process() const { return !mesh_ || static_cast<int>(mesh_->local_ranks().size()) == mesh_->world_size(); }
-  int rank_of(const comm::Coords& c) const { return mesh_ ? mesh_->rank_of(c) : 0; }
-  // A replica's communicator over the whole mesh (made on first use: collective under MPI).
-  comm::Communicator& world_comm(int local_index) {
-    return mesh_->comm(mesh_->local_ranks().at(static_cast<size_t>(local_index)), "world");
-  }
-  comm::Communicator* pp_comm(int local_index) { return pp_comms_.empty() ? nullptr : pp_comms_.at(static_cast<size_t>(local_index)); }
-  int virtual_stages() const { return virtual_stages_; }
-  void run_on_replicas(const std::function<void(int local_index, int rank)>& fn) {
-    if (mesh_) on_all(fn);
-    else fn(0, 0);
-  }
+  nn::GPT& model(int local_index = 0) { return layout_->part(local_index); }
+  // The placement the replicas train on. For serving (serve/model_runner.h), call
+  // parts_for_inference() first: every part's values current outside a step (ZeRO-3's
+  // gathered, a pipeline's tied copy on its last stage), as generation makes them.
+  parallel::Layout& layout() { return *layout_; }
+  parallel::Layout& parts_for_inference();
+
+  // The module's parameter views (dt_module_param) on a layout that splits the model: the
+  // host model holds the whole values only when gathered. refresh_host gathers them if a
+  // step ran since (collective: UNSUPPORTED naming the call under mpirun, where the parts
+  // are in other processes); host_written(name) records a write into the host's parameter,
+  // which the next step, evaluation, generation or save carries into the parts (and into
+  // the optimizer's master of it). On dp layouts the host is local rank 0's replica: reads
+  // need nothing and a write reaches the other local replicas the same way. Under ZeRO a
+  // write is refused (UNSUPPORTED): the optimizer's shards own the values.
+  void refresh_host();
+  void host_written(const std::string& param_name);
 
   // Replica 0's state in the single-rank layout (under ZeRO every replica takes part in
   // gathering it; at stage 3 the values then stay whole until the next step).
@@ -131,39 +141,23 @@ class Trainer {
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
 
  private:
-  std::shared_ptr<comm::Mesh> mesh_;
-  int dp_ = 1, zero_ = 0, tp_ = 1, pp_ = 1, virtual_stages_ = 1;
-  std::vector<int> boundaries_;  // pp > 1: the virtual stages' first blocks, then n_layer
-  // The data-parallel strategy over dp that ParallelOptions names: DDP, or a ZeRO stage.
-  static std::unique_ptr<parallel::Strategy> data_parallel_strategy(const ParallelOptions& p, const TrainEngine& engine,
-                                                                    comm::Communicator& dp,
-                                                                    const optim::Optimizer& prototype);
-  // Model parallel (trainer_model_parallel.cc): every local rank's replica is its part of
-  // the host model, split over tp and its pipeline stage (DDP or ZeRO over dp beside it);
-  // gather_model puts the parts back into the host model and optimizer; checkpoints go
-  // through the host's engine.
-  void build_model_parallel(nn::GPT& host, optim::Optimizer& opt, const TrainOptions& o, const ParallelOptions& p,
-                            const std::vector<Device>& devices);
-  void gather_model_parallel();   // the replicas' parts into the host model and optimizer
-  void scatter_model_parallel();  // the reverse
-  // The host's state tensors by name (views on them): what both of those read or write.
-  std::map<std::string, Tensor> host_state() const;
-  int pp_owner(const std::string& state_name) const;  // the stage holding it; -1: every stage
-  bool model_parallel() const { return tp_ > 1 || pp_ > 1; }
-  nn::GPT* host_ = nullptr;        // model parallel: the whole model and optimizer the user gave,
-  optim::Optimizer* host_opt_ = nullptr;
-  std::unique_ptr<TrainEngine> host_engine_;  // and their engine, for checkpoints
-  std::vector<comm::Communicator*> tp_comms_, pp_comms_;  // each replica's over tp, pp
-  // The split of each parameter of a replica, by name; a state tensor "<param>.<suffix>" of
-  // the parameter's shape splits as it does, anything else is replicated.
-  std::map<std::string, const nn::Parameter*> tp_params_;  // the local replicas', by name
-  nn::ShardSpec tp_spec_of(const std::string& state_name, const Shape& part_shape) const;
-  // Runs fn(replica) on every replica's rank thread (all replicas take part in collectives).
-  void on_all(const std::function<void(int local_index, int rank)>& fn);
-  std::vector<nn::GPT*> models_;
-  std::vector<std::unique_ptr<nn::GPT>> owned_models_;
+  std::unique_ptr<parallel::Layout> layout_;
+  int zero_ = 0;
+  nn::GPT& host_;              // the whole model and optimizer the user gave
+  optim::Optimizer& host_opt_;
+  // A layout that splits the model: the host's engine, for checkpoints in the single-rank
+  // layout (save gathers the parts into it, load cuts its state into parts).
+  std::unique_ptr<TrainEngine> host_engine_;
   std::vector<std::unique_ptr<optim::Optimizer>> owned_opts_;
   std::vector<std::unique_ptr<TrainEngine>> replicas_;
+  bool host_stale_ = false;            // a step ran since the host last held the parts' values
+  std::set<std::string> written_;      // host parameters written since (host_written)
+  void build_engines(const TrainOptions& o, const ParallelOptions& p);
+  void gather_parts();                 // the parts' whole state into the host model and optimizer
+  void scatter_parts();                // the reverse
+  void apply_writes();                 // written_ into the parts
+  std::map<std::string, Tensor> host_state() const;  // the host's state tensors by name (views)
+  void on_all(const std::function<void(int local_index, int rank)>& fn) { layout_->run(fn); }
   std::shared_ptr<CancelFlag> cancel_;
   bool cancel_raised() const { return cancel_ && cancel_->requested(); }
   // Throws CANCELLED naming `what` if the flag is raised and every rank is in this process

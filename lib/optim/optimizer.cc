@@ -136,10 +136,13 @@ void Optimizer::zero_grad() {
 
 NamedTensors Optimizer::state() const { return named_; }
 
-void Optimizer::sync_masters_from_params() {
+void Optimizer::sync_masters_from_params(const std::set<std::string>* only) {
   check_live("sync_masters_from_params");
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (only && !only->count(params_[i]->name)) continue;
     if (copies_[i].defined()) kernels::cast(to_device(params_[i]->value, masters_[i].device()), masters_[i]);
+    else if (offload_ && params_[i]->value.dtype() == DType::F32) copy_tensor(params_[i]->value, masters_[i]);
+  }
 }
 
 // ---- SGD ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@
 // new Tensor to Parameter::value after construction.
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,8 +59,9 @@ class Optimizer {
   // data-parallel engine gives every replica.
   virtual std::unique_ptr<Optimizer> clone_over(nn::ParamList params) const = 0;
   // Re-reads the masters from the parameter values, for when values were loaded (or
-  // initialized) after the optimizer was built and no master was saved.
-  void sync_masters_from_params();
+  // initialized, or written through a view) after the optimizer was built and no master
+  // was saved: every parameter's, or only those named in `only`.
+  void sync_masters_from_params(const std::set<std::string>* only = nullptr);
   // Frees every state tensor but the step counter and lets go of the parameters' values:
   // what ZeRO does to the host's optimizer once a sharded one (clone_over the shards, its
   // state copied in) has taken over. step, zero_grad and sync_masters_from_params then fail

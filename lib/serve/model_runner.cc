@@ -7,7 +7,7 @@
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "engine/generate.h"
-#include "engine/trainer.h"
+#include "parallel/layout.h"
 
 namespace dt::serve {
 namespace {
@@ -66,38 +66,35 @@ std::vector<nn::PagedBatch> split_batch(const nn::PagedBatch& b, int n) {
   return out;
 }
 
-class TrainerRunner final : public ModelRunner {
+class LayoutRunner final : public ModelRunner {
  public:
-  explicit TrainerRunner(engine::Trainer& t) : t_(t), cfg_(t.model(0).config().resolved()) {
+  explicit LayoutRunner(parallel::Layout& t) : t_(t), cfg_(t.part(0).config().resolved()) {
     multi_process_ = !t.in_process();
     if (multi_process_) {
-      DT_CHECK(t.local_replicas() == 1, "serving across processes: one rank per process (mpirun)");
+      DT_CHECK(t.local_parts() == 1, "serving across processes: one rank per process (mpirun)");
       // The world communicator, made now: under MPI every process makes it at once.
-      t.run_on_replicas([&](int li, int rank) {
-        t.world_comm(li);
+      t.run([&](int li, int rank) {
+        t.world(li);
         world_rank_ = rank;
       });
     }
     DT_CHECK(t.virtual_stages() == 1, "serving: virtual_stages = " + std::to_string(t.virtual_stages()) +
                                           "; accepted: 1 (a token would go round the pipeline once per chunk)");
-    kv_.resize(static_cast<size_t>(t.local_replicas()));
-    // Every replica's values current outside a step (ZeRO-3's gathered, a pipeline's tied
-    // copy on its last stage), as generation makes them.
-    t.run_on_replicas([&](int li, int) { t.replica(li).gather_model(); });
+    kv_.resize(static_cast<size_t>(t.local_parts()));
   }
   int replicas() const override { return t_.dp(); }
   const nn::GPTConfig& config() const override { return cfg_; }
   int64_t bytes_per_block(int64_t bs) const override {
     int64_t most = 0;
-    for (int i = 0; i < t_.local_replicas(); ++i) {
-      nn::GPT& m = t_.model(i);
+    for (int i = 0; i < t_.local_parts(); ++i) {
+      nn::GPT& m = t_.part(i);
       most = std::max(most, nn::PagedKv::bytes_per_block(cfg_, bs, m.local_kv_heads(), m.chunks()));
     }
     return most;
   }
   void create_caches(int64_t nb, int64_t bs) override {
-    t_.run_on_replicas([&](int li, int) {
-      nn::GPT& m = t_.model(li);
+    t_.run([&](int li, int) {
+      nn::GPT& m = t_.part(li);
       ScopedDevice on(m.device());
       kv_[static_cast<size_t>(li)] = nn::PagedKv::create(cfg_, nb, bs, m.local_kv_heads(), m.chunks());
     });
@@ -106,7 +103,7 @@ class TrainerRunner final : public ModelRunner {
     DT_CHECK(static_cast<int>(batches.size()) == t_.dp(), "serving: one batch per replica");
     logits.assign(batches.size(), {});
     if (!multi_process_) {
-      t_.run_on_replicas([&](int li, int rank) {
+      t_.run([&](int li, int rank) {
         const comm::Coords c = t_.coords(rank);
         std::vector<float>* out = c[comm::kTp] == 0 ? &logits[static_cast<size_t>(c[comm::kDp])] : nullptr;
         step_on(li, batches[static_cast<size_t>(c[comm::kDp])], out);
@@ -115,8 +112,8 @@ class TrainerRunner final : public ModelRunner {
     }
     // Across processes: the plan goes to every rank, each runs its part, and the ranks
     // holding logits (tp 0 of each replica's last stage) send them to this one.
-    t_.run_on_replicas([&](int li, int rank) {
-      comm::Communicator& world = t_.world_comm(li);
+    t_.run([&](int li, int rank) {
+      comm::Communicator& world = t_.world(li);
       broadcast_plan(world, encode(kStep, batches));
       const comm::Coords me = t_.coords(rank);
       std::vector<float> mine;
@@ -135,8 +132,8 @@ class TrainerRunner final : public ModelRunner {
   bool leader() const override { return !multi_process_ || world_rank_ == 0; }
   void follow() override {
     DT_CHECK(!leader(), "serving: follow() is for the processes other than world rank 0");
-    t_.run_on_replicas([&](int li, int rank) {
-      comm::Communicator& world = t_.world_comm(li);
+    t_.run([&](int li, int rank) {
+      comm::Communicator& world = t_.world(li);
       for (;;) {
         std::vector<nn::PagedBatch> batches;
         const int64_t kind = decode(broadcast_plan(world, {}), batches);
@@ -152,10 +149,10 @@ class TrainerRunner final : public ModelRunner {
     });
   }
   void idle_tick() override {
-    if (multi_process_) t_.run_on_replicas([&](int li, int) { broadcast_plan(t_.world_comm(li), {kIdle}); });
+    if (multi_process_) t_.run([&](int li, int) { broadcast_plan(t_.world(li), {kIdle}); });
   }
   void stop() override {
-    if (multi_process_ && leader()) t_.run_on_replicas([&](int li, int) { broadcast_plan(t_.world_comm(li), {kStop}); });
+    if (multi_process_ && leader()) t_.run([&](int li, int) { broadcast_plan(t_.world(li), {kStop}); });
   }
   std::string layout() const override {
     return std::to_string(t_.dp()) + (t_.dp() == 1 ? " replica" : " replicas") + " x tp " + std::to_string(t_.tp()) +
@@ -169,7 +166,7 @@ class TrainerRunner final : public ModelRunner {
   // This rank's part of its replica's step; `out` (tp 0 of the last stage) gets the logits.
   void step_on(int li, const nn::PagedBatch& b, std::vector<float>* out) {
     if (b.seqs.empty()) return;
-    nn::GPT& m = t_.model(li);
+    nn::GPT& m = t_.part(li);
     nn::PagedKv& kv = kv_[static_cast<size_t>(li)];
     Tensor lg;
     if (t_.pp() == 1) {
@@ -179,7 +176,7 @@ class TrainerRunner final : public ModelRunner {
     }
     // Pipeline: the groups follow each other through the stages (eager sends), so stage s
     // works on group g while stage s + 1 works on group g - 1.
-    comm::Communicator& pp = *t_.pp_comm(li);
+    comm::Communicator& pp = *t_.group(li, comm::kPp);
     const int stage = pp.rank(), P = pp.size();
     const nn::BlockRange r = m.chunks().at(0);
     comm::CopiedSends sends(pp);
@@ -255,7 +252,7 @@ class TrainerRunner final : public ModelRunner {
     return plan;
   }
 
-  engine::Trainer& t_;
+  parallel::Layout& t_;
   nn::GPTConfig cfg_;
   std::vector<nn::PagedKv> kv_;  // per local replica
   bool multi_process_ = false;
@@ -265,8 +262,8 @@ class TrainerRunner final : public ModelRunner {
 }  // namespace
 
 std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model) { return std::make_unique<SingleRunner>(model); }
-std::unique_ptr<ModelRunner> trainer_runner(engine::Trainer& trainer) {
-  return std::make_unique<TrainerRunner>(trainer);
+std::unique_ptr<ModelRunner> layout_runner(parallel::Layout& layout) {
+  return std::make_unique<LayoutRunner>(layout);
 }
 
 }  // namespace dt::serve

@@ -8,8 +8,8 @@
 #include "nn/gpt.h"
 #include "nn/paged_kv.h"
 
-namespace dt::engine {
-class Trainer;
+namespace dt::parallel {
+class Layout;
 }
 
 namespace dt::serve {
@@ -43,12 +43,13 @@ class ModelRunner {
 // One whole model on one rank (tests, and the single-process server).
 std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model);
 
-// The replicas of a Trainer built on a mesh of dp x tp x pp (local, or mpi with one rank per
-// process; see leader() above): replica r is dp
-// group r; its ranks run their tp parts and pipeline stages, the step's sequences split into
-// up to pp groups that follow each other through the stages, so the stages work at once.
-// Interleaved virtual stages are refused (INVALID_ARGUMENT): a token would go round the
-// ranks several times.
-std::unique_ptr<ModelRunner> trainer_runner(engine::Trainer& trainer);
+// The parts of a layout (parallel/layout.h) on a mesh of dp x tp x pp (local, or mpi with
+// one rank per process; see leader() above), their values current (a fresh layout's are;
+// a Trainer's after parts_for_inference()): replica r is dp group r; its ranks run their
+// tp parts and pipeline stages, the step's sequences split into up to pp groups that
+// follow each other through the stages, so the stages work at once. Interleaved virtual
+// stages are refused (INVALID_ARGUMENT): a token would go round the ranks several times.
+// No optimizer, no training engine: serving is a layout plus the paged forward.
+std::unique_ptr<ModelRunner> layout_runner(parallel::Layout& layout);
 
 }  // namespace dt::serve

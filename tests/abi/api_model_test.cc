@@ -260,7 +260,7 @@ TEST(Model, SgdCosineMicroBatchesOnAOneRankMesh) {
   cp.i("cp", 2);
   OK(dt_mesh_create("local", 2, cp.o, &two));
   Rig r;
-  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"cp\" = 2", "ddp on dp"});
+  expect_error(dt_engine_create(two, r.m, r.opt, nullptr, &e), DT_ERR_INVALID_ARGUMENT, {"\"cp\" = 2", "no placement divides the model over it"});
   dt_mesh_destroy(two);
   // Two pipeline stages: the schedule is an engine option, its figures in the stats JSON;
   // a schedule or placement it cannot run is refused by name before any work.

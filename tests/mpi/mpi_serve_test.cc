@@ -49,7 +49,7 @@ TEST_F(MpiTest, ServingAcrossProcessesGivesGeneratesTokens) {
     std::map<int64_t, std::vector<int32_t>> got;
     std::map<int64_t, size_t> which;
     {
-      serve::Server server(std::make_unique<serve::ServingEngine>(serve::trainer_runner(t), ec));
+      serve::Server server(std::make_unique<serve::ServingEngine>(serve::layout_runner(t.parts_for_inference()), ec));
       if (world_rank() == 0) {
         for (size_t i = 0; i < kPrompts.size(); ++i) {
           const int64_t id = server.submit(kPrompts[i], params(i), [&](const serve::Event& e) {

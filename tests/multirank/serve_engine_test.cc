@@ -127,7 +127,7 @@ TEST(ServeEngine, MeshLayoutsGiveGeneratesTokens) {
     optim::AdamW opt(model.parameters(), test::dp_adamw());
     engine::Trainer t(comm::test::axes_mesh({k.dp, k.pp, 1, 1, k.tp}), model, opt, test::dp_options(2));
     train_two_steps(t);
-    serve::ServingEngine e(serve::trainer_runner(t), small_cache(64));
+    serve::ServingEngine e(serve::layout_runner(t.parts_for_inference()), small_cache(64));
     const auto got = serve_all(e, true);
     t.gather_model();
     const std::string what = "dp " + std::to_string(k.dp) + " x pp " + std::to_string(k.pp) + " x tp " +

@@ -1,0 +1,64 @@
+#include "parallel/axis_strategies.h"
+
+#include "core/error.h"
+#include "parallel/ddp_strategy.h"
+#include "parallel/pipeline_strategy.h"
+#include "parallel/tp_strategy.h"
+#include "parallel/zero_strategy.h"
+
+namespace dt::parallel {
+namespace {
+
+// ZeRO-2 and -3 zero the gradients before each micro-batch's backward and take them after
+// it: the other strategies must then not accumulate into them across micro-batches.
+bool fresh_grads(const PartContext& c) { return c.layout.dp() > 1 && c.options.zero >= 2; }
+
+std::unique_ptr<Strategy> make_pipeline(const PartContext& c) {
+  return std::make_unique<PipelineStrategy>(c.model, *c.layout.group(c.li, comm::kPp), c.options.pp_schedule,
+                                            c.layout.virtual_stages(), c.options.micro_batches, c.layout.device(c.li),
+                                            fresh_grads(c));
+}
+
+std::unique_ptr<Strategy> make_tensor_parallel(const PartContext& c) {
+  return std::make_unique<TpStrategy>(c.units, *c.layout.group(c.li, comm::kTp), c.layout.device(c.li),
+                                      c.layout.options().sequence_parallel, fresh_grads(c));
+}
+
+std::unique_ptr<Strategy> make_data_parallel(const PartContext& c) {
+  comm::Communicator& dp = *c.layout.group(c.li, comm::kDp);
+  if (c.options.zero > 0) return std::make_unique<ZeroStrategy>(c.units, dp, c.options.zero, c.opt);
+  return std::make_unique<DdpStrategy>(c.units, dp, c.options.bucket_bytes);
+}
+
+struct AxisStrategy {
+  int axis;
+  std::unique_ptr<Strategy> (*make)(const PartContext&);
+};
+// In attach order (see the header).
+constexpr AxisStrategy kAxisStrategies[] = {
+    {comm::kPp, make_pipeline},
+    {comm::kTp, make_tensor_parallel},
+    {comm::kDp, make_data_parallel},
+};
+
+}  // namespace
+
+void check_strategies(const Layout& layout, const StrategyOptions& o, const optim::Optimizer& opt) {
+  DT_CHECK(!(layout.pp() > 1 && layout.dp() > 1 && o.zero == 3),
+           "zero = 3 with pipeline parallelism (pp = " + std::to_string(layout.pp()) + "): ZeRO-3 gathers each unit's "
+           "values around every forward and backward, which a pipeline interleaves across micro-batches; "
+           "accepted with pp > 1: zero 0 (DDP), 1 or 2");
+  if (layout.dp() > 1 && layout.device(0).type == DeviceType::CUDA && o.zero > 0 && opt.offloaded())
+    fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(o.zero) + " with an offloaded optimizer on GPUs: ZeRO shards "
+                             "the state over NCCL, which needs it on the GPU; use zero = 0 (DDP) with offload, or "
+                             "no offload");
+}
+
+std::vector<std::unique_ptr<Strategy>> make_strategies(const PartContext& part) {
+  std::vector<std::unique_ptr<Strategy>> out;
+  for (const AxisStrategy& s : kAxisStrategies)
+    if (part.layout.size(s.axis) > 1) out.push_back(s.make(part));
+  return out;
+}
+
+}  // namespace dt::parallel
