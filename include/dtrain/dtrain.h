@@ -568,8 +568,15 @@ DT_API dt_status dt_module_param_count_tensors(dt_module* module, int64_t* out);
 DT_API dt_status dt_module_param_name(dt_module* module, int64_t index, const char** out);
 
 /** A new tensor handle that views parameter `name` (DT_ERR_NOT_FOUND if there is none):
- *  reads see the current weights and dt_tensor_copy_from_host writes them. It keeps the
- *  module alive. Write only between steps. Caller owns *out; release with dt_tensor_destroy. */
+ *  reads see the current weights and dt_tensor_copy_from_host writes them, on every
+ *  layout of an engine made over the module: where its mesh splits the model (tp, pp), a
+ *  read first gathers the parts (on a local mesh; under mpirun it fails with
+ *  DT_ERR_UNSUPPORTED, as gathering is collective: dt_engine_save and read the
+ *  checkpoint instead), and a write reaches every replica or part, and the optimizer's
+ *  master copy, at the engine's next call. Under ZeRO (zero >= 1 with dp > 1) writes fail
+ *  with DT_ERR_UNSUPPORTED. It keeps the module alive. Read and write only between steps,
+ *  not while another thread drives the engine. Caller owns *out; release with
+ *  dt_tensor_destroy. */
 DT_API dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out);
 /* (Under a ZeRO-3 engine a block's values exist only while it runs, or after
  *  dt_engine_generate until the next step: otherwise dt_module_param fails and says so. A

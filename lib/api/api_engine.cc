@@ -27,7 +27,23 @@ struct dt_engine {
   std::string last_stats;     // metrics JSON of the last successful train step ("" before any)
   std::string last_generate;  // statistics JSON of the last successful generate ("" before any)
   std::unique_ptr<dt::engine::Trainer> engine;
+  std::shared_ptr<dt::api::ModuleViews> views;  // the module's, pointed at this engine
+  ~dt_engine() {
+    if (views && views->trainer == engine.get()) views->trainer = nullptr;
+  }
 };
+
+namespace dt::api {
+
+void view_read(const dt_tensor* t) {
+  if (t && t->views && t->views->trainer) t->views->trainer->refresh_host();
+}
+
+void view_written(const dt_tensor* t, bool strict) {
+  if (t && t->views && t->views->trainer) t->views->trainer->host_written(t->param, strict);
+}
+
+}  // namespace dt::api
 
 namespace {
 
@@ -199,6 +215,8 @@ dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optim
     dt::engine::ParallelOptions par;
     const dt::engine::TrainOptions o = train_options(options, h->opt->lr(), par);
     h->engine = std::make_unique<dt::engine::Trainer>(m, *h->gpt, *h->opt, o, par);
+    h->views = module->views;
+    h->views->trainer = h->engine.get();
     *out = h.release();
   });
 }

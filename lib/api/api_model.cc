@@ -254,6 +254,8 @@ dt_status dt_module_param(dt_module* module, const char* name, dt_tensor** out) 
       h->t = p->value;  // a view: same storage, so host writes reach the model
       h->device_name = p->value.device().str();
       h->owner = module->module;
+      h->views = module->views;
+      h->param = n;
       *out = h;
       return;
     }

@@ -19,8 +19,17 @@ namespace {
 
 // Calls that touch data need a single piece; the queries below read `t` directly, since
 // every piece of a mesh tensor has the same dtype, shape and device.
-const dt::Tensor& tensor_of(const dt_tensor* t, const char* name) { return dt::api::single_piece(t, name); }
-dt::Tensor& tensor_of(dt_tensor* t, const char* name) { return dt::api::single_piece(t, name); }
+// A tensor these calls only read (const), or may write: a parameter view's engine hears of both.
+const dt::Tensor& tensor_of(const dt_tensor* t, const char* name) {
+  const dt::Tensor& x = dt::api::single_piece(t, name);
+  dt::api::view_read(t);
+  return x;
+}
+dt::Tensor& tensor_of(dt_tensor* t, const char* name) {
+  dt::Tensor& x = dt::api::single_piece(t, name);
+  dt::api::view_written(t, true);
+  return x;
+}
 const dt::Tensor& info_of(const dt_tensor* t, const char* name) { return need(t, name)->t; }
 
 void check_bytes(const dt::Tensor& t, size_t bytes) {
@@ -145,6 +154,7 @@ dt_status dt_tensor_data(const dt_tensor* tensor, void** out) {
   return guard("dt_tensor_data", [&] {
     need(out, "out");
     *out = tensor_of(tensor, "tensor").raw();
+    dt::api::view_written(tensor, false);  // the pointer may be written through
   });
 }
 

@@ -26,6 +26,15 @@ class Optimizer;
 }
 namespace dt::engine {
 class TrainEngine;
+class Trainer;
+}
+namespace dt::api {
+// What keeps a module's parameter views true while an engine trains the module: the
+// engine made over it (dt_engine_create sets it, its destroy clears it). Shared by the
+// module handle and every view taken from it.
+struct ModuleViews {
+  dt::engine::Trainer* trainer = nullptr;
+};
 }
 
 struct dt_options {
@@ -41,6 +50,9 @@ struct dt_tensor {
   std::shared_ptr<dt::comm::Mesh> mesh;
   // Whatever else the tensor views into and must keep alive (a module, for a parameter view).
   std::shared_ptr<void> owner;
+  // A parameter view: the module's views and the parameter's name (view_read, view_written).
+  std::shared_ptr<dt::api::ModuleViews> views;
+  std::string param;
 };
 
 struct dt_mesh {
@@ -57,6 +69,7 @@ struct dt_module {
   // on first use, holding the saved activations of the one batch in flight.
   std::function<const dt::Tensor&(const dt::Tensor&)> forward;
   std::function<void(const dt::Tensor&, dt::Tensor*)> backward;
+  std::shared_ptr<dt::api::ModuleViews> views = std::make_shared<dt::api::ModuleViews>();
 };
 
 struct dt_optimizer {
@@ -67,6 +80,15 @@ struct dt_optimizer {
 namespace dt::api {
 
 void set_last_error(dt_status status, const std::string& message);
+
+// Parameter views of a module an engine trains (api_engine.cc): before a view's values are
+// read, the engine makes the module's whole values current (a layout that splits the
+// model gathers them); a write is recorded, and the engine carries it into its parts and
+// the optimizer's master before its next call. strict: refuse a write the engine cannot
+// carry (UNSUPPORTED under ZeRO), before it happens; a raw pointer's possible write is
+// recorded where it can be. Nothing for other tensors.
+void view_read(const dt_tensor* t);
+void view_written(const dt_tensor* t, bool strict);
 
 // The flag of a dt_cancel handle, shared (null for NULL); api_cancel.cc.
 std::shared_ptr<CancelFlag> cancel_flag_of(dt_cancel* cancel);

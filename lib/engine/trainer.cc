@@ -42,7 +42,7 @@ void ParallelOptions::check() const {
 
 Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimizer& opt, const TrainOptions& o,
                  const ParallelOptions& p)
-    : zero_(p.zero), host_(model), host_opt_(opt) {
+    : host_(model), host_opt_(opt) {
   p.check();
   layout_ = std::make_unique<parallel::Layout>(mesh, model, p.layout());
   if (!mesh || mesh->world_size() == 1) {  // one device: the plain engine (a shard of one is the whole)
@@ -60,12 +60,13 @@ void Trainer::build_engines(const TrainOptions& o, const ParallelOptions& p) {
   for (auto& [name, t] : host_opt_.state()) t.storage()->set_rank(L.rank(0));
   if (L.splits_model()) host_engine_ = std::make_unique<TrainEngine>(nullptr, host_, host_opt_, o);
   owned_opts_.resize(static_cast<size_t>(local));
-  replicas_.resize(static_cast<size_t>(local));
   const parallel::StrategyOptions so = p.strategies(o.micro_batches);
-  // A part's optimizer: the host's for the host itself; a ZeRO stage over dp replicas clones
-  // its shard optimizer from the host's (no whole copy per replica); otherwise the host's
-  // cloned over the part's parameters, its state then cut from the host's below.
-  const bool zero_clones_from_host = !L.splits_model() && zero_ > 0;
+  replicas_.resize(static_cast<size_t>(local));
+  // A part's optimizer: the host's for the host itself; where a strategy brings its own
+  // (ZeRO's shards) and the parts are whole replicas, the host's is its prototype (no
+  // whole copy per replica); otherwise the host's cloned over the part's parameters, its
+  // state then cut from the host's below.
+  const bool prototype_only = !L.splits_model() && parallel::strategy_owns_optimizer(L, so);
   std::vector<optim::Optimizer*> built_with(static_cast<size_t>(local));
   // Engines and strategies are made on the rank threads: a part's optimizer is its rank's
   // memory, and under mpi creating a communicator is collective.
@@ -75,14 +76,14 @@ void Trainer::build_engines(const TrainOptions& o, const ParallelOptions& p) {
     ScopedDevice on(L.device(li));
     nn::GPT& m = L.part(li);
     optim::Optimizer* opt = &host_opt_;
-    if (!L.part_is_host(li) && !zero_clones_from_host) opt = (owned_opts_[i] = host_opt_.clone_over(m.parameters())).get();
+    if (!L.part_is_host(li) && !prototype_only) opt = (owned_opts_[i] = host_opt_.clone_over(m.parameters())).get();
     built_with[i] = opt;
     TrainEngine& r = *(replicas_[i] = std::make_unique<TrainEngine>(nullptr, m, *opt, o));
     for (auto& s : parallel::make_strategies({L, li, m, r.units(), *opt, so})) r.attach(std::move(s));
   });
   // Each part's state from the host's (it may have stepped, or been loaded): a clone's own
   // optimizer state, a split part's slices of it. ZeRO's shard optimizers cloned it already.
-  if (L.splits_model() || !zero_clones_from_host) scatter_parts();
+  if (L.splits_model() || !prototype_only) scatter_parts();
   // An optimizer no engine steps (a strategy replaced it with its shard optimizer): its
   // whole state can go (the host's keeps its step counter).
   for (size_t i = 0; i < built_with.size(); ++i) {
@@ -134,7 +135,7 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   cancel_at_entry("train_step");
   std::vector<StepStats> stats(replicas_.size());
   apply_writes();
-  if (replicas_.size() == 1 && dp() == 1)
+  if (replicas_[0]->runs_alone())
     stats[0] = replicas_[0]->train_step(inputs, targets);
   else
     on_all([&](int li, int) { stats[static_cast<size_t>(li)] = replicas_[static_cast<size_t>(li)]->train_step(inputs, targets); });
@@ -165,7 +166,7 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
     on_all([&](int li, int) { layout_->world(li).barrier(); });  // a load after sees the files
     return;
   }
-  if (dp() == 1 || !layout_->mesh()) return replicas_[0]->save(dir, extra, stem);
+  if (layout_->single()) return replicas_[0]->save(dir, extra, stem);
   // Replicas are equal: the world's rank 0 writes; the others wait so that a load after
   // save sees the files. With sharded state (ZeRO) every replica takes part in gathering it.
   const bool sharded = replicas_[0]->state_sharded();

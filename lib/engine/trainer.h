@@ -97,7 +97,6 @@ class Trainer {
   double evaluate(const Tensor& inputs, const Tensor& targets);
   // ZeRO-3: every replica's values whole until the next step (for generation); else a no-op.
   void gather_model();
-  int zero() const { return zero_; }
   // Generation (engine/generate.h) with the trained weights. tp > 1 or pp > 1: on the
   // replicas themselves, each its part of the model (pp: its stage, with several prompts
   // in flight), the KV cache sharded by heads and placed by layers, the same tokens on
@@ -125,9 +124,10 @@ class Trainer {
   // which the next step, evaluation, generation or save carries into the parts (and into
   // the optimizer's master of it). On dp layouts the host is local rank 0's replica: reads
   // need nothing and a write reaches the other local replicas the same way. Under ZeRO a
-  // write is refused (UNSUPPORTED): the optimizer's shards own the values.
+  // write is refused (UNSUPPORTED; strict = false: ignored, for a raw pointer that may
+  // never be written): the optimizer's shards own the values.
   void refresh_host();
-  void host_written(const std::string& param_name);
+  void host_written(const std::string& param_name, bool strict = true);
 
   // Replica 0's state in the single-rank layout (under ZeRO every replica takes part in
   // gathering it; at stage 3 the values then stay whole until the next step).
@@ -142,7 +142,6 @@ class Trainer {
 
  private:
   std::unique_ptr<parallel::Layout> layout_;
-  int zero_ = 0;
   nn::GPT& host_;              // the whole model and optimizer the user gave
   optim::Optimizer& host_opt_;
   // A layout that splits the model: the host's engine, for checkpoints in the single-rank

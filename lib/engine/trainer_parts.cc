@@ -98,7 +98,8 @@ void Trainer::refresh_host() {
   host_stale_ = false;
 }
 
-void Trainer::host_written(const std::string& name) {
+void Trainer::host_written(const std::string& name, bool strict) {
+  if (replicas_[0]->state_sharded() && !strict) return;
   if (replicas_[0]->state_sharded())
     fail(DT_ERR_UNSUPPORTED, "writing parameter \"" + name + "\" through a view under ZeRO: the optimizer's "
                              "shards own the values and would overwrite the write at the next step; accepted: "

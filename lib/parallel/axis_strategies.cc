@@ -54,6 +54,8 @@ void check_strategies(const Layout& layout, const StrategyOptions& o, const opti
                              "no offload");
 }
 
+bool strategy_owns_optimizer(const Layout& layout, const StrategyOptions& o) { return layout.dp() > 1 && o.zero > 0; }
+
 std::vector<std::unique_ptr<Strategy>> make_strategies(const PartContext& part) {
   std::vector<std::unique_ptr<Strategy>> out;
   for (const AxisStrategy& s : kAxisStrategies)

@@ -38,6 +38,10 @@ struct PartContext {
 // pipeline, ZeRO with an offloaded optimizer on GPUs.
 void check_strategies(const Layout& layout, const StrategyOptions& o, const optim::Optimizer& opt);
 
+// True when a strategy of this layout steps its own optimizer in place of the engine's
+// (ZeRO's shard optimizer, cloned from the one it is given, whose whole state then goes).
+bool strategy_owns_optimizer(const Layout& layout, const StrategyOptions& o);
+
 // Part li's strategies, in attach order (empty on a layout of one rank).
 std::vector<std::unique_ptr<Strategy>> make_strategies(const PartContext& part);
 

@@ -74,6 +74,8 @@ class Layout {
   // True when a part is not the whole model (tp or pp split it): whole state then exists
   // only by gathering (gather), and the host is a separate model.
   bool splits_model() const { return tp() > 1 || pp() > 1; }
+  // One rank in all: the host is the only part and nothing is divided.
+  bool single() const { return !mesh_ || mesh_->world_size() == 1; }
   const LayoutOptions& options() const { return options_; }
 
   int local_parts() const { return static_cast<int>(parts_.size()); }

@@ -748,8 +748,15 @@ extern "C" {
 }
 extern "C" {
     #[doc = " A new tensor handle that views parameter `name` (DT_ERR_NOT_FOUND if there is none):"]
-    #[doc = "  reads see the current weights and dt_tensor_copy_from_host writes them. It keeps the"]
-    #[doc = "  module alive. Write only between steps. Caller owns *out; release with dt_tensor_destroy."]
+    #[doc = "  reads see the current weights and dt_tensor_copy_from_host writes them, on every"]
+    #[doc = "  layout of an engine made over the module: where its mesh splits the model (tp, pp), a"]
+    #[doc = "  read first gathers the parts (on a local mesh; under mpirun it fails with"]
+    #[doc = "  DT_ERR_UNSUPPORTED, as gathering is collective: dt_engine_save and read the"]
+    #[doc = "  checkpoint instead), and a write reaches every replica or part, and the optimizer's"]
+    #[doc = "  master copy, at the engine's next call. Under ZeRO (zero >= 1 with dp > 1) writes fail"]
+    #[doc = "  with DT_ERR_UNSUPPORTED. It keeps the module alive. Read and write only between steps,"]
+    #[doc = "  not while another thread drives the engine. Caller owns *out; release with"]
+    #[doc = "  dt_tensor_destroy."]
     pub fn dt_module_param(
         module: *mut dt_module,
         name: *const ::std::os::raw::c_char,
