@@ -12,7 +12,6 @@
 #include <chrono>
 #include <deque>
 
-#include "comm/copied_sends.h"
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -20,12 +19,13 @@
 #include "engine/generate.h"
 #include "kernels/ops.h"
 #include "nn/kv_cache.h"
+#include "parallel/stage_stream.h"
 
 namespace dt::engine {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kStreamTag = 5, kTokensTag = 6;  // clear of the training schedules' tags
+using parallel::StageTag;
 
 }  // namespace
 
@@ -52,7 +52,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
   // order) and of decode (group order) reach each group in the order it needs them.
   const int64_t G = std::min<int64_t>(B, P);
   auto group_lo = [&](int64_t g) { return g * B / G; };
-  comm::CopiedSends sends(pp);
+  parallel::StageStream stream(pp);
   std::deque<std::vector<int64_t>> expected;  // token messages not yet read: their rows
   auto drain_for = [&](int64_t lo, int64_t hi) {
     auto holds = [&](const std::vector<int64_t>& rows) { return rows.back() >= lo && rows.front() < hi; };
@@ -60,7 +60,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       const std::vector<int64_t> rows = expected.front();
       expected.pop_front();
       Tensor t = Tensor::uninit({static_cast<int64_t>(rows.size())}, DType::I32);
-      pp.recv(t.raw(), t.numel(), DType::I32, P - 1, kTokensTag);
+      stream.recv(t, P - 1, StageTag::GenerateTokens);
       for (size_t j = 0; j < rows.size(); ++j) {
         const int32_t tok = t.data<int32_t>()[j];
         if (tok < 0) {
@@ -80,12 +80,12 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       stage.cached_embed(ids, cache, rows, x);
     } else {
       nn::ensure(x, {A, Tq, c.d_model}, c.dtype);
-      pp.recv(x.raw(), x.numel(), x.dtype(), me - 1, kStreamTag);
+      stream.recv(x, me - 1, StageTag::GenerateHidden);
     }
     stage.cached_blocks(blocks.begin, blocks.end, x, cache, rows);
     stage.advance_cached(cache, rows, Tq);
     if (!last) {
-      sends.send(x, me + 1, kStreamTag);
+      stream.send(x, me + 1, StageTag::GenerateHidden);
       expected.push_back(rows);
       return;
     }
@@ -102,7 +102,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
       toks.data<int32_t>()[j] = sample_token(row, V, o, rng.uniform(static_cast<uint64_t>(step * B + rows[static_cast<size_t>(j)])));
       record(rows[static_cast<size_t>(j)], toks.data<int32_t>()[j]);
     }
-    for (int r = 0; r < P - 1; ++r) sends.send(toks, r, kTokensTag);
+    for (int r = 0; r < P - 1; ++r) stream.send(toks, r, StageTag::GenerateTokens);
   };
   const auto t0 = Clock::now();
   for (int64_t b = 0; b < B; ++b) {  // prefill: the prompts follow each other through the stages
@@ -131,7 +131,7 @@ GenerateResult generate_pipelined(nn::GPT& stage, comm::Communicator& pp,
     ++decode_steps;
   }
   DT_ASSERT(expected.empty());
-  sends.wait();
+  stream.wait();
   finish_generate_stats(res, decode_steps, std::chrono::duration<double>(Clock::now() - t1).count(),
                         std::chrono::duration<double>(Clock::now() - t0).count());
   return res;

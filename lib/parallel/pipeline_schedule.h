@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "parallel/stage_tags.h"
+
 namespace dt::parallel {
 
 enum class PipeOp {
@@ -76,10 +78,7 @@ const std::vector<std::string>& pipe_schedule_names();
 // x virtual_stages above 2^26.
 PipeSchedule make_pipe_schedule(const std::string& name, int stages, int micro_batches, int virtual_stages = 1);
 
-// The tag of a message (see above): kind 0 activations, 1 gradients; receiver's virtual stage.
-inline int message_tag(bool gradient, int receiving_virtual_stage) {
-  return 2 * receiving_virtual_stage + (gradient ? 1 : 0) + 16;  // 16: clear of other uses
-}
+// The tag of a message (see above): message_tag in parallel/stage_tags.h, the registry.
 
 // The bubble of the schedule by formula, as a fraction of the step (unit costs: a chunk's
 // backward twice its forward, split backward halves each one forward): GPipe and 1F1B

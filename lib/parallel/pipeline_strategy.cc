@@ -9,14 +9,12 @@
 
 namespace dt::parallel {
 namespace {
-// Tags of the tied table's messages (the stream's are message_tag's, from 16 up).
-constexpr int kTiedGradTag = 2, kTiedValueTag = 3;
 }  // namespace
 
 PipelineStrategy::PipelineStrategy(nn::GPT& stage, comm::Communicator& pp, const std::string& schedule,
                                    int virtual_stages, int64_t micro_batches, Device device,
                                    bool fresh_grads_each_micro_batch)
-    : model_(stage), pp_(pp), device_(device), fresh_grads_(fresh_grads_each_micro_batch), sends_(pp) {
+    : model_(stage), pp_(pp), device_(device), fresh_grads_(fresh_grads_each_micro_batch), stream_(pp) {
   DT_CHECK(micro_batches >= 1 && micro_batches <= (1 << 20),
            "micro_batches = " + std::to_string(micro_batches) + "; accepted: 1 to 2^20");
   train_ = make_pipe_schedule(schedule, pp.size(), static_cast<int>(micro_batches), virtual_stages);
@@ -62,19 +60,19 @@ void PipelineStrategy::communicate(const PipeAction& a, nn::GPTActs& acts) {
   const DType dtype = model_.config().dtype;
   switch (a.op) {
     case PipeOp::SendActivation:
-      sends_.send(acts.resid[static_cast<size_t>(r.end)], rank_of(vs + 1), message_tag(false, vs + 1));
+      stream_.send(acts.resid[static_cast<size_t>(r.end)], rank_of(vs + 1), message_tag(false, vs + 1));
       break;
     case PipeOp::RecvActivation: {
       Tensor& x = nn::ensure(acts.resid[static_cast<size_t>(r.begin)], shape, dtype);
-      pp_.recv(x.raw(), x.numel(), dtype, rank_of(vs - 1), message_tag(false, vs));
+      stream_.recv(x, rank_of(vs - 1), message_tag(false, vs));
       break;
     }
     case PipeOp::SendGrad:
-      sends_.send(acts.dresid, rank_of(vs - 1), message_tag(true, vs - 1));
+      stream_.send(acts.dresid, rank_of(vs - 1), message_tag(true, vs - 1));
       break;
     case PipeOp::RecvGrad: {
       Tensor& g = nn::ensure(acts.dresid, shape, dtype);
-      pp_.recv(g.raw(), g.numel(), dtype, rank_of(vs + 1), message_tag(true, vs));
+      stream_.recv(g, rank_of(vs + 1), message_tag(true, vs));
       break;
     }
     default:
@@ -90,14 +88,14 @@ void PipelineStrategy::after_forward(int unit, Part part) {
         pp_.size() > 1))
     return;
   refresh_table_ = false;
-  sends_.send(table->value, pp_.size() - 1, kTiedValueTag);
+  stream_.send(table->value, pp_.size() - 1, StageTag::TiedTableValue);
 }
 
 void PipelineStrategy::before_forward(int unit, Part part) {
   nn::Parameter* copy = model_.tied_copy();
   if (!(unit == 0 && part == Part::Head && refresh_table_ && copy)) return;
   refresh_table_ = false;
-  pp_.recv(copy->value.raw(), copy->value.numel(), copy->value.dtype(), 0, kTiedValueTag);
+  stream_.recv(copy->value, 0, StageTag::TiedTableValue);
 }
 
 void PipelineStrategy::after_backward(int unit, Part part, bool last) {
@@ -105,25 +103,25 @@ void PipelineStrategy::after_backward(int unit, Part part, bool last) {
   if (!(unit == 0 && part == Part::Embed && (last || fresh_grads_))) return;
   ScopedDevice on(device_);
   if (nn::Parameter* copy = model_.tied_copy()) {  // the last stage: its share, sent
-    sends_.send(copy->grad, 0, kTiedGradTag);
+    stream_.send(copy->grad, 0, StageTag::TiedTableGrad);
     kernels::fill(copy->grad, 0.0f);
   } else if (nn::Parameter* table = model_.token_table();
              table && model_.config().tied_embeddings && pp_.size() > 1) {  // the first stage: added
     nn::ensure(tied_in_, table->grad.shape(), table->grad.dtype());
-    pp_.recv(tied_in_.raw(), tied_in_.numel(), tied_in_.dtype(), pp_.size() - 1, kTiedGradTag);
+    stream_.recv(tied_in_, pp_.size() - 1, StageTag::TiedTableGrad);
     kernels::add(table->grad, tied_in_, table->grad);
   }
 }
 
-void PipelineStrategy::finish_grads() { sends_.wait(); }
+void PipelineStrategy::finish_grads() { stream_.wait(); }
 
 void PipelineStrategy::gather_model() {
   nn::Parameter* table = model_.token_table();
   if (table && model_.config().tied_embeddings && pp_.size() > 1) {
-    sends_.send(table->value, pp_.size() - 1, kTiedValueTag);
-    sends_.wait();
+    stream_.send(table->value, pp_.size() - 1, StageTag::TiedTableValue);
+    stream_.wait();
   } else if (nn::Parameter* copy = model_.tied_copy()) {
-    pp_.recv(copy->value.raw(), copy->value.numel(), copy->value.dtype(), 0, kTiedValueTag);
+    stream_.recv(copy->value, 0, StageTag::TiedTableValue);
   }
 }
 
@@ -136,7 +134,7 @@ void PipelineStrategy::sum_squared_norm(SquaredNorm& sq) {
 }
 
 void PipelineStrategy::sum_pipe_stats(PipeStats& st) {
-  sends_.wait();
+  stream_.wait();
   ScopedDevice on(device_);
   const int P = pp_.size();
   Tensor mine = Tensor::zeros({3}, DType::F32);

@@ -3,11 +3,11 @@
 // BlockRanges; the embedding on the first, the head and loss on the last). This strategy
 // owns the schedule (parallel/pipeline_schedule.h), hands the engine this rank's actions,
 // and carries the stream between stages:
-//  - Activations and their gradients move by point-to-point send/recv on the pp
-//    communicator, tagged by message_tag. Shapes are agreed once, not sent: every stage
-//    derives the stream's shape from the micro-batch (GPT::stream_shape). A send copies
-//    the tensor and does not wait (the schedules assume eager sends); a receive blocks,
-//    and its wait is the bubble the trace shows.
+//  - Activations and their gradients move through the stage stream (parallel/
+//    stage_stream.h) on the pp communicator, tagged by message_tag (stage_tags.h). Shapes
+//    are agreed once, not sent: every stage derives the stream's shape from the micro-
+//    batch (GPT::stream_shape). A send copies the tensor and does not wait (the schedules
+//    assume eager sends); a receive blocks, and its wait is the bubble the trace shows.
 //  - Tied embeddings: the last stage's head reads a copy of the token table (GPT::
 //    tied_copy). Its gradient goes to the first stage, which adds it to its own before any
 //    data-parallel strategy (attached after this one) reduces the table's gradient: once
@@ -20,7 +20,7 @@
 #pragma once
 #include <memory>
 
-#include "comm/copied_sends.h"
+#include "parallel/stage_stream.h"
 #include "parallel/strategy.h"
 
 namespace dt::parallel {
@@ -60,7 +60,7 @@ class PipelineStrategy final : public Strategy {
   PipeSchedule train_;
   mutable std::vector<PipeAction> forward_only_;  // an evaluation's actions (built on first use)
   mutable bool refresh_table_ = false;            // the tied table's values go to the last stage
-  comm::CopiedSends sends_;  // every send of this rank: eager, from a copy
+  StageStream stream_;  // every message of this rank to another stage
   Tensor tied_in_;  // the first stage: the last stage's tied-table gradient, received
 };
 

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "comm/copied_sends.h"
 #include "comm/mesh.h"
 #include "core/device_scope.h"
 #include "core/error.h"
 #include "engine/generate.h"
 #include "parallel/layout.h"
+#include "parallel/stage_stream.h"
 
 namespace dt::serve {
 namespace {
@@ -124,7 +124,7 @@ class LayoutRunner final : public ModelRunner {
           dst = std::move(mine);
         } else if (const int64_t n = sampled_rows(batches[static_cast<size_t>(d)]) * cfg_.vocab_size; n > 0) {
           dst.resize(static_cast<size_t>(n));
-          world.recv(dst.data(), n, DType::F32, owner_of(d), kLogitsTag);
+          world.recv(dst.data(), n, DType::F32, owner_of(d), parallel::tag_of(parallel::StageTag::ServeLogits));
         }
       }
     });
@@ -144,7 +144,7 @@ class LayoutRunner final : public ModelRunner {
         std::vector<float> mine;
         const bool owner = owner_of(d) == rank;
         step_on(li, batches[static_cast<size_t>(d)], owner ? &mine : nullptr);
-        if (owner && !mine.empty()) world.send(mine.data(), static_cast<int64_t>(mine.size()), DType::F32, 0, kLogitsTag);
+        if (owner && !mine.empty()) world.send(mine.data(), static_cast<int64_t>(mine.size()), DType::F32, 0, parallel::tag_of(parallel::StageTag::ServeLogits));
       }
     });
   }
@@ -160,7 +160,6 @@ class LayoutRunner final : public ModelRunner {
   }
 
  private:
-  static constexpr int kStreamTag = 7, kLogitsTag = 8;  // clear of training's and generation's tags
   enum : int64_t { kStep = 0, kIdle = 1, kStop = 2 };
 
   // This rank's part of its replica's step; `out` (tp 0 of the last stage) gets the logits.
@@ -179,7 +178,7 @@ class LayoutRunner final : public ModelRunner {
     comm::Communicator& pp = *t_.group(li, comm::kPp);
     const int stage = pp.rank(), P = pp.size();
     const nn::BlockRange r = m.chunks().at(0);
-    comm::CopiedSends sends(pp);
+    parallel::StageStream stream(pp);
     Tensor x;
     const std::vector<nn::PagedBatch> groups = split_batch(b, P);
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -188,17 +187,17 @@ class LayoutRunner final : public ModelRunner {
         m.paged_embed(groups[g], kv, x);
       } else {
         nn::ensure(x, {1, kv.step.tokens, cfg_.d_model}, cfg_.dtype);
-        pp.recv(x.raw(), x.numel(), x.dtype(), stage - 1, kStreamTag);
+        stream.recv(x, stage - 1, parallel::StageTag::ServeHidden);
       }
       m.paged_blocks(r.begin, r.end, x, kv);
       if (stage + 1 < P) {
-        sends.send(x, stage + 1, kStreamTag);
+        stream.send(x, stage + 1, parallel::StageTag::ServeHidden);
       } else {
         m.paged_head(x, kv, lg);
         if (out) append_rows(lg, *out);
       }
     }
-    sends.wait();
+    stream.wait();
   }
   // The world rank whose logits replica d's step gives: tp 0 of its last stage.
   int owner_of(int d) const { return t_.rank_of({d, t_.pp() - 1, 0, 0, 0}); }
