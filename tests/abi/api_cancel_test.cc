@@ -5,6 +5,7 @@
 // tensor shares its memory out (dt_tensor_data) and borrows the caller's
 // (dt_tensor_create_from_memory), releasing the loan exactly once.
 #include "abi_util.h"
+#include "../sanitized.h"
 
 #include <atomic>
 #include <cmath>
@@ -23,7 +24,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // between two check points several times slower, so there the bound only catches a call
 // that never noticed the flag.
 // The "slow" models are smaller there too: their calls still span many check points.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if DT_TEST_SANITIZED
 constexpr double kReturnWithinMs = 1000.0;
 constexpr int64_t kLayers = 3, kWidth = 64, kTokens = 64;
 #else

@@ -13,23 +13,14 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "sanitized.h"
 
 namespace dt::test {
 
 // True in the sanitizer builds (the ASan and TSan passes of tools/test.sh), where the
 // heaviest matrices run thinner: every code path, fewer repeats of it in other dtypes and
 // sizes (the Release pass runs them in full).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = DT_TEST_SANITIZED;
 
 // B random sequences of T + 1 token ids below V keyed by seed: inputs i32 [B, T] are the
 // first T of each, targets the last T (next-token prediction).
