@@ -44,10 +44,18 @@ void set_bool(dt_options* o, const char* key, bool v);
 template <class F> std::string read_text(F&& call, const char* what) {
   size_t needed = 0;
   check(call(nullptr, 0, &needed), what);
-  std::string s(needed, '\0');
-  check(call(s.data(), s.size(), &needed), what);
-  s.resize(needed > 0 ? needed - 1 : 0);
-  return s;
+  for (;;) {
+    std::string s(needed, '\0');
+    size_t got = 0;
+    check(call(s.data(), s.size(), &got), what);
+    // A live text (a server's metrics) may have grown since it was sized: the call then
+    // wrote a truncated copy, so ask again with the room it now needs.
+    if (got <= s.size()) {
+      s.resize(got > 0 ? got - 1 : 0);
+      return s;
+    }
+    needed = got;
+  }
 }
 
 // i32 [rows, cols] CPU tensor.
