@@ -147,6 +147,41 @@ void cross_entropy_shard_backward(const Tensor& logits, const Tensor& targets, i
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);  // dtable +=
 
+// ---- mixture of experts (nn/moe.h) ---------------------------------------------------------
+// A router's scores: softmax over a row's experts (Mixtral), or each expert's sigmoid
+// (DeepSeek-V3 style).
+enum class MoeGating : int32_t { Softmax = 0, Sigmoid = 1 };
+const char* moe_gating_name(MoeGating g);
+
+// Routing. logits: [R, E] router scores (floating); per row, the k experts of highest score
+// in descending order (a tie to the lower expert), 1 <= k <= E: idx i32 [R, k]; gates f32
+// [R, k], their scores (softmax or sigmoid of the logits), divided by the k scores' sum when
+// `renormalize`. probs f32 [R, E]: the row's softmax whatever the gating (what the
+// load-balancing loss averages); lse f32 [R]: the row's log-sum-exp (the z-loss squares it).
+void moe_route(const Tensor& logits, int64_t k, MoeGating gating, bool renormalize, Tensor& idx, Tensor& gates,
+               Tensor& probs, Tensor& lse);
+// Its gradient into dlogits (logits' shape and dtype, overwritten), from dgates f32 [R, k]
+// (d loss / d gates) and the auxiliary losses' linear terms: aux_coef f32 [E], d loss / d
+// probs[r, e] for every row (the load-balancing loss's per-expert coefficient); z_coef,
+// with d loss / d lse[r] = z_coef * lse[r]. idx, gates, probs, lse: moe_route's outputs.
+void moe_route_backward(const Tensor& logits, const Tensor& idx, const Tensor& gates, const Tensor& probs,
+                        const Tensor& lse, const Tensor& dgates, const Tensor& aux_coef, float z_coef,
+                        MoeGating gating, bool renormalize, Tensor& dlogits);
+// Dispatch and combine. slots: i32 [R, k], where each (row, choice) sits among the S
+// permuted rows: in [0, S), no two alike (nn/moe.cc groups them by expert), or -1 where the
+// choice was dropped (over an expert's capacity). A slot >= S is INVALID_ARGUMENT, raised
+// before anything is written. x, dx, out, dout: [R, C]; xp, yp, dxp, dyp: [S, C]; one dtype.
+// Permute: xp[slots[r, j]] = x[r] (rows no slot names are left as they are).
+void moe_permute(const Tensor& x, const Tensor& slots, Tensor& xp);
+// Its gradient: dx[r] = sum over j of dxp[slots[r, j]] in j order (overwritten; 0 with no slot).
+void moe_permute_backward(const Tensor& dxp, const Tensor& slots, Tensor& dx);
+// Combine: out[r] = sum over kept j of gates[r, j] * yp[slots[r, j]], in j order (overwritten).
+void moe_unpermute(const Tensor& yp, const Tensor& slots, const Tensor& gates, Tensor& out);
+// Its gradient: dyp[slots[r, j]] = gates[r, j] * dout[r] (rows no slot names are left as
+// they are); dgates f32 [R, k], overwritten: <dout[r], yp[slots[r, j]]>, 0 where dropped.
+void moe_unpermute_backward(const Tensor& dout, const Tensor& yp, const Tensor& slots, const Tensor& gates,
+                            Tensor& dyp, Tensor& dgates);
+
 // ---- optimizers (in place; param, m, v, momentum are f32 master copies) ----------------------
 // param_copy (optional, may be undefined): a bf16/f16/f32 tensor of the same shape that
 // receives the updated parameter, for mixed precision.
@@ -181,7 +216,8 @@ void reduce(ReduceOp op, DType dtype, Device device, const void* const* srcs, in
   X(softmax_backward) X(attention_forward) X(attention_backward) X(paged_attention_forward) X(kv_cache_write) \
   X(cross_entropy_forward) \
   X(cross_entropy_backward) X(cross_entropy_shard_max) X(cross_entropy_shard_forward) \
-  X(cross_entropy_shard_backward) X(embedding_forward) X(embedding_backward) X(adamw_update) X(sgd_update) \
+  X(cross_entropy_shard_backward) X(embedding_forward) X(embedding_backward) X(moe_route) X(moe_route_backward) \
+  X(moe_permute) X(moe_permute_backward) X(moe_unpermute) X(moe_unpermute_backward) X(adamw_update) X(sgd_update) \
   X(cast) X(fill) X(scale) X(add) X(bias_add) X(bias_backward) X(sum_squares) X(reduce)
 
 #define DT_OP_ENTRY(name) decltype(&::dt::kernels::name) name = nullptr;

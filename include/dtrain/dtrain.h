@@ -476,7 +476,8 @@ typedef struct dt_module dt_module;
  *   "preset"     string: the starting shape, which the keys below override: "gpt-tiny"
  *                (2 layers, d_model 64, 2 heads, context 64, byte vocab), "gpt-small"
  *                (6 layers, d_model 384, 6 heads, context 256, byte vocab), "llama-tiny"
- *                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings).
+ *                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings),
+ *                "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2).
  *   "vocab_size" int, 1 to 2^24.   "context"  int, 1 to 2^22.   "d_model"  int, 1 to 2^17.
  *   "n_layer", "n_head"  int, 1 to 4096.
  *   "n_kv_head"  int, 0 to 4096 (0: n_head; fewer: grouped-query; must divide n_head).
@@ -487,6 +488,16 @@ typedef struct dt_module dt_module;
  *   "norm_eps"   double, 0 to 1 (default 1e-5).   "rope_base"  double > 0 (default 10000).
  *   "sliding_window" int, 0 (none, the default) to 2^22: attention over the last this many
  *                positions (Mistral); the context may not exceed it.
+ *   "experts"    int, 0 (dense, the default) to 1024: a mixture of experts in every block,
+ *                this many MLPs of d_ff each and a router (Mixtral). With experts:
+ *   "top_k"      int, 1 to experts (default 2): the experts each token goes to.
+ *   "moe_gating" "softmax" (default) | "sigmoid": the router's scores.
+ *   "moe_renormalize" bool (default true): the top_k gates divided by their sum.
+ *   "moe_aux_coef" double 0 to 1 (default 0.01): the load-balancing loss's coefficient.
+ *   "moe_z_coef" double 0 to 1 (default 0.001): the router z-loss's coefficient.
+ *   "moe_capacity" double, 0 (dropless, the default) or 0.01 to 1024: the capacity factor;
+ *                an expert takes at most ceil(factor * tokens * top_k / experts) tokens, the
+ *                earliest first, and drops the rest. Experts are refused with tp > 1.
  *   "seed"       int: parameters are a function of (seed, parameter name).
  *   "precision"  "f32" (default) | "bf16" | "f16": the dtype of parameters, gradients,
  *                activations and the KV cache (math is f32; bf16/f16 parameters are the f32

@@ -41,6 +41,8 @@ const std::vector<std::string>& gpt_keys() {
   static const std::vector<std::string> keys = {"preset", "vocab_size", "context", "n_layer", "n_head", "n_kv_head",
                                                 "d_model", "d_ff", "norm", "pos", "act", "tied_embeddings", "bias",
                                                 "qkv_bias", "norm_eps", "rope_base", "sliding_window",
+                                                "experts", "top_k", "moe_gating", "moe_renormalize",
+                                                "moe_aux_coef", "moe_z_coef", "moe_capacity",
                                                 "seed", "precision", "device"};
   return keys;
 }
@@ -84,6 +86,22 @@ dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
   c.norm_eps = static_cast<float>(eps);
   c.rope_base = static_cast<float>(base);
   c.sliding_window = r.get_int("sliding_window", c.sliding_window);
+  c.n_experts = positive_int(r, "experts", c.n_experts, 0);
+  c.top_k = positive_int(r, "top_k", c.top_k);
+  using dt::kernels::MoeGating;
+  c.moe_gating = pick<MoeGating>("moe_gating", r.get_string("moe_gating", dt::kernels::moe_gating_name(c.moe_gating)),
+                                 {{"softmax", MoeGating::Softmax}, {"sigmoid", MoeGating::Sigmoid}});
+  c.moe_renormalize = r.get_bool("moe_renormalize", c.moe_renormalize);
+  for (auto [key, field] : {std::pair{"moe_aux_coef", &dt::nn::GPTConfig::moe_aux_coef},
+                            std::pair{"moe_z_coef", &dt::nn::GPTConfig::moe_z_coef}}) {
+    const double v = r.get_double(key, c.*field);
+    DT_CHECK(v >= 0 && v <= 1, std::string("option \"") + key + "\" = " + std::to_string(v) + "; accepted: 0 to 1");
+    c.*field = static_cast<float>(v);
+  }
+  const double cap = r.get_double("moe_capacity", c.moe_capacity);
+  DT_CHECK(cap == 0 || (cap >= 0.01 && cap <= 1024), "option \"moe_capacity\" = " + std::to_string(cap) +
+                                                         "; accepted: 0 (dropless) or 0.01 to 1024");
+  c.moe_capacity = static_cast<float>(cap);
   c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
   using dt::DType;
   c.dtype = pick<DType>("precision", r.get_string("precision", dt::dtype_name(c.dtype)),

@@ -129,6 +129,7 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
       acts_pool_.pop_back();
     }
     model_.begin_acts(mbs[static_cast<size_t>(m)].in.dim(0), mbs[static_cast<size_t>(m)].in.dim(1), *a);
+    a->grad_scale = mbs[static_cast<size_t>(m)].grad_scale;  // a stage without the head needs it too
     return *live.emplace(m, std::move(a)).first->second;
   };
   auto release = [&](int m) {
@@ -140,10 +141,12 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
     // at its dt_tensor_destroy, as the header promises.
     it->second->ids = Tensor();
     it->second->targets = Tensor();
+    routed_.add(it->second->moe, mbs[static_cast<size_t>(m)].share);
     acts_pool_.push_back(std::move(it->second));
     live.erase(it);
   };
   executed_.clear();
+  routed_ = {};
   // Split backwards between their input pass and their weight pass (ZB-H1).
   struct SplitBackward {
     nn::WeightGradQueue weights;

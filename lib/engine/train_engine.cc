@@ -16,6 +16,10 @@
 
 namespace dt::engine {
 
+nlohmann::json moe_json(const nn::MoEStats& m) {
+  return {{"tokens_per_expert", m.tokens}, {"dropped", m.dropped}, {"aux_loss", m.aux_loss}, {"z_loss", m.z_loss}};
+}
+
 std::string metrics_json(const StepStats& s) {
   nlohmann::json j = {{"step", s.step},       {"loss", s.loss},       {"grad_norm", s.grad_norm},
                       {"lr", s.lr},           {"tokens", s.tokens},   {"seconds", s.seconds},
@@ -24,6 +28,7 @@ std::string metrics_json(const StepStats& s) {
   if (!p.stage_busy_s.empty())  // a pipeline: what each stage computed, and the bubble
     j["pipeline"] = {{"bubble_fraction", p.bubble_fraction}, {"stage_busy_s", p.stage_busy_s},
                      {"stage_activation_peak", p.stage_activation_peak}, {"wall_s", p.wall_s}};
+  if (!s.moe.tokens.empty()) j["moe"] = moe_json(s.moe);
   return j.dump();
 }
 
@@ -92,6 +97,28 @@ void TrainEngine::gather_model() {
 
 void TrainEngine::clear_grads() {
   if (!owned_grads_) opt_->zero_grad();
+}
+
+nn::MoEStats TrainEngine::sum_routing() {
+  nn::MoEStats m = routed_;
+  if (!model_.config().moe()) return m;
+  // Summed as the loss is: over the strategies' groups (stages hold disjoint blocks), then
+  // the batch (ranks hold disjoint rows). A few numbers, once per step.
+  m.tokens.resize(static_cast<size_t>(model_.config().n_experts), 0);
+  std::vector<double> v(m.tokens.begin(), m.tokens.end());
+  v.push_back(static_cast<double>(m.dropped));
+  v.push_back(m.aux_loss);
+  v.push_back(m.z_loss);
+  for (double& x : v) {
+    for (auto& s : strategies_) s->sum_loss(x);
+    x = batch_sum(x);
+  }
+  const size_t E = m.tokens.size();
+  for (size_t e = 0; e < E; ++e) m.tokens[e] = static_cast<int64_t>(std::llround(v[e]));
+  m.dropped = static_cast<int64_t>(std::llround(v[E]));
+  m.aux_loss = v[E + 1];
+  m.z_loss = v[E + 2];
+  return m;
 }
 
 double TrainEngine::batch_sum(double x) const {
@@ -173,13 +200,14 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       b.tg = targets.slice0(r0 + m * mb, r0 + (m + 1) * mb);
       // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
       const int64_t n = count_targets(b.tg);
-      b.grad_scale = (total > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(total)) : 0.0f) *
-                     loss_scale;
+      b.share = total > 0 ? static_cast<double>(n) / static_cast<double>(total) : 0.0;
+      b.grad_scale = static_cast<float>(b.share) * loss_scale;
     }
     double loss_sum = run_actions(actions_for(M, false), mbs, false, st.pipeline);
     for (auto& s : strategies_) s->finish_grads();
     for (auto& s : strategies_) s->sum_loss(loss_sum);
     loss_sum = batch_sum(loss_sum);
+    st.moe = sum_routing();
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
     cancel_point("train_step");
     if (cancel_agreed_ && cancel_agreed_()) {  // every rank stops here, none updates

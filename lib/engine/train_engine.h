@@ -60,6 +60,10 @@ struct StepStats {
   double loss_scale = 1.0;   // the scale this step's backward used (1 unless f16)
   bool skipped = false;      // f16 overflow: no update was taken (grad_norm is then Inf/NaN)
   parallel::PipeStats pipeline;  // busy and wall time, live activations (and over pp: the bubble)
+  // A mixture of experts' routing over the whole step (every block, micro-batch and rank):
+  // kept tokens per expert summed over blocks, drops, and the auxiliary losses' terms of the
+  // objective (per block and micro-batch, weighted as the loss is). Empty for a dense model.
+  nn::MoEStats moe;
 };
 
 // One JSON line (no newline) for a metrics log.
@@ -154,6 +158,7 @@ class TrainEngine {
   struct MicroBatch {
     Tensor in, tg;
     float grad_scale = 0.0f;  // its share of the batch's targets, times the loss scale
+    double share = 0.0;       // its share of the batch's targets
   };
   // This rank's actions: an attached pipeline's, or the plain order.
   const std::vector<parallel::PipeAction>& actions_for(int64_t micro_batches, bool forward_only);
@@ -172,6 +177,8 @@ class TrainEngine {
   void backward_unit(int unit, parallel::Part part, bool last, const std::string& what, Compute&& compute);
   int64_t count_targets(const Tensor& tg) const;
   double batch_sum(double x) const;  // x summed over the batch group (identity without one)
+  nn::MoEStats routed_;              // the experts' routing in the step so far (this rank's part)
+  nn::MoEStats sum_routing();        // routed_ over every rank of the step (collective)
   void run(const std::function<void()>& fn);
   // The optimizer step after the grads are complete; fills st's grad_norm, lr, loss_scale
   // and skipped. loss_scale: the scale backward ran with.

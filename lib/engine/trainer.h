@@ -13,7 +13,7 @@
 //
 // What is per replica and what is replica 0's: a train step runs on all; evaluate, the step
 // count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
-// files); load loads every replica. Axes the layout does not place (ep, cp) must be 1.
+// files); load loads every replica. Axes the layout does not place (cp) must be 1.
 //
 // Model parallelism (a mesh with tp > 1 or pp > 1; trainer_parts.cc): every
 // replica is its part of the host model, built from the host's weights and optimizer state:

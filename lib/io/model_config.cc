@@ -30,6 +30,10 @@ json config_to_json(const nn::GPTConfig& raw) {
   if (c.norm_eps != d.norm_eps) j["norm_eps"] = c.norm_eps;
   if (c.rope_base != d.rope_base) j["rope_base"] = c.rope_base;
   if (c.sliding_window != 0) j["sliding_window"] = c.sliding_window;
+  if (c.moe())
+    j["moe"] = {{"experts", c.n_experts}, {"top_k", c.top_k}, {"gating", kernels::moe_gating_name(c.moe_gating)},
+                {"renormalize", c.moe_renormalize}, {"aux_coef", c.moe_aux_coef}, {"z_coef", c.moe_z_coef},
+                {"capacity", c.moe_capacity}};
   const nn::RopeScaling& rs = c.rope_scaling;
   if (rs.kind != nn::RopeScalingKind::None)
     j["rope_scaling"] = {{"type", nn::rope_scaling_name(rs.kind)}, {"factor", rs.factor},
@@ -100,6 +104,18 @@ nn::GPTConfig config_from_json(const json& j, const std::string& where) {
   c.norm_eps = number(j, "norm_eps", c.norm_eps);
   c.rope_base = number(j, "rope_base", c.rope_base);
   if (j.contains("sliding_window")) c.sliding_window = int_of(j, where, "sliding_window");
+  if (j.contains("moe")) {
+    const json& m = j["moe"];
+    if (!m.is_object()) bad(where, "moe", "an object");
+    c.n_experts = int_of(m, where, "experts");
+    c.top_k = int_of(m, where, "top_k");
+    c.moe_gating = one_of<kernels::MoeGating>(m, where, "gating", {{"softmax", kernels::MoeGating::Softmax},
+                                                                    {"sigmoid", kernels::MoeGating::Sigmoid}});
+    c.moe_renormalize = bool_of(m, where, "renormalize");
+    c.moe_aux_coef = number(m, "aux_coef", c.moe_aux_coef);
+    c.moe_z_coef = number(m, "z_coef", c.moe_z_coef);
+    c.moe_capacity = number(m, "capacity", c.moe_capacity);
+  }
   if (j.contains("rope_scaling")) {
     const json& r = j["rope_scaling"];
     if (!r.is_object()) bad(where, "rope_scaling", "an object");

@@ -25,11 +25,11 @@ AttentionConfig attention_config(const GPTConfig& c, TpGroup tp) {
 float residual_std(const GPTConfig& c) { return 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer)); }
 }  // namespace
 
-TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, TpGroup tp)
+TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, TpGroup tp, EpGroup ep)
     : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
       attn(name + ".attn", attention_config(c, tp), c.seed, residual_std(c)),
       ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
-      mlp(name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, residual_std(c), c.dtype, tp) {
+      ffn(name, c, tp, residual_std(c), ep) {
   // Under SP the norms see this rank's tokens only: their gradients are partial over tp.
   for (Parameter* p : {&ln1.weight, &ln1.bias, &ln2.weight, &ln2.bias}) p->grad_partial_over_tp = tp.sp();
 }
@@ -38,7 +38,7 @@ void TransformerBlock::collect(ParamList& list) {
   ln1.collect(list);
   attn.collect(list);
   ln2.collect(list);
-  mlp.collect(list);
+  ffn.collect(list);
 }
 
 void TransformerBlock::forward(const Tensor& x, const Shape& bt, Acts& a, Tensor& y) {
@@ -47,18 +47,18 @@ void TransformerBlock::forward(const Tensor& x, const Shape& bt, Acts& a, Tensor
   ensure(a.r, x.shape(), x.dtype());
   kernels::add(x, att.reshape(x.shape()), a.r);
   const Tensor& h2 = ln2.forward(a.r, a.ln2);
-  const Tensor& m = mlp.forward(h2, a.mlp);
+  const Tensor& m = ffn.forward(h2, a.ffn);
   ensure(y, x.shape(), x.dtype());
   kernels::add(a.r, m.reshape(x.shape()), y);
 }
 
-void TransformerBlock::backward(const Tensor& dy, Acts& a, Tensor& dx) {
+void TransformerBlock::backward(const Tensor& dy, Acts& a, Tensor& dx, float grad_scale) {
   const Shape& s = a.r.shape();
   const DType dt = a.r.dtype();
   ensure(a.dh, s, dt);
   ensure(a.dr, s, dt);
-  // y = r + mlp(ln2(r)): dr = dy + ln2'(mlp'(dy)).
-  mlp.backward(dy, a.mlp, a.dh);
+  // y = r + ffn(ln2(r)): dr = dy + ln2'(ffn'(dy)).
+  ffn.backward(dy, a.ffn, a.dh, grad_scale);
   ln2.backward(a.dh, a.ln2, a.dr);
   kernels::add(a.dr, dy, a.dr);
   // r = x + attn(ln1(x)): dx = dr + ln1'(attn'(dr)). dh is free again (ln2 has read it).

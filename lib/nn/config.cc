@@ -1,6 +1,8 @@
 #include "nn/config.h"
 
+#include <cmath>
 #include <map>
+#include <utility>
 
 #include "core/error.h"
 
@@ -22,14 +24,19 @@ int64_t GPTConfig::param_count() const {
   const auto linear = [&](int64_t in, int64_t out, int64_t has_bias) { return in * out + has_bias * out; };
   const int64_t qkv_width = (c.n_head + 2 * c.n_kv_head) * (d / c.n_head);
   const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;  // SwiGLU: gate and up in one
-  const int64_t block = 2 * norm_params + linear(d, qkv_width, c.qkv_bias_elems()) + linear(d, d, biases) +
-                        linear(d, fc_width, biases) + linear(c.d_ff, d, biases);
+  const int64_t mlp = linear(d, fc_width, biases) + linear(c.d_ff, d, biases);
+  const int64_t ffn = c.moe() ? c.n_experts * mlp + linear(d, c.n_experts, 0) : mlp;  // experts and router
+  const int64_t block = 2 * norm_params + linear(d, qkv_width, c.qkv_bias_elems()) + linear(d, d, biases) + ffn;
   return c.vocab_size * d + (c.pos == PosKind::Learned ? c.context * d : 0) + c.n_layer * block + norm_params +
          (c.tied_embeddings ? 0 : linear(d, c.vocab_size, 0));
 }
 
 int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   const GPTConfig c = resolved();
+  if (c.moe()) {  // not split over tp (GPT refuses experts with tp > 1): every rank holds it whole
+    if (replicated) *replicated = param_count();
+    return param_count();
+  }
   const int64_t d = c.d_model, biases = c.bias ? 1 : 0, hd = c.head_dim();
   const int64_t norm_params = d + (c.norm == NormKind::LayerNorm ? biases * d : 0);
   const int64_t vocab_rows = (c.vocab_size + tp - 1) / tp;                     // padded split
@@ -57,6 +64,11 @@ const std::map<std::string, GPTConfig>& presets() {
     m["gpt-tiny"] = tiny;
     m["gpt-small"] = GPTConfig{};
     m["llama-tiny"] = tiny.llama_style();
+    GPTConfig mixtral = tiny.llama_style();
+    mixtral.n_experts = 4;
+    mixtral.top_k = 2;
+    mixtral.d_ff = 128;
+    m["mixtral-tiny"] = mixtral;
     return m;
   }();
   return p;
@@ -85,6 +97,11 @@ std::string GPTConfig::str() const {
          (c.qkv_bias && !c.bias ? std::string(", qkv_bias=true") : std::string()) +
          (c.rope_scaling.kind != RopeScalingKind::None ? std::string(", rope_scaling=") + rope_scaling_name(c.rope_scaling.kind) : std::string()) +
          (c.sliding_window ? ", sliding_window=" + std::to_string(c.sliding_window) : std::string()) +
+         (c.moe() ? ", n_experts=" + std::to_string(c.n_experts) + ", top_k=" + std::to_string(c.top_k) +
+                        ", moe_gating=" + kernels::moe_gating_name(c.moe_gating) +
+                        (c.moe_renormalize ? "" : ", moe_renormalize=false") +
+                        (c.moe_capacity > 0 ? ", moe_capacity=" + std::to_string(c.moe_capacity) : std::string())
+                  : std::string()) +
          // Only when not f32, so the strings of existing f32 models (and checkpoints) stay as they were.
          (c.dtype == DType::F32 ? std::string() : std::string(", dtype=") + dtype_name(c.dtype)) + ")";
 }
@@ -105,6 +122,7 @@ constexpr SizeRange kSizeRanges[] = {
     {"n_layer", &GPTConfig::n_layer, 1, 4096},                    {"n_head", &GPTConfig::n_head, 1, 4096},
     {"n_kv_head", &GPTConfig::n_kv_head, 0, 4096},                {"d_model", &GPTConfig::d_model, 1, int64_t(1) << 17},
     {"d_ff", &GPTConfig::d_ff, 0, int64_t(1) << 20},              {"sliding_window", &GPTConfig::sliding_window, 0, int64_t(1) << 22},
+    {"n_experts", &GPTConfig::n_experts, 0, 1024},                {"top_k", &GPTConfig::top_k, 1, 1024},
 };
 
 }  // namespace
@@ -131,6 +149,18 @@ void validate(const GPTConfig& raw) {
            "GPTConfig.context = " + std::to_string(c.context) + " exceeds sliding_window = " +
                std::to_string(c.sliding_window) + "; accepted: context <= sliding_window (attention beyond the "
                "window is not implemented; pass a shorter context)");
+  if (c.moe()) {
+    DT_CHECK(c.top_k <= c.n_experts, "GPTConfig.top_k = " + std::to_string(c.top_k) + "; accepted: 1 to n_experts = " +
+                                         std::to_string(c.n_experts));
+    DT_CHECK(c.moe_gating == kernels::MoeGating::Softmax || c.moe_gating == kernels::MoeGating::Sigmoid,
+             "GPTConfig.moe_gating: accepted: softmax, sigmoid");
+    for (auto [field, v] : {std::pair{"moe_aux_coef", c.moe_aux_coef}, std::pair{"moe_z_coef", c.moe_z_coef}})
+      DT_CHECK(std::isfinite(v) && v >= 0 && v <= 1,
+               std::string("GPTConfig.") + field + " = " + std::to_string(v) + "; accepted: 0 to 1");
+    DT_CHECK(c.moe_capacity == 0 || (c.moe_capacity >= 0.01f && c.moe_capacity <= 1024),
+             "GPTConfig.moe_capacity = " + std::to_string(c.moe_capacity) +
+                 "; accepted: 0 (dropless) or 0.01 to 1024 (the capacity factor)");
+  }
   const RopeScaling& rs = c.rope_scaling;
   if (rs.kind != RopeScalingKind::None) {
     DT_CHECK(c.pos == PosKind::RoPE, "GPTConfig.rope_scaling needs pos = rope");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "nn/layers.h"
 #include "nn/rope.h"
 
@@ -48,6 +49,16 @@ struct GPTConfig {
   // Within a context no longer than the window that is plain causal attention, so a model
   // with a window accepts only context <= sliding_window (validate() says so); 0: none.
   int64_t sliding_window = 0;
+  // Mixture of experts (nn/moe.h, Mixtral style): n_experts > 0 replaces every block's MLP
+  // by n_experts MLPs of its shape (d_ff, act, bias) and a router that sends each token to
+  // top_k of them, their outputs summed weighted by the gates. 0: a dense MLP.
+  int64_t n_experts = 0;
+  int64_t top_k = 2;
+  kernels::MoeGating moe_gating = kernels::MoeGating::Softmax;
+  bool moe_renormalize = true;  // gates divided by the top-k scores' sum (Mixtral; Qwen2-MoE: off)
+  float moe_aux_coef = 0.01f;   // load-balancing loss: coef * E * sum_e f_e P_e (Switch Transformer)
+  float moe_z_coef = 0.001f;    // router z-loss: coef * mean over tokens of logsumexp(logits)^2 (ST-MoE)
+  float moe_capacity = 0.0f;    // capacity factor (tokens an expert takes: factor * R * top_k / E); 0: dropless
   uint64_t seed = 1337;
   bool checkpoint = false;  // activation checkpointing per block
   // Storage of parameters, gradients, activations and the KV cache: f32, bf16 or f16 (math
@@ -69,6 +80,7 @@ struct GPTConfig {
     return c;
   }
   int64_t head_dim() const { return d_model / n_head; }
+  bool moe() const { return n_experts > 0; }
   int64_t qkv_bias_elems() const { return bias || qkv_bias ? 1 : 0; }  // 1 when q, k, v have biases
   // Elements of every parameter tensor the GPT built from this config holds (what
   // dt_module_param_count reports), computed without building it. The one formula the C API,
@@ -89,8 +101,8 @@ void validate(const GPTConfig& c);
 
 // Named starting points (dt_module_create_gpt's "preset"; explicit fields override them):
 // "gpt-tiny" (2 layers, width 64, 2 heads, context 64: trains in milliseconds), "gpt-small"
-// (the defaults above: 6 layers, width 384, 6 heads, context 256) and "llama-tiny"
-// (gpt-tiny, llama style). Null for another name; gpt_preset_names lists them all.
+// (the defaults above: 6 layers, width 384, 6 heads, context 256), "llama-tiny" (gpt-tiny,
+// llama style) and "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2). Null for another name; gpt_preset_names lists them all.
 const GPTConfig* gpt_preset(const std::string& name);
 std::string gpt_preset_names();  // "\"gpt-small\", \"gpt-tiny\", ..."
 

@@ -14,7 +14,7 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks)
+GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks, EpGroup ep)
     : cfg_(checked(cfg)), tp_(std::move(tp)), device_(current_device()) {
   const GPTConfig& c = cfg_;
   const int L = static_cast<int>(c.n_layer);
@@ -41,7 +41,7 @@ GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks)
   for (const BlockRange& r : chunks_)
     for (int i = r.begin; i < r.end; ++i) {
       local_of_[static_cast<size_t>(i)] = static_cast<int>(blocks_.size());
-      blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_));
+      blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_, ep));
     }
   if (has_head_) {
     lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
@@ -123,6 +123,7 @@ void GPT::begin_acts(int64_t B, int64_t T, GPTActs& a) const {
   a.T = T;
   a.resid.resize(static_cast<size_t>(cfg_.n_layer) + 1);
   a.blocks.resize(static_cast<size_t>(cfg_.n_layer));
+  a.moe = {};
 }
 
 void GPT::set_stream(int i, const Tensor& x, GPTActs& a) {
@@ -144,7 +145,9 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
                std::to_string(cfg_.n_layer) + "]");
   for (int i = begin; i < end; ++i) {
     Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape(), a.resid[i].dtype());
-    block(i).forward(a.resid[i], {a.B, a.T}, cfg_.checkpoint ? scratch_ : a.blocks[i], y);
+    TransformerBlock::Acts& acts = cfg_.checkpoint ? scratch_ : a.blocks[i];
+    block(i).forward(a.resid[i], {a.B, a.T}, acts, y);
+    if (cfg_.moe()) a.moe.add(acts.ffn.moe.stats);
   }
 }
 
@@ -190,6 +193,7 @@ double GPT::loss(const Tensor& targets, int32_t ignore_index, GPTActs& a) {
 
 void GPT::loss_backward(GPTActs& a, float grad_scale) {
   ScopedDevice on(device_);
+  a.grad_scale = grad_scale;
   if (tp_.size() > 1)
     vocab_parallel_cross_entropy_backward(vocab_, a.logits, a.targets, a.ignore_index, a.ce, a.dlogits, grad_scale);
   else
@@ -234,9 +238,9 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
     if (cfg_.checkpoint) {
       Tensor& y = ensure(scratch_y_, a.resid[i].shape(), a.resid[i].dtype());
       block(i).forward(a.resid[i], {a.B, a.T}, scratch_, y);  // recompute
-      block(i).backward(a.dresid, scratch_, a.dtmp);
+      block(i).backward(a.dresid, scratch_, a.dtmp, a.grad_scale);
     } else {
-      block(i).backward(a.dresid, a.blocks[i], a.dtmp);
+      block(i).backward(a.dresid, a.blocks[i], a.dtmp, a.grad_scale);
     }
     std::swap(a.dresid, a.dtmp);
   }

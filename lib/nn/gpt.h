@@ -48,6 +48,10 @@ struct GPTActs {
   Tensor hw;                                   // the head's input, whole (lnf.y unless SP)
   CrossEntropyState ce;
   Tensor dlogits, dh, dresid, dtmp;            // backward
+  // The micro-batch's share of the objective, which the experts' auxiliary losses take too:
+  // loss_backward sets it; the caller of a pipeline stage without the head sets it itself.
+  float grad_scale = 1.0f;
+  MoEStats moe;  // the experts' routing in this micro-batch's forward (the blocks held)
 };
 
 class GPT : public Module {
@@ -62,7 +66,9 @@ class GPT : public Module {
   // reduce-scattered into those rows, and the head all-gathers the final norm's output.
   // chunks: the block ranges this model holds (a pipeline stage: see above), in stream
   // order, disjoint, non-empty, within [0, n_layer); empty: all blocks.
-  explicit GPT(const GPTConfig& cfg, TpGroup tp = {}, std::vector<BlockRange> chunks = {});
+  // ep: a mixture of experts' experts split over it (expert parallelism, nn/moe.h): this
+  // rank holds its share of every block's experts, under their whole-model names.
+  explicit GPT(const GPTConfig& cfg, TpGroup tp = {}, std::vector<BlockRange> chunks = {}, EpGroup ep = {});
   const TpGroup& tp() const { return tp_; }
   const VocabSlice& vocab_slice() const { return vocab_; }  // all of it for tp = 1
   int64_t local_kv_heads() const;  // the KV heads this rank's attention holds (and caches)

@@ -193,7 +193,7 @@ void GPT::block_inference(int l, Tensor& x, InferenceScratch& s,
   const Tensor& att = attend(blk.attn, h1);
   kernels::add(x, att.reshape(x.shape()), x);
   const Tensor& h2 = blk.ln2.forward(x, s.ln);
-  const Tensor& m = blk.mlp.forward(h2, s.mlp);
+  const Tensor& m = blk.ffn.forward(h2, s.ffn);
   kernels::add(x, m.reshape(x.shape()), x);
 }
 

@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "nn/config.h"
 #include "nn/layers.h"
+#include "nn/moe.h"
 
 namespace dt::nn {
 
@@ -21,7 +22,7 @@ namespace dt::nn {
 struct InferenceScratch {
   Tensor x, pos_ids, pos, q, kn, vn, out, lse, y, h, logits_part, logits_parts, last;
   Norm::Acts ln;
-  MLP::Acts mlp;
+  FeedForward::Acts ffn;
 };
 
 // A cache's k and v per layer: [d0, d1, kv_heads (0: the config's), head_dim] in the

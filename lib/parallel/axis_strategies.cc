@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "parallel/ddp_strategy.h"
+#include "parallel/ep_strategy.h"
 #include "parallel/pipeline_strategy.h"
 #include "parallel/tp_strategy.h"
 #include "parallel/zero_strategy.h"
@@ -24,7 +25,15 @@ std::unique_ptr<Strategy> make_tensor_parallel(const PartContext& c) {
                                       c.layout.options().sequence_parallel, fresh_grads(c));
 }
 
+std::unique_ptr<Strategy> make_expert_parallel(const PartContext& c) {
+  const Layout& l = c.layout;
+  return std::make_unique<EpStrategy>(c.units, *l.batch_group(c.li), l.group(c.li, comm::kDp),
+                                      *l.group(c.li, l.pp() > 1 ? "pp*ep" : "ep"), l.group(c.li, comm::kPp),
+                                      c.options.bucket_bytes, l.device(c.li));
+}
+
 std::unique_ptr<Strategy> make_data_parallel(const PartContext& c) {
+  if (c.layout.ep() > 1) return nullptr;  // the ep strategy reduces over dp x ep
   comm::Communicator& dp = *c.layout.group(c.li, comm::kDp);
   if (c.options.zero > 0) return std::make_unique<ZeroStrategy>(c.units, dp, c.options.zero, c.opt);
   return std::make_unique<DdpStrategy>(c.units, dp, c.options.bucket_bytes);
@@ -38,12 +47,17 @@ struct AxisStrategy {
 constexpr AxisStrategy kAxisStrategies[] = {
     {comm::kPp, make_pipeline},
     {comm::kTp, make_tensor_parallel},
+    {comm::kEp, make_expert_parallel},
     {comm::kDp, make_data_parallel},
 };
 
 }  // namespace
 
 void check_strategies(const Layout& layout, const StrategyOptions& o, const optim::Optimizer& opt) {
+  DT_CHECK(!(layout.ep() > 1 && o.zero > 0),
+           "zero = " + std::to_string(o.zero) + " with expert parallelism (ep = " + std::to_string(layout.ep()) +
+               "): not built yet (ZeRO would shard the experts over dp and the rest over dp x ep); accepted with "
+               "ep > 1: zero 0 (DDP over dp x ep)");
   DT_CHECK(!(layout.pp() > 1 && layout.dp() > 1 && o.zero == 3),
            "zero = 3 with pipeline parallelism (pp = " + std::to_string(layout.pp()) + "): ZeRO-3 gathers each unit's "
            "values around every forward and backward, which a pipeline interleaves across micro-batches; "
@@ -59,7 +73,8 @@ bool strategy_owns_optimizer(const Layout& layout, const StrategyOptions& o) { r
 std::vector<std::unique_ptr<Strategy>> make_strategies(const PartContext& part) {
   std::vector<std::unique_ptr<Strategy>> out;
   for (const AxisStrategy& s : kAxisStrategies)
-    if (part.layout.size(s.axis) > 1) out.push_back(s.make(part));
+    if (part.layout.size(s.axis) > 1)
+      if (auto made = s.make(part)) out.push_back(std::move(made));
   return out;
 }
 

@@ -25,6 +25,7 @@ struct AxisPlacement {
 constexpr AxisPlacement kAxisPlacements[] = {
     {comm::kDp, "a whole replica"},
     {comm::kPp, "its pipeline stage's blocks"},
+    {comm::kEp, "its share of every block's experts"},
     {comm::kTp, "its tensor-parallel split"},
 };
 
@@ -111,6 +112,10 @@ void Layout::build_parts() {
     fail(DT_ERR_UNSUPPORTED, "pipeline parallelism (pp = " + std::to_string(pp()) + ") on GPUs: NCCL matches "
                              "point-to-point messages by order, not by tag, which the pipeline's streams need; "
                              "accepted: pp = 1 on GPUs, or a pipeline of CPU ranks (local or mpi backend)");
+  // The experts' all-to-all moves host buffers; on GPUs it waits for a GPU to be tested on.
+  if (on_gpus && ep() > 1)
+    fail(DT_ERR_UNSUPPORTED, "expert parallelism (ep = " + std::to_string(ep()) + ") on GPUs: not yet; accepted: "
+                             "ep = 1 on GPUs, or ep over CPU ranks (local or mpi backend)");
   if (on_gpus)  // made here, on the driving thread, before any rank asks for them
     for (int a : {int(comm::kTp), int(comm::kDp)})
       if (size(a) > 1) mesh_->make_device_comms(comm::axis_name(a), devices_);
@@ -155,7 +160,8 @@ void Layout::build_parts() {
       {
         nn::ScopedSkipParamInit values_from_the_host;  // scatter_values writes every one
         owned_[i] = std::make_unique<nn::GPT>(host_.config(),
-                                              nn::TpGroup{group(li, comm::kTp), options_.sequence_parallel}, chunks);
+                                              nn::TpGroup{group(li, comm::kTp), options_.sequence_parallel}, chunks,
+                                              nn::EpGroup{group(li, comm::kEp)});
       }
       parts_[i] = owned_[i].get();
     });
@@ -174,6 +180,24 @@ void Layout::build_parts() {
 comm::Communicator* Layout::group(int li, int axis) const {
   if (size(axis) == 1) return nullptr;
   return &mesh_->comm_for(rank(li), comm::axis_name(axis), device(li));
+}
+
+comm::Communicator* Layout::group(int li, const std::string& axes) const {
+  if (!mesh_) return nullptr;
+  return &mesh_->comm_for(rank(li), axes, device(li));
+}
+
+comm::Communicator* Layout::batch_group(int li) const {
+  if (dp() * ep() == 1) return nullptr;
+  return &mesh_->comm_for(rank(li), ep() > 1 && dp() > 1 ? "dp*ep" : ep() > 1 ? "ep" : "dp", device(li));
+}
+
+int Layout::expert_owner(const std::string& name) const {
+  if (ep() == 1) return -1;
+  const size_t at = name.find(".moe.experts.");
+  if (at == std::string::npos) return -1;
+  const int64_t e = std::atoll(name.c_str() + at + 13);
+  return static_cast<int>(e / (host_.config().n_experts / ep()));
 }
 
 comm::Communicator& Layout::world(int li) const {
@@ -270,6 +294,20 @@ void Layout::gather(int li, const NamedTensors& mine, std::map<std::string, Tens
     Tensor w = Tensor::uninit(like->second.shape(), part.dtype(), dev);
     for (int r = 0; r < tp(); ++r) nn::place_shard(parts.slice0(r * n, (r + 1) * n).reshape(part.shape()), spec, r, tp(), w);
     over_tp[name] = w;
+  }
+  // Over ep, each expert's tensors from the rank holding them, within the stage holding
+  // them (every rank of an ep group is at one stage), in name order.
+  comm::Communicator* epc = group(li, comm::kEp);
+  const int my_stage = pp() > 1 ? coords(rank(li))[comm::kPp] : 0;
+  for (auto& [name, dst] : whole) {
+    const int owner = expert_owner(name), stage = stage_of(name);
+    if (owner < 0 || (stage >= 0 && stage != my_stage)) continue;
+    auto it = over_tp.find(name);
+    const bool mine_here = epc->rank() == owner;
+    DT_ASSERT(!mine_here || it != over_tp.end());
+    Tensor buf = mine_here ? it->second : Tensor::uninit(dst.shape(), dst.dtype(), dev);
+    epc->broadcast(buf.raw(), buf.raw(), buf.numel(), buf.dtype(), owner);
+    over_tp[name] = buf;
   }
   // Over pp, each tensor from the stage holding it, in name order (the same on every process).
   comm::Communicator* ppc = group(li, comm::kPp);

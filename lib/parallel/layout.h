@@ -15,7 +15,8 @@
 // The axes a layout splits the model over are declared once, in kAxisPlacements
 // (layout.cc): an axis of more than one rank that no placement or strategy claims is refused
 // by name. dp places whole replicas; tp splits every block and the vocabulary; pp places
-// block ranges (virtual stages) on ranks. ep and cp are not placed yet.
+// block ranges (virtual stages) on ranks; ep places a share of every block's experts (a
+// mixture of experts, nn/moe.h). cp is not placed yet.
 //
 // Threads: build on the thread that drives the mesh (the parts are built on their rank
 // threads); run() executes on every local part's rank thread; scatter and gather are
@@ -70,10 +71,11 @@ class Layout {
   int dp() const { return size(comm::kDp); }
   int tp() const { return size(comm::kTp); }
   int pp() const { return size(comm::kPp); }
+  int ep() const { return size(comm::kEp); }
   int virtual_stages() const { return virtual_stages_; }
   // True when a part is not the whole model (tp or pp split it): whole state then exists
   // only by gathering (gather), and the host is a separate model.
-  bool splits_model() const { return tp() > 1 || pp() > 1; }
+  bool splits_model() const { return tp() > 1 || pp() > 1 || ep() > 1; }
   // One rank in all: the host is the only part and nothing is divided.
   bool single() const { return !mesh_ || mesh_->world_size() == 1; }
   const LayoutOptions& options() const { return options_; }
@@ -92,8 +94,13 @@ class Layout {
   // Part li's communicator over `axis` (kDp, kTp, kPp), on the transport for its device;
   // null for an axis of one rank. Made on first use (collective under mpi: call from run()).
   comm::Communicator* group(int li, int axis) const;
+  // The same over several axes ("pp*ep", outer to inner; comm::Mesh::canonical_axes).
+  comm::Communicator* group(int li, const std::string& axes) const;
   // Part li's communicator over the whole mesh (made on first use, collective under mpi).
   comm::Communicator& world(int li) const;
+  // Part li's communicator over the ranks that split the batch: dp, and ep (expert
+  // parallelism's ranks each route their own tokens); null when both are 1.
+  comm::Communicator* batch_group(int li) const;
 
   // fn(local_index, rank) on every local part's rank thread at once (each runs its kernels
   // on its own thread when several share the process's cores); on the calling thread
@@ -108,14 +115,18 @@ class Layout {
   // The pipeline stage holding `name` ("blocks.<i>.*": its block's; embeddings the first;
   // the final norm and head the last); -1: every stage (the optimizer's step, the scaler).
   int stage_of(const std::string& name) const;
+  // The ep rank holding `name` ("blocks.<i>.moe.experts.<e>.*": expert e's), or -1: every
+  // ep rank (ep = 1, or a tensor outside the experts).
+  int expert_owner(const std::string& name) const;
   // Part li's pieces of the whole tensors: each target (named as in `whole`, a part's
   // shape) filled from its slice of whole[name]. Runs on part li's thread; not collective.
   void scatter(int li, const std::map<std::string, Tensor>& whole, const NamedTensors& targets) const;
   // Part li's parameter values (and a last stage's tied copy of the token table) from the
   // host's current values: every one, or those named in `only`. Runs on part li's thread.
   void scatter_values(int li, const std::set<std::string>* only = nullptr) const;
-  // The reverse, collective over tp and pp (every local part calls it from run()): each of
-  // part li's tensors all-gathered over tp, then broadcast from the stage holding it; local
+  // The reverse, collective over tp, ep and pp (every local part calls it from run()): each
+  // of part li's tensors all-gathered over tp, an expert's broadcast from the ep rank
+  // holding it, then each broadcast from the stage holding it; local
   // part 0 writes the wholes into `whole` (tensors of the whole's shapes, by name, which
   // only it touches). Under mpi every process assembles the same whole.
   void gather(int li, const NamedTensors& mine, std::map<std::string, Tensor>& whole) const;

@@ -262,6 +262,9 @@ class LayoutRunner final : public ModelRunner {
 
 std::unique_ptr<ModelRunner> single_model_runner(nn::GPT& model) { return std::make_unique<SingleRunner>(model); }
 std::unique_ptr<ModelRunner> layout_runner(parallel::Layout& layout) {
+  if (layout.ep() > 1)
+    fail(DT_ERR_UNSUPPORTED, "serving with expert parallelism (ep = " + std::to_string(layout.ep()) +
+                                 "): not yet; accepted: ep = 1 (replicas, tp and pp serve a mixture of experts whole)");
   return std::make_unique<LayoutRunner>(layout);
 }
 

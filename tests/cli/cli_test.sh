@@ -339,6 +339,24 @@ assert any(e["name"].startswith("all_reduce bucket") for e in t)
 PY
   expect_error "dp (3)" $D train "${TINY[@]}" --steps 1 --dp 3 --out d3
   $D generate --checkpoint d2/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a dp run"
+  # A mixture of experts: dp 2 against one rank running the same micro-batches (the
+  # auxiliary losses are per micro-batch), --report's routing, generation from it.
+  MOE=(--experts 4 --top-k 2 --steps 6 --eval-problems 0)
+  $D train "${TINY[@]}" "${MOE[@]}" --micro-batches 2 --out m1 --json m1.json >/dev/null 2>&1 || fail "moe: one rank"
+  $D train "${TINY[@]}" "${MOE[@]}" --dp 2 --out m2 --json m2.json --report >mrep.txt 2>&1 || { cat mrep.txt; fail "moe: dp 2"; }
+  grep -q "report: mixture of experts, 4 experts" mrep.txt || { cat mrep.txt; fail "moe report text"; }
+  python3 - <<'PY' || fail "moe: dp 2 differs from one rank, or its report"
+import json
+a, b = (json.load(open(f)) for f in ("m1.json", "m2.json"))
+print("moe final loss one rank %.9f dp2 %.9f" % (a["final_loss"], b["final_loss"]))
+assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
+m = b["report"]["moe"]
+# 6 steps x 1 block x 16 sequences x their tokens x top 2: every choice kept (dropless).
+assert len(m["tokens_per_expert"]) == 4 and m["dropped"] == 0 and sum(m["tokens_per_expert"]) == m["choices"], m
+assert m["aux_loss_per_step"] > 0 and m["z_loss_per_step"] > 0, m
+PY
+  $D generate --checkpoint m2/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a moe run"
+  expect_error "top_k" $D train "${TINY[@]}" --experts 2 --top-k 3 --steps 1 --out m3
   ;;
 zero)
   # ZeRO-1/2/3 over 2 ranks: the losses of one rank, to rounding; then the ledgers and the trace.

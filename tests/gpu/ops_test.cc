@@ -220,6 +220,56 @@ TEST_P(GpuOps, CrossEntropyAndEmbedding) {
                  "holds id 500");
 }
 
+// Mixture-of-experts routing, dispatch and combine (with a dropped choice), and their
+// gradients, against the CPU.
+TEST_P(GpuOps, MoeRouteDispatchCombine) {
+  DT_REQUIRE_GPU();
+  const int64_t R = 11, E = 6, C = 40;
+  Tensor logits = rnd({R, E}, "logits", 2.0f), glogits = on_gpu(logits);
+  for (int64_t k : {1, 2}) {
+    for (auto g : {kernels::MoeGating::Softmax, kernels::MoeGating::Sigmoid}) {
+      const std::string what = std::string("moe k ") + std::to_string(k) + " " + kernels::moe_gating_name(g);
+      Tensor idx = Tensor::zeros({R, k}, DType::I32), gates = Tensor::zeros({R, k}, DType::F32);
+      Tensor probs = Tensor::zeros({R, E}, DType::F32), lse = Tensor::zeros({R}, DType::F32);
+      Tensor gidx = on_gpu(idx), ggates = on_gpu(gates), gprobs = on_gpu(probs), glse = on_gpu(lse);
+      kernels::moe_route(logits, k, g, true, idx, gates, probs, lse);
+      kernels::moe_route(glogits, k, g, true, gidx, ggates, gprobs, glse);
+      EXPECT_EQ(to_f64(on_cpu(gidx)), to_f64(idx)) << what;
+      expect_matches(ggates, gates, DType::F32, what + " gates");
+      expect_matches(gprobs, probs, DType::F32, what + " probs");
+      Tensor dg = randn({R, k}, DType::F32, 3, "dgates"), coef = randn({E}, DType::F32, 4, "coef", 0.1f);
+      Tensor dl = Tensor::zeros({R, E}, dt()), gdl = gpu_zeros_like(dl);
+      kernels::moe_route_backward(logits, idx, gates, probs, lse, dg, coef, 0.01f, g, true, dl);
+      kernels::moe_route_backward(glogits, gidx, ggates, gprobs, glse, on_gpu(dg), on_gpu(coef), 0.01f, g, true, gdl);
+      expect_matches(gdl, dl, dt(), what + " dlogits");
+    }
+  }
+  // Slots of 2 choices per row, one dropped: S = 2R - 1 permuted rows.
+  std::vector<int32_t> sl(static_cast<size_t>(2 * R));
+  for (int64_t i = 0; i < 2 * R; ++i) sl[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7) % (2 * R));
+  for (int32_t& v : sl) v = v == 2 * R - 1 ? -1 : v;
+  const int64_t S = 2 * R - 1;
+  Tensor slots = from_ints(sl, {R, 2}), gslots = on_gpu(slots);
+  Tensor x = rnd({R, C}, "x"), w = randn({R, 2}, DType::F32, 5, "w");
+  Tensor xp = Tensor::zeros({S, C}, dt()), gxp = gpu_zeros_like(xp);
+  kernels::moe_permute(x, slots, xp), kernels::moe_permute(on_gpu(x), gslots, gxp);
+  expect_matches(gxp, xp, dt(), "moe_permute", 0.0);
+  Tensor out = Tensor::zeros({R, C}, dt()), gout = gpu_zeros_like(out);
+  kernels::moe_unpermute(xp, slots, w, out), kernels::moe_unpermute(gxp, gslots, on_gpu(w), gout);
+  expect_matches(gout, out, dt(), "moe_unpermute");
+  Tensor dout = rnd({R, C}, "dout"), dyp = Tensor::zeros({S, C}, dt()), gdyp = gpu_zeros_like(dyp);
+  Tensor dw = Tensor::zeros({R, 2}, DType::F32), gdw = on_gpu(dw);
+  kernels::moe_unpermute_backward(dout, xp, slots, w, dyp, dw);
+  kernels::moe_unpermute_backward(on_gpu(dout), gxp, gslots, on_gpu(w), gdyp, gdw);
+  expect_matches(gdyp, dyp, dt(), "moe_unpermute dyp");
+  expect_matches(gdw, dw, DType::F32, "moe_unpermute dgates", 10.0);
+  Tensor dx = Tensor::zeros({R, C}, dt()), gdx = gpu_zeros_like(dx);
+  kernels::moe_permute_backward(dyp, slots, dx), kernels::moe_permute_backward(gdyp, gslots, gdx);
+  expect_matches(gdx, dx, dt(), "moe_permute dx");
+  expect_invalid([&] { kernels::moe_permute(on_gpu(x), on_gpu(from_ints(std::vector<int32_t>(2 * R, 99), {R, 2})), gxp); },
+                 "holds 99");
+}
+
 // The vocab-parallel cross-entropy ops on one padded shard: columns 0..12 hold vocabulary
 // ids 40..52; targets before, in and after the shard, and ignored.
 TEST_P(GpuOps, CrossEntropyShard) {

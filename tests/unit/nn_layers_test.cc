@@ -109,7 +109,7 @@ TEST(NNActivations, AreTaggedReusedAndDroppedByCheckpointing) {
   nn::GPTActs a;
   m.forward(ids, a);
   EXPECT_EQ(a.logits.storage()->tag(), MemTag::Activation);
-  EXPECT_EQ(a.blocks[1].mlp.a.storage()->tag(), MemTag::Activation);
+  EXPECT_EQ(a.blocks[1].ffn.mlp.a.storage()->tag(), MemTag::Activation);
   const void* logits = a.logits.raw();
   const void* inner = a.blocks[1].attn.q.raw();
   m.forward(ids, a);  // same shape: same buffers
@@ -121,7 +121,7 @@ TEST(NNActivations, AreTaggedReusedAndDroppedByCheckpointing) {
   m.forward(ids, ck);
   EXPECT_TRUE(test::same_bits(ck.logits, a.logits));
   ASSERT_EQ(ck.blocks.size(), 2u);
-  EXPECT_FALSE(ck.blocks[0].mlp.a.defined());  // only the block inputs resid[i] are kept
+  EXPECT_FALSE(ck.blocks[0].ffn.mlp.a.defined());  // only the block inputs resid[i] are kept
   EXPECT_TRUE(ck.resid[1].defined());
 }
 

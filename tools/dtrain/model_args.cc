@@ -9,7 +9,7 @@ namespace dtcli {
 bool ModelArgs::given() const {
   if (!parsed) return false;
   for (const char* f : {"--model", "--layers", "--d-model", "--heads", "--kv-heads", "--d-ff", "--vocab", "--norm", "--pos",
-                        "--act"})
+                        "--act", "--experts", "--top-k", "--moe-capacity"})
     if (parsed->count(f) > 0) return true;
   return false;
 }
@@ -17,7 +17,8 @@ bool ModelArgs::given() const {
 void ModelArgs::add_to(CLI::App& app) {
   parsed = &app;
   app.add_option("--model", preset, "Starting shape: gpt-tiny (2 layers, width 64), gpt-small (6 layers, width 384), "
-                                    "llama-tiny (gpt-tiny with RMSNorm, RoPE, SwiGLU); the flags below override it")
+                                    "llama-tiny (gpt-tiny with RMSNorm, RoPE, SwiGLU), mixtral-tiny (llama-tiny "
+                                    "with 4 experts, top 2); the flags below override it")
       ->capture_default_str()
       ->group("Model");
   add_int(&app, "--layers", layers, {1, 1024}, "Transformer blocks")->group("Model");
@@ -31,6 +32,15 @@ void ModelArgs::add_to(CLI::App& app) {
   app.add_option("--norm", norm, "layernorm or rmsnorm")->group("Model");
   app.add_option("--pos", pos, "Positions: learned or rope")->group("Model");
   app.add_option("--act", act, "MLP activation: gelu or swiglu")->group("Model");
+  add_int(&app, "--experts", experts, {0, 1024, "dense"},
+          "Mixture of experts: this many MLPs of --d-ff each per block and a router (Mixtral)")
+      ->group("Model");
+  add_int(&app, "--top-k", top_k, {1, 1024}, "With --experts: the experts each token goes to (default 2)")
+      ->group("Model");
+  add_real(&app, "--moe-capacity", moe_capacity, {0, 1024, "dropless"},
+           "With --experts: the capacity factor: an expert takes at most factor x tokens x top-k / experts, the "
+           "rest are dropped and counted (default 0: dropless)")
+      ->group("Model");
   app.add_option("--precision", precision, "f32 (default), bf16 (f32 master weights) or f16 (plus loss scaling)")
       ->group("Model");
   app.add_option("--device", device, "cpu (default) or cuda:N: where the model lives and its math runs")
@@ -69,6 +79,9 @@ Options ModelArgs::options(int64_t context, int64_t seed) const {
   if (!norm.empty()) set(o.get(), "norm", norm);
   if (!pos.empty()) set(o.get(), "pos", pos);
   if (!act.empty()) set(o.get(), "act", act);
+  if (experts >= 0) set(o.get(), "experts", experts);
+  if (top_k >= 0) set(o.get(), "top_k", top_k);
+  if (moe_capacity >= 0) set(o.get(), "moe_capacity", moe_capacity);
   if (!precision.empty()) set(o.get(), "precision", precision);
   if (!device.empty()) set(o.get(), "device", device);
   return o;

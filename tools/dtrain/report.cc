@@ -195,6 +195,40 @@ void PipeMeter::add_step(const std::string& stats_json) {
   for (size_t s = 0; s < busy.size(); ++s) busy_sum_[s] += busy[s];
 }
 
+void MoeMeter::add_step(const std::string& stats_json) {
+  const nlohmann::json j = nlohmann::json::parse(stats_json, nullptr, false);
+  if (!j.is_object() || !j.contains("moe")) return;
+  const nlohmann::json& m = j["moe"];
+  ++steps_;
+  const auto tokens = m["tokens_per_expert"].get<std::vector<int64_t>>();
+  tokens_.resize(tokens.size(), 0);
+  for (size_t e = 0; e < tokens.size(); ++e) tokens_[e] += tokens[e];
+  dropped_ += m["dropped"].get<int64_t>();
+  aux_ += m["aux_loss"].get<double>();
+  z_ += m["z_loss"].get<double>();
+}
+
+nlohmann::json MoeMeter::print() const {
+  int64_t kept = 0, most = 0;
+  for (int64_t t : tokens_) kept += t, most = std::max(most, t);
+  const double mean = tokens_.empty() ? 0.0 : static_cast<double>(kept) / static_cast<double>(tokens_.size());
+  const double routed = static_cast<double>(kept + dropped_), steps = static_cast<double>(steps_);
+  std::printf("\nreport: mixture of experts, %zu experts, %lld steps (every block's routing summed)\n", tokens_.size(),
+              static_cast<long long>(steps_));
+  std::printf("  tokens per expert:");
+  for (int64_t t : tokens_) std::printf(" %lld", static_cast<long long>(t));
+  std::printf("\n  balance: busiest expert %.2fx the mean; dropped %lld of %.0f choices (%.2f%%)\n",
+              mean > 0 ? static_cast<double>(most) / mean : 0.0, static_cast<long long>(dropped_), routed,
+              routed > 0 ? 100.0 * static_cast<double>(dropped_) / routed : 0.0);
+  std::printf("  auxiliary losses per step: load balancing %.5f, router z %.5f\n", aux_ / steps, z_ / steps);
+  return {{"tokens_per_expert", tokens_},
+          {"busiest_over_mean", mean > 0 ? static_cast<double>(most) / mean : 0.0},
+          {"dropped", dropped_},
+          {"choices", routed},
+          {"aux_loss_per_step", aux_ / steps},
+          {"z_loss_per_step", z_ / steps}};
+}
+
 int64_t PipeMeter::sent(dt_mesh* mesh) {
   int32_t first = 0;
   int64_t bytes = 0;

@@ -69,6 +69,21 @@ class PipeMeter {
   std::vector<double> busy_sum_;
 };
 
+// --report for a mixture of experts: each step's routing (the stats line's "moe") summed.
+class MoeMeter {
+ public:
+  void add_step(const std::string& stats_json);
+  bool any() const { return steps_ > 0; }
+  // Prints tokens per expert over the steps (every block), the balance, the drops and the
+  // auxiliary losses; returns them as JSON.
+  nlohmann::json print() const;
+
+ private:
+  int64_t steps_ = 0, dropped_ = 0;
+  std::vector<int64_t> tokens_;
+  double aux_ = 0, z_ = 0;
+};
+
 // A pipeline rank's blocks from the plan's "chunks" ([[begin, end], ...]): "0-2" for
 // blocks 0 to 2, "3" for one, "0-1,4-5" for an interleaved rank's chunks.
 std::string blocks_text(const nlohmann::json& chunks);
