@@ -179,6 +179,9 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   DT_CHECK(o.dp >= 1 && o.tp >= 1, "dp and tp: accepted >= 1");
   DT_CHECK(o.micro_batch >= 1 && o.accumulation >= 1, "micro_batch and accumulation: accepted >= 1");
   DT_CHECK(o.pp >= 1 && o.pp <= 1024, "pp = " + std::to_string(o.pp) + "; accepted: 1 to 1024");
+  DT_CHECK(!raw.moe() || o.tp == 1, "tp = " + std::to_string(o.tp) + " with " + std::to_string(raw.n_experts) +
+                                        " experts: a mixture of experts is not split over tensor parallelism; "
+                                        "accepted: tp = 1");
   if (o.pp > 1) {  // the engine's own checks of these options, with its messages
     ParallelOptions p;
     p.pp_schedule = o.pp_schedule;

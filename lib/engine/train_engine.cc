@@ -17,7 +17,11 @@
 namespace dt::engine {
 
 nlohmann::json moe_json(const nn::MoEStats& m) {
-  return {{"tokens_per_expert", m.tokens}, {"dropped", m.dropped}, {"aux_loss", m.aux_loss}, {"z_loss", m.z_loss}};
+  nlohmann::json j = {{"tokens_per_expert", m.tokens}, {"dropped", m.dropped}, {"aux_loss", m.aux_loss},
+                      {"z_loss", m.z_loss}};
+  if (m.exchanged_bytes > 0)
+    j.update({{"all_to_all_bytes", m.exchanged_bytes}, {"all_to_all_bytes_uniform", m.exchanged_bytes_uniform}});
+  return j;
 }
 
 std::string metrics_json(const StepStats& s) {
@@ -109,6 +113,8 @@ nn::MoEStats TrainEngine::sum_routing() {
   v.push_back(static_cast<double>(m.dropped));
   v.push_back(m.aux_loss);
   v.push_back(m.z_loss);
+  v.push_back(m.exchanged_bytes);
+  v.push_back(m.exchanged_bytes_uniform);
   for (double& x : v) {
     for (auto& s : strategies_) s->sum_loss(x);
     x = batch_sum(x);
@@ -118,6 +124,8 @@ nn::MoEStats TrainEngine::sum_routing() {
   m.dropped = static_cast<int64_t>(std::llround(v[E]));
   m.aux_loss = v[E + 1];
   m.z_loss = v[E + 2];
+  m.exchanged_bytes = v[E + 3];
+  m.exchanged_bytes_uniform = v[E + 4];
   return m;
 }
 

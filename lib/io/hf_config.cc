@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Family { GPT2, Llama, Qwen2, Mistral };
+enum class Family { GPT2, Llama, Qwen2, Mistral, Mixtral };
 struct Arch {
   const char* name;
   const char* model_type;
@@ -21,7 +21,8 @@ struct Arch {
 constexpr Arch kArchs[] = {{"GPT2LMHeadModel", "gpt2", Family::GPT2},
                            {"LlamaForCausalLM", "llama", Family::Llama},
                            {"Qwen2ForCausalLM", "qwen2", Family::Qwen2},
-                           {"MistralForCausalLM", "mistral", Family::Mistral}};
+                           {"MistralForCausalLM", "mistral", Family::Mistral},
+                           {"MixtralForCausalLM", "mixtral", Family::Mixtral}};
 
 const Arch* find_arch(const std::string& name) {
   for (const Arch& a : kArchs)
@@ -165,7 +166,15 @@ void llama_config(const Reader& r, Family f, nn::GPTConfig& c, int64_t& max_posi
     c.qkv_bias = true;
     if (r.boolean("use_sliding_window", false)) unsupported(r.where, "use_sliding_window", "true", "false");
   }
-  if (f == Family::Mistral && r.has("sliding_window")) {
+  if (f == Family::Mixtral) {  // Mistral's attention, a mixture of experts (softmax, top-k renormalised)
+    c.n_experts = r.integer("num_local_experts");
+    c.top_k = r.integer("num_experts_per_tok");
+    c.moe_aux_coef = static_cast<float>(r.number("router_aux_loss_coef", 0.001));
+    c.moe_z_coef = 0.0f;  // Mixtral trains without a z-loss
+    if (r.number("router_jitter_noise", 0.0) != 0.0)
+      unsupported(r.where, "router_jitter_noise", std::to_string(r.number("router_jitter_noise", 0.0)), "0");
+  }
+  if ((f == Family::Mistral || f == Family::Mixtral) && r.has("sliding_window")) {
     c.sliding_window = r.integer("sliding_window");
     if (c.sliding_window < 1) r.bad("sliding_window", "must be >= 1 or null");
     c.context = std::min(c.context, c.sliding_window);
@@ -237,6 +246,12 @@ std::string hf_architecture_of(const nn::GPTConfig& raw, std::string* why) {
       c.tied_embeddings)
     return "GPT2LMHeadModel";
   if (c.norm == nn::NormKind::RMSNorm && c.pos == nn::PosKind::RoPE && c.act == nn::Act::SwiGLU && !c.bias) {
+    if (c.moe()) {
+      if (c.qkv_bias || c.moe_gating != kernels::MoeGating::Softmax || !c.moe_renormalize)
+        return no("a mixture of experts exports as Mixtral only: softmax gates renormalised over the top k, no "
+                  "q/k/v biases");
+      return "MixtralForCausalLM";
+    }
     if (c.qkv_bias) return c.sliding_window ? no("q/k/v biases with a sliding window match no architecture")
                                             : "Qwen2ForCausalLM";
     return c.sliding_window ? "MistralForCausalLM" : "LlamaForCausalLM";
@@ -275,6 +290,11 @@ json hf_config_to_json(const nn::GPTConfig& raw, const std::string& arch_name, D
   if (arch->family == Family::Llama) j.update({{"attention_bias", false}, {"mlp_bias", false}, {"pretraining_tp", 1}});
   if (arch->family == Family::Qwen2) j.update({{"use_sliding_window", false}});
   if (arch->family == Family::Mistral) j["sliding_window"] = c.sliding_window;
+  if (arch->family == Family::Mixtral)
+    j.update({{"sliding_window", c.sliding_window ? json(c.sliding_window) : json()},
+              {"num_local_experts", c.n_experts}, {"num_experts_per_tok", c.top_k},
+              {"router_aux_loss_coef", short_float(c.moe_aux_coef)}, {"router_jitter_noise", 0.0},
+              {"output_router_logits", false}});
   return j;
 }
 

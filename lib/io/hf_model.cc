@@ -66,6 +66,14 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
   if (rest == "mlp.fc.weight")
     return {{L + "mlp.gate_proj.weight", 0, c.d_ff, false}, {L + "mlp.up_proj.weight", c.d_ff, c.d_ff, false}};
   if (rest == "mlp.proj.weight") return whole(L + "mlp.down_proj.weight");
+  // Mixtral: block_sparse_moe.gate is the router; each expert's w1 (gate), w3 (up), w2 (down).
+  if (rest == "moe.router.weight") return whole(L + "block_sparse_moe.gate.weight");
+  if (rest.rfind("moe.experts.", 0) == 0) {
+    const size_t at = rest.find('.', 12);
+    const std::string E = L + "block_sparse_moe.experts." + rest.substr(12, at - 12) + ".", what = rest.substr(at + 1);
+    if (what == "fc.weight") return {{E + "w1.weight", 0, c.d_ff, false}, {E + "w3.weight", c.d_ff, c.d_ff, false}};
+    if (what == "proj.weight") return whole(E + "w2.weight");
+  }
   invalid("parameter \"" + n + "\" has no Hugging Face name (" + arch + ")");
 }
 

@@ -14,6 +14,8 @@ void MoEStats::add(const MoEStats& o, double weight) {
   dropped += o.dropped;
   aux_loss += weight * o.aux_loss;
   z_loss += weight * o.z_loss;
+  exchanged_bytes += o.exchanged_bytes;
+  exchanged_bytes_uniform += o.exchanged_bytes_uniform;
 }
 
 int64_t expert_capacity(float factor, int64_t R, int64_t k, int64_t E) {
@@ -119,8 +121,13 @@ const Tensor& MoE::forward(const Tensor& x_in, Acts& a) {
     if (a.exchange.received_rows() > 0) ensure(a.yr, {a.exchange.received_rows(), C}, x.dtype());
     run_experts(a.xr, a.exchange.local_rows(), a.yr, a);
     a.exchange.combine(a.yr, a.yp);
+    const double P = ep.size(), counts = (P - 1) * static_cast<double>(E / ep.size()) * 8.0;
+    const double row = static_cast<double>(C) * static_cast<double>(dtype_size(x.dtype()));
+    a.stats.exchanged_bytes = counts + 2.0 * static_cast<double>(a.exchange.bytes_out());
+    a.stats.exchanged_bytes_uniform = counts + 4.0 * static_cast<double>(R * k) * (P - 1) / P * row;
   } else {
     run_experts(a.xp, a.stats.tokens, a.yp, a);
+    a.stats.exchanged_bytes = a.stats.exchanged_bytes_uniform = 0;
   }
   ensure(a.y, {R, C}, x.dtype());
   kernels::moe_unpermute(a.yp, a.slots, a.gates, a.y);

@@ -33,6 +33,11 @@ struct MoEStats {
   std::vector<int64_t> tokens;   // per expert: kept choices
   int64_t dropped = 0;           // choices over an expert's capacity
   double aux_loss = 0, z_loss = 0;
+  // Expert parallelism: the bytes this rank's all-to-alls sent to other ranks (the counts,
+  // then dispatch and combine forward and backward: twice the forward's rows, so without
+  // activation checkpointing, which runs the forward again), and what they would be if the
+  // router sent each expert as many rows (R k (ep - 1) / ep rows each way, four times).
+  double exchanged_bytes = 0, exchanged_bytes_uniform = 0;
   // Adds o's counts, and its losses times weight (a micro-batch's share of the objective).
   void add(const MoEStats& o, double weight = 1.0);
 };

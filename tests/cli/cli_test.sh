@@ -356,6 +356,18 @@ assert len(m["tokens_per_expert"]) == 4 and m["dropped"] == 0 and sum(m["tokens_
 assert m["aux_loss_per_step"] > 0 and m["z_loss_per_step"] > 0, m
 PY
   $D generate --checkpoint m2/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from a moe run"
+  # Expert parallelism: the experts over 2 ranks, each routing its own 8 rows; --report's all-to-all.
+  $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --out m4 --json m4.json --report >erep.txt 2>&1 || { cat erep.txt; fail "moe: ep 2"; }
+  grep -q "all-to-all per step" erep.txt || { cat erep.txt; fail "ep report text"; }
+  python3 - <<'PY' || fail "moe: ep 2 differs from one rank, or its report"
+import json
+a, b = (json.load(open(f)) for f in ("m1.json", "m4.json"))
+print("moe final loss one rank %.9f ep2 %.9f" % (a["final_loss"], b["final_loss"]))
+assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
+m = b["report"]["moe"]
+assert m["all_to_all_bytes_per_step"] > 0 and m["all_to_all_bytes_per_step_uniform"] > 0, m
+PY
+  expect_error "expert parallelism" $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5
   expect_error "top_k" $D train "${TINY[@]}" --experts 2 --top-k 3 --steps 1 --out m3
   ;;
 zero)

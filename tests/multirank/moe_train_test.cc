@@ -45,7 +45,9 @@ std::shared_ptr<comm::Mesh> mesh(int dp, int pp, int tp = 1, int ep = 1) {
   return comm::test::axes_mesh({dp, pp, ep, 1, tp});
 }
 
-TEST(MoeTrain, DataParallelZeroAndPipelineMatchSingleRankTraining) {
+// Runs f(config, its name, one rank's run with 4 micro-batches) for each routing case: top
+// 2 and top 1 dropless, top 2 with a capacity factor of 1.0 (top 1 not in sanitizer builds).
+template <class F> void for_each_routing(F&& f) {
   struct Case {
     int64_t top_k;
     float capacity;
@@ -53,8 +55,12 @@ TEST(MoeTrain, DataParallelZeroAndPipelineMatchSingleRankTraining) {
   for (Case k : {Case{2, 0.0f}, Case{1, 0.0f}, Case{2, 1.0f}}) {
     if (kSanitized && k.top_k == 1) continue;
     const nn::GPTConfig c = config(k.top_k, k.capacity);
-    const std::string what = "top " + std::to_string(k.top_k) + (k.capacity > 0 ? " capacity 1.0" : " dropless");
-    const test::TrainRun ref = train(nullptr, c, 4);
+    f(c, "top " + std::to_string(k.top_k) + (k.capacity > 0 ? " capacity 1.0" : " dropless"), train(nullptr, c, 4));
+  }
+}
+
+TEST(MoeTrain, DataParallelZeroAndPipelineMatchSingleRankTraining) {
+  for_each_routing([](const nn::GPTConfig& c, const std::string& what, const test::TrainRun& ref) {
     for (int zero : {0, 1, 2, 3}) {
       if (kSanitized && (zero == 1 || zero == 3)) continue;
       engine::ParallelOptions p;
@@ -63,7 +69,7 @@ TEST(MoeTrain, DataParallelZeroAndPipelineMatchSingleRankTraining) {
     }
     test::expect_run_close(train(mesh(1, 2), c, 4), ref, 2e-5, 2e-5, what + ", pp 2");
     if (!kSanitized) test::expect_run_close(train(mesh(2, 2), c, 2), ref, 2e-5, 2e-5, what + ", dp 2 x pp 2");
-  }
+  });
 }
 
 TEST(MoeTrain, ExpertParallelMatchesSingleRankTraining) {
@@ -71,21 +77,13 @@ TEST(MoeTrain, ExpertParallelMatchesSingleRankTraining) {
   // their experts' ranks and back by all-to-all): ep 2 and 4, ep 2 x dp 2 (DDP: the experts'
   // gradients over dp, the rest over dp x ep), ep 2 x pp 2; top 1 and 2, dropless and with a
   // capacity factor (drops by each rank's own rule, as one rank drops per micro-batch).
-  struct Case {
-    int64_t top_k;
-    float capacity;
-  };
-  for (Case k : {Case{2, 0.0f}, Case{1, 0.0f}, Case{2, 1.0f}}) {
-    if (kSanitized && k.top_k == 1) continue;
-    const nn::GPTConfig c = config(k.top_k, k.capacity);
-    const std::string what = "top " + std::to_string(k.top_k) + (k.capacity > 0 ? " capacity 1.0" : " dropless");
-    const test::TrainRun ref = train(nullptr, c, 4);
+  for_each_routing([](const nn::GPTConfig& c, const std::string& what, const test::TrainRun& ref) {
     test::expect_run_close(train(mesh(1, 1, 1, 2), c, 2), ref, 2e-5, 2e-5, what + ", ep 2");
-    if (kSanitized) continue;
+    if (kSanitized) return;
     test::expect_run_close(train(mesh(1, 1, 1, 4), c, 1), ref, 2e-5, 2e-5, what + ", ep 4");
     test::expect_run_close(train(mesh(2, 1, 1, 2), c, 1), ref, 2e-5, 2e-5, what + ", dp 2 x ep 2");
     test::expect_run_close(train(mesh(1, 2, 1, 2), c, 2), ref, 2e-5, 2e-5, what + ", pp 2 x ep 2");
-  }
+  });
 }
 
 TEST(MoeTrain, ExpertExchangeDispatchThenCombineReturnsItsInputExactly) {

@@ -82,28 +82,47 @@ int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_eleme
 
 class HfFixture : public ::testing::TestWithParam<std::string> {};
 
+// A mixture of experts routes by top-k, a discrete choice: in bf16 a token whose top-k scores
+// nearly tie can pick another expert than transformers' f32 run (the Mixtral fixture: one
+// position of 20, off by 26%, even with the router's product in f32, since its input is the
+// bf16 stream), and its logits then differ entirely. There at most 2 positions may be off
+// (counted and printed); every other model, and every f32 run, is checked at every position.
+void expect_logits_close(double err, double tol, bool may_flip, int& flipped, const std::string& what) {
+  if (may_flip && err > tol) {
+    ++flipped;
+    std::printf("%s: %.3f off (a flipped routing choice)\n", what.c_str(), err);
+    return;
+  }
+  EXPECT_LE(err, tol) << what;
+}
+
 void check_logits(const std::string& name, DType dtype, double tol) {
   const std::string dir = fixture(name);
   const Reference ref = read_reference(dir);
   auto model = import(dir, dtype);
+  const bool may_flip = model->config().moe() && dtype != DType::F32;
+  int flipped = 0;
   const int64_t T = static_cast<int64_t>(ref.prompt.size());
   // The whole prompt at once.
   nn::GPTActs acts;
   const Tensor ids = test::from_ints(ref.prompt, {1, T});
   const Tensor& logits = model->forward(ids, acts);
   for (int64_t t = 0; t < T; ++t)
-    EXPECT_LE(relative_error(row_f32(logits, t), ref.prompt_logits[t]), tol) << name << " prompt position " << t;
+    expect_logits_close(relative_error(row_f32(logits, t), ref.prompt_logits[t]), tol, may_flip, flipped,
+                        name + " prompt position " + std::to_string(t));
   // Cached decoding: prefill, then one token at a time (the reference's greedy tokens).
   nn::KvCache cache = nn::KvCache::create(model->config(), 1, T + static_cast<int64_t>(ref.greedy.size()));
   Tensor step_logits;
   model->forward_cached(ids, cache, {0}, step_logits);
   std::vector<float> last = row_f32(step_logits, T - 1);
   for (size_t k = 0; k < ref.greedy.size(); ++k) {
-    EXPECT_LE(relative_error(last, ref.greedy_logits[k]), tol) << name << " decode step " << k;
+    expect_logits_close(relative_error(last, ref.greedy_logits[k]), tol, may_flip, flipped,
+                        name + " decode step " + std::to_string(k));
     if (dtype == DType::F32) EXPECT_EQ(argmax(last), ref.greedy[k]) << name << " greedy token " << k;
     model->forward_cached(test::from_ints({ref.greedy[k]}, {1, 1}), cache, {0}, step_logits);
     last = row_f32(step_logits, 0);
   }
+  EXPECT_LE(flipped, 2) << name << ": positions off by a routing choice";
   if (dtype != DType::F32) return;
   // Greedy generation token for token.
   engine::GenerateOptions o;
@@ -143,7 +162,8 @@ TEST_P(HfFixture, ExportThenImportIsBitwiseTheSame) {
   fs::remove_all(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, HfFixture, ::testing::Values("gpt2", "llama", "llama3", "qwen2", "mistral"));
+INSTANTIATE_TEST_SUITE_P(Architectures, HfFixture,
+                         ::testing::Values("gpt2", "llama", "llama3", "qwen2", "mistral", "mixtral"));
 
 TEST(HfConfig, ReadsEachArchitecture) {
   EXPECT_EQ(io::hf_open(fixture("gpt2")).config.gpt.str(),

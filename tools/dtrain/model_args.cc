@@ -49,6 +49,20 @@ void ModelArgs::add_to(CLI::App& app) {
 
 Options options_from_config(const nlohmann::json& config) {
   Options o = make_options();
+  if (config.contains("moe") && config["moe"].is_object()) {  // the experts, under their option names
+    const nlohmann::json& m = config["moe"];
+    for (const auto& [key, name] :
+         {std::pair{"experts", "experts"}, std::pair{"top_k", "top_k"}, std::pair{"gating", "moe_gating"},
+          std::pair{"renormalize", "moe_renormalize"}, std::pair{"aux_coef", "moe_aux_coef"},
+          std::pair{"z_coef", "moe_z_coef"}, std::pair{"capacity", "moe_capacity"}}) {
+      if (!m.contains(key)) continue;
+      const nlohmann::json& v = m[key];
+      if (v.is_boolean()) set_bool(o.get(), name, v.get<bool>());
+      else if (v.is_number_integer()) set(o.get(), name, v.get<int64_t>());
+      else if (v.is_number()) set(o.get(), name, v.get<double>());
+      else if (v.is_string()) set(o.get(), name, v.get<std::string>());
+    }
+  }
   for (const auto& [key, v] : config.items()) {
     if (v.is_boolean()) set_bool(o.get(), key.c_str(), v.get<bool>());
     else if (v.is_number_integer()) set(o.get(), key.c_str(), v.get<int64_t>());

@@ -206,6 +206,8 @@ void MoeMeter::add_step(const std::string& stats_json) {
   dropped_ += m["dropped"].get<int64_t>();
   aux_ += m["aux_loss"].get<double>();
   z_ += m["z_loss"].get<double>();
+  a2a_ += m.value("all_to_all_bytes", 0.0);
+  a2a_uniform_ += m.value("all_to_all_bytes_uniform", 0.0);
 }
 
 nlohmann::json MoeMeter::print() const {
@@ -221,12 +223,22 @@ nlohmann::json MoeMeter::print() const {
               mean > 0 ? static_cast<double>(most) / mean : 0.0, static_cast<long long>(dropped_), routed,
               routed > 0 ? 100.0 * static_cast<double>(dropped_) / routed : 0.0);
   std::printf("  auxiliary losses per step: load balancing %.5f, router z %.5f\n", aux_ / steps, z_ / steps);
-  return {{"tokens_per_expert", tokens_},
+  nlohmann::json a2a;
+  if (a2a_ > 0) {
+    std::printf("  all-to-all per step, every ep rank's sends summed (counts, then rows: dispatch and combine, forward "
+                "and backward): %s; formula for a router sending each expert as many rows, counts + 4 R k (ep-1)/ep "
+                "rows x d_model x dtype bytes per block: %s (%.2fx)\n",
+                mb(a2a_ / steps).c_str(), mb(a2a_uniform_ / steps).c_str(), a2a_uniform_ > 0 ? a2a_ / a2a_uniform_ : 0.0);
+    a2a = {{"all_to_all_bytes_per_step", a2a_ / steps}, {"all_to_all_bytes_per_step_uniform", a2a_uniform_ / steps}};
+  }
+  nlohmann::json out = {{"tokens_per_expert", tokens_},
           {"busiest_over_mean", mean > 0 ? static_cast<double>(most) / mean : 0.0},
           {"dropped", dropped_},
           {"choices", routed},
           {"aux_loss_per_step", aux_ / steps},
           {"z_loss_per_step", z_ / steps}};
+  if (!a2a.is_null()) out.update(a2a);
+  return out;
 }
 
 int64_t PipeMeter::sent(dt_mesh* mesh) {

@@ -81,7 +81,7 @@ class MoeMeter {
  private:
   int64_t steps_ = 0, dropped_ = 0;
   std::vector<int64_t> tokens_;
-  double aux_ = 0, z_ = 0;
+  double aux_ = 0, z_ = 0, a2a_ = 0, a2a_uniform_ = 0;
 };
 
 // A pipeline rank's blocks from the plan's "chunks" ([[begin, end], ...]): "0-2" for

@@ -61,13 +61,20 @@ def spec():
                                     rms_norm_eps=1e-5, rope_theta=10000.0, sliding_window=128,
                                     tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
          torch.float16, "60KB", "mistral", "mistral"),
+        ("mixtral", T.MixtralConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                    rms_norm_eps=1e-5, rope_theta=1000000.0, sliding_window=None,
+                                    num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.02,
+                                    tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
+         torch.float32, None, "mistral", "mistral"),
     ]
 
 
 def model_class(cfg):
     return getattr(transformers, cfg.architectures[0]) if cfg.architectures else {
         "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
-        "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM}[cfg.model_type]
+        "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
+        "mixtral": transformers.MixtralForCausalLM}[cfg.model_type]
 
 
 def reference(path, seed):
@@ -114,7 +121,8 @@ def main():
         torch.manual_seed(100 + i)
         cls = {"GPT2Config": transformers.GPT2LMHeadModel, "LlamaConfig": transformers.LlamaForCausalLM,
                "Qwen2Config": transformers.Qwen2ForCausalLM,
-               "MistralConfig": transformers.MistralForCausalLM}[type(cfg).__name__]
+               "MistralConfig": transformers.MistralForCausalLM,
+               "MixtralConfig": transformers.MixtralForCausalLM}[type(cfg).__name__]
         model = cls(cfg)
         with torch.no_grad():  # larger than the default init, so the logits are far from uniform
             for pname, p in model.named_parameters():
