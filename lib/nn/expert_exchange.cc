@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/tensor_copy.h"
+#include "core/trace.h"
 #include "nn/module.h"
 
 namespace dt::nn {
@@ -59,7 +60,21 @@ void ExpertExchange::regroup(const Tensor& src, Tensor& dst, bool to_expert_majo
     }
 }
 
+namespace {
+// The all-to-all on the rank's comm track of a trace (core/trace.h), when one is recording.
+struct CommSpan {
+  explicit CommSpan(std::string what) : name(std::move(what)), t0(trace_enabled() ? trace_now_us() : -1) {}
+  ~CommSpan() {
+    if (t0 >= 0) trace_record("comm", name, trace_track(trace_current_rank(), true), t0, trace_now_us());
+  }
+  std::string name;
+  double t0;
+};
+}  // namespace
+
 void ExpertExchange::dispatch(const Tensor& xp, Tensor& xr) {
+  CommSpan span("all_to_all experts dispatch (" + std::to_string(sent_) + " rows out, " + std::to_string(received_) +
+                " in)");
   const int64_t C = xp.dim(1);
   DT_ASSERT(xp.dim(0) == sent_);
   std::vector<int64_t> sc(send_rows_), rc(recv_rows_);
@@ -80,6 +95,8 @@ void ExpertExchange::dispatch(const Tensor& xp, Tensor& xr) {
 }
 
 void ExpertExchange::combine(const Tensor& yr, Tensor& yp) {
+  CommSpan span("all_to_all experts combine (" + std::to_string(received_) + " rows out, " + std::to_string(sent_) +
+                " in)");
   const int64_t C = yp.dim(1);
   DT_ASSERT(yp.dim(0) == sent_);
   std::vector<int64_t> sc(recv_rows_), rc(send_rows_);

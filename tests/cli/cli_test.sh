@@ -368,6 +368,12 @@ m = b["report"]["moe"]
 assert m["all_to_all_bytes_per_step"] > 0 and m["all_to_all_bytes_per_step_uniform"] > 0, m
 PY
   expect_error "expert parallelism" $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5
+  $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --out m6 --trace m6/trace.json >/dev/null 2>&1 || fail "ep trace"
+  python3 - <<'PY' || fail "the ep trace lacks the experts' all-to-all on a comm track"
+import json
+t = json.load(open("m6/trace.json"))["traceEvents"]
+assert any(e.get("name", "").startswith("all_to_all experts dispatch") and e.get("cat") == "comm" for e in t)
+PY
   expect_error "top_k" $D train "${TINY[@]}" --experts 2 --top-k 3 --steps 1 --out m3
   ;;
 zero)
