@@ -182,6 +182,12 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   DT_CHECK(!raw.moe() || o.tp == 1, "tp = " + std::to_string(o.tp) + " with " + std::to_string(raw.n_experts) +
                                         " experts: a mixture of experts is not split over tensor parallelism; "
                                         "accepted: tp = 1");
+  DT_CHECK(o.ep >= 1 && (o.ep == 1 || raw.moe()), "ep = " + std::to_string(o.ep) +
+                                                      ": expert parallelism needs a mixture of experts; accepted: ep = 1 "
+                                                      "for a dense model, or experts > 0");
+  DT_CHECK(!raw.moe() || raw.n_experts % o.ep == 0, "n_experts = " + std::to_string(raw.n_experts) +
+                                                        " does not divide over ep = " + std::to_string(o.ep) +
+                                                        "; accepted: experts divisible by ep");
   if (o.pp > 1) {  // the engine's own checks of these options, with its messages
     ParallelOptions p;
     p.pp_schedule = o.pp_schedule;
@@ -248,6 +254,28 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   j["activations"] = {{"norm_region_bytes_per_block", sp ? region / n : region},
                       {"norm_region_bytes_per_block_without_sp", region},
                       {"block_bytes_per_micro_batch", block_activation_bytes(c, R, N, sp, b.w)}};
+  if (c.moe()) {
+    // The experts: ep ranks hold E / ep of each block's; a uniform router sends each rank's
+    // R k choices evenly, (ep - 1) / ep of them to other ranks, four times (dispatch and
+    // combine, forward and backward), after the counts (E / ep integers to each other rank).
+    const double E = static_cast<double>(c.n_experts), P = static_cast<double>(o.ep), k = static_cast<double>(c.top_k);
+    const double mlp = static_cast<double>(c.d_model) * static_cast<double>(c.act == nn::Act::SwiGLU ? 2 * c.d_ff : c.d_ff) +
+                       static_cast<double>(c.d_ff * c.d_model) +
+                       (c.bias ? static_cast<double>((c.act == nn::Act::SwiGLU ? 2 : 1) * c.d_ff + c.d_model) : 0.0);
+    const double experts = static_cast<double>(L) * E * mlp;
+    const double a2a = P > 1 ? static_cast<double>(L) * ((P - 1) * (E / P) * 8.0 +
+                                                         4.0 * static_cast<double>(R) * k * (P - 1) / P *
+                                                             static_cast<double>(c.d_model) * b.w)
+                             : 0.0;
+    j["moe"] = {{"experts", c.n_experts},
+                {"top_k", c.top_k},
+                {"ep", o.ep},
+                {"experts_per_rank", c.n_experts / o.ep},
+                {"expert_params", experts},
+                {"params_per_rank", static_cast<double>(psi) - experts * (P - 1) / P},
+                {"all_to_all_bytes_per_micro_batch", a2a},
+                {"all_to_all_bytes_per_step", a2a * static_cast<double>(o.accumulation)}};
+  }
   if (o.pp > 1) {
     nlohmann::json p = pipeline_plan(c, o, b, R, sp);
     // tp within a pipeline stage: its blocks' collectives, the embedding's on the first

@@ -10,6 +10,7 @@
 // experts are refused by name.
 #include <cstdio>
 
+#include "engine/plan.h"
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
 #include "nn/expert_exchange.h"
@@ -141,6 +142,32 @@ TEST(MoeTrain, ExpertsWithTensorParallelismAreRefusedByName) {
               std::string::npos)
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace dt
+
+namespace dt {
+namespace {
+
+TEST(MoePlan, ExpertsPerRankAndTheAllToAllFormulaMatchTheLayout) {
+  // The plan's parameters per ep rank are what an ep rank's part holds; its all-to-all
+  // formula is what a uniform router would send (the measured bytes are in --report).
+  const nn::GPTConfig c = config(2, 0.0f);
+  engine::PlanOptions o;
+  o.ep = 2;
+  o.micro_batch = 4;
+  o.seq_len = 16;
+  const nlohmann::json p = engine::plan_json(c, o)["moe"];
+  auto m = mesh(1, 1, 1, 2);
+  nn::GPT host(c);
+  parallel::Layout layout(m, host, {});
+  for (int li = 0; li < layout.local_parts(); ++li)
+    EXPECT_EQ(static_cast<double>(layout.part(li).num_parameters()), p["params_per_rank"].get<double>());
+  // 4 blocks x (counts: 1 peer x 2 experts x 8 bytes + 4 x 64 tokens x top 2 x 1/2 rows x 32 x 4 bytes).
+  EXPECT_EQ(p["all_to_all_bytes_per_micro_batch"].get<double>(), 4.0 * (16.0 + 4.0 * 64 * 2 * 0.5 * 32 * 4));
+  o.ep = 3;
+  test::expect_invalid([&] { engine::plan_json(c, o); }, "n_experts = 4 does not divide over ep = 3");
 }
 
 }  // namespace

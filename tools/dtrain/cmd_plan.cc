@@ -23,7 +23,7 @@ namespace {
 struct PlanArgs {
   ModelArgs model;
   double params = 0;
-  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1;
+  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1, ep = 1;
   int64_t micro_batches = -1;  // --micro-batches, the pipeline's name for --accumulation; -1: not given
   bool sp = false;
   PipelineArgs pipe;
@@ -173,13 +173,27 @@ int run_plan(const PlanArgs& a) {
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
-  if (a.tp > 1 || a.pipe.pp > 1) {  // the library's plan of the model's shape
+  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || (a.params <= 0 && a.model.given())) {  // the library's plan
     if (a.params > 0)
-      throw CliError(std::string(a.tp > 1 ? "--tp" : "--pp") + " needs the model's shape, not a raw count; accepted "
-                     "with --tp or --pp: --model and its flags (without --params)");
+      throw CliError(std::string(a.tp > 1 ? "--tp" : a.ep > 1 ? "--ep" : "--pp") + " needs the model's shape, not a "
+                     "raw count; accepted with --tp, --ep or --pp: --model and its flags (without --params)");
     ModelArgs model = a.model;
     model.precision = precision;  // the library's bytes in the precision this page counts
-    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty());
+    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty(), a.ep);
+  }
+  nlohmann::json moe;
+  if (tp_plan.is_object() && tp_plan.contains("moe")) {
+    moe = tp_plan["moe"];
+    tp_plan.erase("moe");
+    psi = moe["params_per_rank"].get<double>();
+    std::printf("mixture of experts: %lld experts of each block, top %lld; over ep = %lld each rank holds %lld of them: "
+                "%.0f parameters a rank (experts %.0f in all).\n  all-to-all per rank (a router sending each expert as "
+                "many rows: counts + 4 x tokens x top-k x (ep-1)/ep rows of d_model): %s per micro-batch, %s per "
+                "step\n\n",
+                static_cast<long long>(moe["experts"].get<int64_t>()), static_cast<long long>(moe["top_k"].get<int64_t>()),
+                static_cast<long long>(a.ep), static_cast<long long>(moe["experts_per_rank"].get<int64_t>()), psi,
+                moe["expert_params"].get<double>(), gb(moe["all_to_all_bytes_per_micro_batch"].get<double>()).c_str(),
+                gb(moe["all_to_all_bytes_per_step"].get<double>()).c_str());
   }
   if (a.tp > 1) {
     psi = tp_plan["params_per_tp_rank"].get<double>();
@@ -255,6 +269,7 @@ int run_plan(const PlanArgs& a) {
                         {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
                         {"stages", stages},        {"effective_batch", eff}};
     if (a.tp > 1) j["tensor_parallel"] = tp_plan;
+    if (moe.is_object()) j["moe"] = moe;
     if (a.pipe.pp > 1) j["pipeline"] = pipeline;
     write_file(a.json, j.dump(2) + "\n");
   }
@@ -280,6 +295,8 @@ void add_plan_command(CLI::App& app) {
   add_int(c, "--context", a->context, {1, 65536}, "Context of the --model built to count its parameters");
   add_int(c, "--dp", a->dp, {1, 1048576}, "Data-parallel ranks N");
   add_int(c, "--tp", a->tp, {1, 1024}, "Tensor-parallel ranks per dp rank (needs --model, not --params)");
+  add_int(c, "--ep", a->ep, {1, 1024},
+          "Expert-parallel ranks: a mixture of experts' experts split over them (needs --experts or an MoE --model)");
   c->add_flag("--sp", a->sp, "Sequence parallel over the --tp ranks");
   add_int(c, "--zero", a->zero, {0, 3}, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
   add_int(c, "--micro-batch", a->micro_batch, {1, 1048576}, "Sequences per rank per micro-batch");
