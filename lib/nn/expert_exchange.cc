@@ -70,16 +70,28 @@ struct CommSpan {
   std::string name;
   double t0;
 };
+
+// Row counts per peer as element counts of rows c wide.
+std::vector<int64_t> elements(std::vector<int64_t> rows, int64_t c) {
+  for (int64_t& v : rows) v *= c;
+  return rows;
+}
 }  // namespace
+
+// Bytes of the rows a call sends to other ranks (its own rows stay).
+int64_t ExpertExchange::bytes_to_others(const std::vector<int64_t>& rows_out, const Tensor& t) const {
+  int64_t n = 0;
+  for (int p = 0; p < ep_.size(); ++p)
+    if (p != ep_.rank()) n += rows_out[static_cast<size_t>(p)];
+  return n * t.dim(1) * static_cast<int64_t>(dtype_size(t.dtype()));
+}
 
 void ExpertExchange::dispatch(const Tensor& xp, Tensor& xr) {
   CommSpan span("all_to_all experts dispatch (" + std::to_string(sent_) + " rows out, " + std::to_string(received_) +
                 " in)");
   const int64_t C = xp.dim(1);
   DT_ASSERT(xp.dim(0) == sent_);
-  std::vector<int64_t> sc(send_rows_), rc(recv_rows_);
-  for (auto& v : sc) v *= C;
-  for (auto& v : rc) v *= C;
+  const std::vector<int64_t> sc = elements(send_rows_, C), rc = elements(recv_rows_, C);
   if (received_ == 0) {  // nothing comes to this rank's experts: a token buffer to post into
     Tensor none = Tensor::uninit({1}, xp.dtype(), xp.device());
     ep_.comm->all_to_all(xp.raw(), sc, none.raw(), rc, xp.dtype());
@@ -90,8 +102,7 @@ void ExpertExchange::dispatch(const Tensor& xp, Tensor& xr) {
     ensure(xr, {received_, C}, xp.dtype());
     regroup(staged_, xr, /*to_expert_major=*/true);
   }
-  const int me = ep_.rank();
-  bytes_out_ += (sent_ - send_rows_[static_cast<size_t>(me)]) * C * static_cast<int64_t>(dtype_size(xp.dtype()));
+  bytes_out_ += bytes_to_others(send_rows_, xp);
 }
 
 void ExpertExchange::combine(const Tensor& yr, Tensor& yp) {
@@ -99,9 +110,7 @@ void ExpertExchange::combine(const Tensor& yr, Tensor& yp) {
                 " in)");
   const int64_t C = yp.dim(1);
   DT_ASSERT(yp.dim(0) == sent_);
-  std::vector<int64_t> sc(recv_rows_), rc(send_rows_);
-  for (auto& v : sc) v *= C;
-  for (auto& v : rc) v *= C;
+  const std::vector<int64_t> sc = elements(recv_rows_, C), rc = elements(send_rows_, C);
   if (received_ == 0) {
     Tensor none = Tensor::uninit({1}, yp.dtype(), yp.device());
     ep_.comm->all_to_all(none.raw(), sc, yp.raw(), rc, yp.dtype());
@@ -110,8 +119,7 @@ void ExpertExchange::combine(const Tensor& yr, Tensor& yp) {
     regroup(yr, staged_, /*to_expert_major=*/false);
     ep_.comm->all_to_all(staged_.raw(), sc, yp.raw(), rc, yp.dtype());
   }
-  const int me = ep_.rank();
-  bytes_out_ += (received_ - recv_rows_[static_cast<size_t>(me)]) * C * static_cast<int64_t>(dtype_size(yp.dtype()));
+  bytes_out_ += bytes_to_others(recv_rows_, yp);
 }
 
 }  // namespace dt::nn

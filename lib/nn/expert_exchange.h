@@ -54,6 +54,7 @@ class ExpertExchange {
   Tensor staged_;                               // source-major rows (what the all-to-all moves)
   // Copies the (source, expert) segments between source-major and expert-major order.
   void regroup(const Tensor& src, Tensor& dst, bool to_expert_major) const;
+  int64_t bytes_to_others(const std::vector<int64_t>& rows_out, const Tensor& t) const;
 };
 
 }  // namespace dt::nn
