@@ -35,7 +35,6 @@ class ExpertExchange {
   // Rows this rank's experts take (the sum over sources), per local expert, and in all.
   const std::vector<int64_t>& local_rows() const { return local_rows_; }
   int64_t received_rows() const { return received_; }
-  int64_t sent_rows() const { return sent_; }
   // xp: [S, C] this rank's permuted rows -> xr: [received_rows(), C] expert-major (left
   // undefined when no row comes). Collective.
   void dispatch(const Tensor& xp, Tensor& xr);

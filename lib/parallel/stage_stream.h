@@ -18,9 +18,6 @@ namespace dt::parallel {
 class StageStream {
  public:
   explicit StageStream(comm::Communicator& group) : group_(group), sends_(group) {}
-  int rank() const { return group_.rank(); }
-  int size() const { return group_.size(); }
-  comm::Communicator& group() { return group_; }
   void send(const Tensor& x, int to, StageTag tag) { sends_.send(x, to, tag_of(tag)); }
   void send(const Tensor& x, int to, int tag) { sends_.send(x, to, tag); }
   // Into x, which has the message's shape and dtype.
