@@ -86,12 +86,15 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 // at position Tk - Tq + i (so Tq = Tk is training, Tq = 1 is one decode step over a cache).
 // out: [B, Tq, Hq, D]; lse: f32 [B, Hq, Tq], the log-sum-exp of each score row, saved for
 // backward. scale <= 0 means 1/sqrt(D). Never materializes a Tq x Tk matrix per head.
+// causal = false: every query sees every key, any Tq and Tk (a K/V block wholly in the
+// queries' past: context parallelism's ring, nn/ring_attention.h); CPU only for now.
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out,
-                       Tensor& lse);
-// dq, dk, dv overwritten.
+                       Tensor& lse, bool causal = true);
+// dq, dk, dv overwritten. lse and out may be those of a larger softmax than this call's keys
+// (the merged result of several key blocks): each block's gradients are then its share.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, float scale, Tensor& dq, Tensor& dk,
-                        Tensor& dv);
+                        Tensor& dv, bool causal = true);
 
 // Causal attention over a paged KV cache (serving, lib/serve). The step's query tokens of S
 // sequences are packed: q, out [N, Hq, D]. k_cache, v_cache: [num_blocks, block_size, Hkv,

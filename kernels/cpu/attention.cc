@@ -51,13 +51,13 @@ void narrow(const Tensor& f, Tensor& t) {
 }  // namespace
 
 void attention_tile(const float* q, int64_t qld, const float* k, const float* v, int64_t kld, int64_t m, int64_t kend,
-                    int64_t d, float scale, float* out, float* lse, float* strip) {
+                    int64_t n0, int64_t d, float scale, float* out, float* lse, float* strip) {
   float inv[kQueryBlock];
   // S = scale * Q_blk K^T over keys [0, kend).
   sgemm(false, true, m, kend, d, scale, q, qld, k, kld, 0.0f, strip, kend);
   for (int64_t r = 0; r < m; ++r) {
     float mx;
-    const float sum = attn::exp_row(strip + r * kend, kend - m + 1 + r, kend, mx);
+    const float sum = attn::exp_row(strip + r * kend, std::min(kend, n0 + r), kend, mx);
     inv[r] = 1.0f / sum;
     if (lse) lse[r] = mx + std::log(sum);
   }
@@ -67,9 +67,11 @@ void attention_tile(const float* q, int64_t qld, const float* k, const float* v,
     for (int64_t e = 0; e < d; ++e) out[r * qld + e] *= inv[r];
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
-  if (q.dtype() == DType::BF16 && gemm_choice().bf16_native) return attention_forward_bf16(q, k, v, scale, out, lse);
-  Dims s = dims_of(q, k, scale);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                       bool causal) {
+  if (q.dtype() == DType::BF16 && gemm_choice().bf16_native)
+    return attention_forward_bf16(q, k, v, scale, out, lse, causal);
+  Dims s = dims_of(q, k, scale, causal);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = attn::f32_target(out);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();
   float *op = o32.data<float>(), *lp = lse.data<float>();
@@ -84,7 +86,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
       const float *qb = qp + s.qrow(bi, c.i0, h), *kb = kp + s.krow(bi, 0, h / group);
       const float* vb = vp + s.krow(bi, 0, h / group);
       float* ob = op + s.qrow(bi, c.i0, h);
-      attention_tile(qb, s.qld(), kb, vb, s.kld(), c.m, c.kend, s.d, s.scale, ob, lp + (bi * s.hq + h) * s.tq + c.i0,
+      attention_tile(qb, s.qld(), kb, vb, s.kld(), c.m, c.kend, s.first_row_keys(c.m, c.kend), s.d, s.scale, ob, lp + (bi * s.hq + h) * s.tq + c.i0,
                      sc.get());
     }
   });
@@ -96,10 +98,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float 
 // and walks those heads and their query blocks in a fixed order, so every gradient element
 // is summed by one thread in the same order whatever the thread count, without atomics.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, bool causal) {
   if (q.dtype() == DType::BF16 && gemm_choice().bf16_native)
-    return attention_backward_bf16(q, k, v, out, lse, dout, scale, dq, dk, dv);
-  Dims s = dims_of(q, k, scale);
+    return attention_backward_bf16(q, k, v, out, lse, dout, scale, dq, dk, dv, causal);
+  Dims s = dims_of(q, k, scale, causal);
   Tensor q32 = widen(q), k32 = widen(k), v32 = widen(v), o32 = widen(out), do32 = widen(dout);
   Tensor dq32 = attn::f32_target(dq), dk32 = attn::f32_target(dk), dv32 = attn::f32_target(dv);
   const float *qp = q32.data<float>(), *kp = k32.data<float>(), *vp = v32.data<float>();

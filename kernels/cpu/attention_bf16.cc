@@ -3,6 +3,7 @@
 // product on bf16 operands. Scores, their softmax, dP and every accumulation stay f32; P and
 // dS are rounded to bf16 once, to be multiplied.
 // Reading q, k, v, out and dout as bf16 also removes the f32 copies the widened path makes.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -38,7 +39,7 @@ struct Scratch {
 }  // namespace
 
 void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, const uint16_t* v, int64_t kld, int64_t m,
-                         int64_t kend, int64_t d, float scale, uint16_t* out, float* lse, TileScratch& sc) {
+                         int64_t kend, int64_t n0, int64_t d, float scale, uint16_t* out, float* lse, TileScratch& sc) {
   sc.s.resize(m * kend);
   sc.p16.resize(m * kend);
   sc.o.resize(m * d);
@@ -48,7 +49,7 @@ void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, cons
   for (int64_t r = 0; r < m; ++r) {
     float* row = sc.s.data() + r * kend;
     float mx;
-    const float sum = attn::exp_row(row, kend - m + 1 + r, kend, mx);
+    const float sum = attn::exp_row(row, std::min(kend, n0 + r), kend, mx);
     inv[r] = 1.0f / sum;
     if (lse) lse[r] = mx + std::log(sum);
     round_row(row, kend, sc.p16.data() + r * kend);
@@ -59,8 +60,9 @@ void attention_tile_bf16(const uint16_t* q, int64_t qld, const uint16_t* k, cons
     for (int64_t e = 0; e < d; ++e) out[r * qld + e] = f32_to_bf16_bits(sc.o[r * d + e] * inv[r]);
 }
 
-void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
-  const Dims s = attn::dims_of(q, k, scale);
+void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                            bool causal) {
+  const Dims s = attn::dims_of(q, k, scale, causal);
   const uint16_t *qp = bits(q), *kp = bits(k), *vp = bits(v);
   uint16_t* op = reinterpret_cast<uint16_t*>(out.data<bf16>());
   float* lp = lse.data<float>();
@@ -72,7 +74,7 @@ void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, f
       attn::forward_task(s, t, bi, h, blk);
       const Tile c = attn::tile_of(s, blk);
       attention_tile_bf16(qp + s.qrow(bi, c.i0, h), s.qld(), kp + s.krow(bi, 0, h / group), vp + s.krow(bi, 0, h / group),
-                          s.kld(), c.m, c.kend, s.d, s.scale, op + s.qrow(bi, c.i0, h),
+                          s.kld(), c.m, c.kend, s.first_row_keys(c.m, c.kend), s.d, s.scale, op + s.qrow(bi, c.i0, h),
                           lp + (bi * s.hq + h) * s.tq + c.i0, sc);
     }
   });
@@ -81,8 +83,8 @@ void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, f
 // As attention.cc's backward: a task is a (batch, kv head), walking its query heads and
 // blocks in a fixed order, so each gradient element is summed by one thread in one order.
 void attention_backward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
-  const Dims s = attn::dims_of(q, k, scale);
+                            const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, bool causal) {
+  const Dims s = attn::dims_of(q, k, scale, causal);
   const uint16_t *qp = bits(q), *kp = bits(k), *vp = bits(v), *op = bits(out), *dop = bits(dout);
   const float* lp = lse.data<float>();
   Tensor dq32 = attn::f32_target(dq), dk32 = attn::f32_target(dk), dv32 = attn::f32_target(dv);

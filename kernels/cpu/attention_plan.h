@@ -14,13 +14,16 @@ namespace dt::kernels::cpu::attn {
 struct Dims {
   int64_t b, tq, tk, hq, hkv, d;
   float scale;
+  bool causal = true;  // false: every query sees every key (a K/V block wholly in the past)
   // Row offsets (in elements) of query row i of head h, and key row j of kv head g; rows of
   // one head are qld / kld apart, which is the leading dimension handed to the GEMM.
   int64_t qrow(int64_t bi, int64_t i, int64_t h) const { return ((bi * tq + i) * hq + h) * d; }
   int64_t krow(int64_t bi, int64_t j, int64_t g) const { return ((bi * tk + j) * hkv + g) * d; }
   int64_t qld() const { return hq * d; }
   int64_t kld() const { return hkv * d; }
-  int64_t last_key(int64_t i) const { return tk - tq + i; }  // causal: keys 0..last_key(i)
+  int64_t last_key(int64_t i) const { return causal ? tk - tq + i : tk - 1; }  // keys 0..last_key(i)
+  // The unmasked keys of row 0 of a tile of m rows ending at kend (row r has min(kend, n0 + r)).
+  int64_t first_row_keys(int64_t m, int64_t kend) const { return causal ? kend - m + 1 : kend; }
   int64_t qblocks() const { return (tq + kQueryBlock - 1) / kQueryBlock; }
 };
 
@@ -29,8 +32,8 @@ inline Tensor f32_target(const Tensor& t) {
   return t.dtype() == DType::F32 ? t : Tensor::uninit(t.shape(), DType::F32);
 }
 
-inline Dims dims_of(const Tensor& q, const Tensor& k, float scale) {
-  Dims s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), scale};
+inline Dims dims_of(const Tensor& q, const Tensor& k, float scale, bool causal) {
+  Dims s{q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3), scale, causal};
   if (s.scale <= 0.0f) s.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   return s;
 }
@@ -101,8 +104,9 @@ namespace dt::kernels::cpu {
 // order, with S, dP and the outputs accumulated in f32 and P and dS rounded to bf16 for the
 // products that take them (as GPU flash attention does). Only when gemm_choice().bf16_native
 // (AMX tiles or the backend's AVX512-BF16 kernel).
-void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse);
+void attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                            bool causal);
 void attention_backward_bf16(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                            const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv);
+                            const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, bool causal);
 
 }  // namespace dt::kernels::cpu

@@ -57,7 +57,7 @@ void paged_bf16_native(const Tensor& q, const Tensor& k_cache, const Tensor& v_c
         std::memcpy(vs.data() + p * D, vp + off, sizeof(uint16_t) * D);
       }
       const int64_t row = (c.first + i0) * Hq + h;
-      attention_tile_bf16(qp + row * D, Hq * D, ks.data(), vs.data(), D, m, kend, D, scale, op + row * D, nullptr, sc);
+      attention_tile_bf16(qp + row * D, Hq * D, ks.data(), vs.data(), D, m, kend, kend - m + 1, D, scale, op + row * D, nullptr, sc);
     }
   });
 }
@@ -107,7 +107,7 @@ void paged_attention_forward(const Tensor& q, const Tensor& k_cache, const Tenso
         widen_row(dt, vp + off, vs.data() + p * D, D);
       }
       const int64_t row = (c.first + i0) * Hq + h;
-      attention_tile(qp + row * D, Hq * D, ks.data(), vs.data(), D, m, kend, D, scale, op + row * D, nullptr,
+      attention_tile(qp + row * D, Hq * D, ks.data(), vs.data(), D, m, kend, kend - m + 1, D, scale, op + row * D, nullptr,
                      strip.data());
     }
   });

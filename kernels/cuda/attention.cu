@@ -111,7 +111,9 @@ int splits_for(const Dims& s) {
 }  // namespace
 }  // namespace attn
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+// causal = false is refused by the dispatcher (kernels/dispatch/attention.cc) before it comes here.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                       bool /*causal*/) {
   using namespace attn;
   Dims s = dims_of(q, k, scale);
   if (s.d > kMaxD)

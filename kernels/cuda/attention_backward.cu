@@ -89,7 +89,7 @@ __global__ void dkv_kernel(Dims s, const T* q, const T* k, const T* v, const T* 
 }  // namespace attn
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, bool /*causal*/) {
   using namespace attn;
   Dims s = dims_of(q, k, scale);
   if (s.d > kMaxD)

@@ -8,7 +8,7 @@ namespace dt::kernels {
 namespace {
 
 // Checks shared by forward and backward: q/k/v layouts, head grouping, causal offset, scale.
-void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
+void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, float scale, bool causal) {
   require_float(op, {q, "q"});
   DT_CHECK(q.ndim() == 4, std::string(op) + ": q has shape " + shape_str(q.shape()) + "; required: [B, Tq, Hq, D]");
   require_defined(op, {k, "k"});
@@ -20,8 +20,11 @@ void check_qkv(const char* op, const Tensor& q, const Tensor& k, const Tensor& v
                                                " and D = " + std::to_string(d) + " as q");
   DT_CHECK(hq % hkv == 0, std::string(op) + ": q has " + std::to_string(hq) + " heads and k has " +
                               std::to_string(hkv) + "; required: Hq a multiple of Hkv");
-  DT_CHECK(tq <= tk, std::string(op) + ": q has Tq = " + std::to_string(tq) + " positions and k has Tk = " +
-                         std::to_string(tk) + "; required: Tq <= Tk (queries are the last Tq positions)");
+  DT_CHECK(!causal || tq <= tk, std::string(op) + ": q has Tq = " + std::to_string(tq) + " positions and k has Tk = " +
+                         std::to_string(tk) + "; required with causal: Tq <= Tk (queries are the last Tq positions)");
+  DT_CHECK(causal || q.device().type == DeviceType::CPU,
+           std::string(op) + ": causal = false on " + q.device().str() + ": not built yet; accepted: causal = true, "
+           "or tensors on the CPU");
   DT_CHECK(std::isfinite(scale), std::string(op) + ": scale is " + std::to_string(scale) +
                                      "; accepted: a finite number (<= 0 means 1/sqrt(D))");
 }
@@ -33,20 +36,21 @@ void check_lse(const char* op, const Tensor& q, const Tensor& lse) {
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale, Tensor& out, Tensor& lse,
+                       bool causal) {
   const char* op = "attention_forward";
-  check_qkv(op, q, k, v, scale);
+  check_qkv(op, q, k, v, scale, causal);
   require_same_shape(op, {{q, "q"}, {out, "out"}});
   check_lse(op, q, lse);
   require_same_dtype(op, {{q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}});
   require_same_device(op, {{q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}});
-  DT_BACKEND(q, attention_forward)(q, k, v, scale, out, lse);
+  DT_BACKEND(q, attention_forward)(q, k, v, scale, out, lse, causal);
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+                        const Tensor& dout, float scale, Tensor& dq, Tensor& dk, Tensor& dv, bool causal) {
   const char* op = "attention_backward";
-  check_qkv(op, q, k, v, scale);
+  check_qkv(op, q, k, v, scale, causal);
   require_same_shape(op, {{q, "q"}, {out, "out"}, {dout, "dout"}, {dq, "dq"}});
   require_same_shape(op, {{k, "k"}, {dk, "dk"}, {dv, "dv"}});
   check_lse(op, q, lse);
@@ -54,7 +58,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                           {dv, "dv"}});
   require_same_device(op, {{q, "q"}, {k, "k"}, {v, "v"}, {out, "out"}, {lse, "lse"}, {dout, "dout"}, {dq, "dq"},
                            {dk, "dk"}, {dv, "dv"}});
-  DT_BACKEND(q, attention_backward)(q, k, v, out, lse, dout, scale, dq, dk, dv);
+  DT_BACKEND(q, attention_backward)(q, k, v, out, lse, dout, scale, dq, dk, dv, causal);
 }
 
 }  // namespace dt::kernels

@@ -14,6 +14,7 @@ using Vec = std::vector<double>;
 struct Cfg {
   int64_t b, tq, tk, hq, hkv, d;
   float scale = 0.0f;  // <= 0: 1/sqrt(d)
+  bool causal = true;  // false: every query sees every key (any tq, tk)
   Shape qshape() const { return {b, tq, hq, d}; }
   Shape kshape() const { return {b, tk, hkv, d}; }
   double eff_scale() const { return scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(d)); }
@@ -26,7 +27,7 @@ Vec attention_ref(const Cfg& c, const Vec& q, const Vec& k, const Vec& v, Vec* l
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.hq; ++h)
       for (int64_t i = 0; i < c.tq; ++i) {
-        int64_t g = h / (c.hq / c.hkv), last = c.tk - c.tq + i;
+        int64_t g = h / (c.hq / c.hkv), last = c.causal ? c.tk - c.tq + i : c.tk - 1;
         const double* qi = &q[((b * c.tq + i) * c.hq + h) * c.d];
         Vec s(last + 1);
         double mx = -INFINITY, sum = 0;
@@ -57,20 +58,26 @@ Result run(const Cfg& c, DType t = DType::F32, float amp = 1.0f, uint64_t seed =
         Tensor::zeros({c.b, c.hq, c.tq}, DType::F32), test::randn(c.qshape(), t, seed, "dout"),
         Tensor::zeros(c.qshape(), t),               Tensor::zeros(c.kshape(), t),
         Tensor::zeros(c.kshape(), t)};
-  kernels::attention_forward(r.q, r.k, r.v, c.scale, r.out, r.lse);
-  kernels::attention_backward(r.q, r.k, r.v, r.out, r.lse, r.dout, c.scale, r.dq, r.dk, r.dv);
+  kernels::attention_forward(r.q, r.k, r.v, c.scale, r.out, r.lse, c.causal);
+  kernels::attention_backward(r.q, r.k, r.v, r.out, r.lse, r.dout, c.scale, r.dq, r.dk, r.dv, c.causal);
   return r;
 }
 
 const Cfg kShapes[] = {{2, 7, 7, 4, 2, 8}, {2, 1, 9, 4, 2, 8}, {1, 3, 9, 6, 2, 8, 0.3f}, {1, 5, 5, 2, 2, 4}};
+// Every query over every key (context parallelism's K/V blocks in the past): more queries
+// than keys, fewer, and more than one query tile.
+const Cfg kFull[] = {{2, 9, 4, 4, 2, 8, 0.0f, false}, {1, 3, 7, 2, 1, 8, 0.0f, false},
+                     {1, 70, 5, 2, 2, 4, 0.0f, false}};
 
 // f32 compute of short dot products and softmax: errors ~1e-6; tolerances leave 10x room.
 TEST(Attention, ForwardAndLseMatchReference) {
-  for (const Cfg& c : kShapes) {
+  std::vector<Cfg> all(std::begin(kShapes), std::end(kShapes));
+  all.insert(all.end(), std::begin(kFull), std::end(kFull));
+  for (const Cfg& c : all) {
     Result r = run(c);
     Vec lse;
     Vec want = attention_ref(c, test::to_f64(r.q), test::to_f64(r.k), test::to_f64(r.v), &lse);
-    std::string what = "Tq=" + std::to_string(c.tq) + " Tk=" + std::to_string(c.tk);
+    std::string what = "Tq=" + std::to_string(c.tq) + " Tk=" + std::to_string(c.tk) + (c.causal ? "" : " full");
     test::expect_close(test::to_f64(r.out), want, 1e-5, 1e-4, "out " + what);
     test::expect_close(test::to_f64(r.lse), lse, 1e-5, 1e-5, "lse " + what);
   }
@@ -78,13 +85,13 @@ TEST(Attention, ForwardAndLseMatchReference) {
 
 // Every gradient against central differences of loss = dot(attention_ref(q, k, v), dout).
 TEST(Attention, BackwardMatchesFiniteDifferences) {
-  for (const Cfg& c : {kShapes[0], kShapes[1], kShapes[2]}) {
+  for (const Cfg& c : {kShapes[0], kShapes[1], kShapes[2], kFull[0], kFull[1]}) {
     Result r = run(c);
     Vec q = test::to_f64(r.q), k = test::to_f64(r.k), v = test::to_f64(r.v), dout = test::to_f64(r.dout);
     auto fq = [&](const Vec& x) { return test::dot(attention_ref(c, x, k, v), dout); };
     auto fk = [&](const Vec& x) { return test::dot(attention_ref(c, q, x, v), dout); };
     auto fv = [&](const Vec& x) { return test::dot(attention_ref(c, q, k, x), dout); };
-    std::string what = " Tq=" + std::to_string(c.tq) + " Tk=" + std::to_string(c.tk);
+    std::string what = " Tq=" + std::to_string(c.tq) + " Tk=" + std::to_string(c.tk) + (c.causal ? "" : " full");
     test::expect_close(test::to_f64(r.dq), test::finite_diff(fq, q), 1e-4, 1e-3, "dq" + what);
     test::expect_close(test::to_f64(r.dk), test::finite_diff(fk, k), 1e-4, 1e-3, "dk" + what);
     test::expect_close(test::to_f64(r.dv), test::finite_diff(fv, v), 1e-4, 1e-3, "dv" + what);
@@ -172,7 +179,7 @@ void attention_backward_ref(const Cfg& c, const Vec& q, const Vec& k, const Vec&
   for (int64_t b = 0; b < c.b; ++b)
     for (int64_t h = 0; h < c.hq; ++h)
       for (int64_t i = 0; i < c.tq; ++i) {
-        int64_t g = h / (c.hq / c.hkv), last = c.tk - c.tq + i;
+        int64_t g = h / (c.hq / c.hkv), last = c.causal ? c.tk - c.tq + i : c.tk - 1;
         auto qi = [&](int64_t e) { return q[((b * c.tq + i) * c.hq + h) * c.d + e]; };
         auto doi = [&](int64_t e) { return dout[((b * c.tq + i) * c.hq + h) * c.d + e]; };
         double di = 0;
