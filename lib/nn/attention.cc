@@ -65,12 +65,16 @@ const Tensor& CausalSelfAttention::forward(const Tensor& x, const Shape& bt, Act
                    y2);
   }
   if (cfg.rope) {
-    rope_forward(a.q, cfg.rope_spec);
-    rope_forward(a.k, cfg.rope_spec);
+    const std::vector<int64_t> pos = cfg.cp.positions(T);
+    rope_forward(a.q, cfg.rope_spec, pos);
+    rope_forward(a.k, cfg.rope_spec, pos);
   }
   ensure(a.out, {B, T, hq, D}, x.dtype());
   ensure(a.lse, {B, hq, T});
-  kernels::attention_forward(a.q, a.k, a.v, /*scale=*/0.0f, a.out, a.lse);
+  if (cfg.cp.size() > 1)
+    ring_attention_forward(cfg.cp, a.q, a.k, a.v, a.out, a.lse);
+  else
+    kernels::attention_forward(a.q, a.k, a.v, /*scale=*/0.0f, a.out, a.lse);
   proj.forward(a.out.reshape({B * T, hq * D}), a.y);
   return a.y;
 }
@@ -83,10 +87,14 @@ void CausalSelfAttention::backward(const Tensor& dy, Acts& a, Tensor& dx) {
   ensure(a.dq, a.q.shape(), a.q.dtype());
   ensure(a.dk, a.k.shape(), a.k.dtype());
   ensure(a.dv, a.v.shape(), a.v.dtype());
-  kernels::attention_backward(a.q, a.k, a.v, a.out, a.lse, a.dout, 0.0f, a.dq, a.dk, a.dv);
+  if (cfg.cp.size() > 1)
+    ring_attention_backward(cfg.cp, a.q, a.k, a.v, a.out, a.lse, a.dout, a.dq, a.dk, a.dv);
+  else
+    kernels::attention_backward(a.q, a.k, a.v, a.out, a.lse, a.dout, 0.0f, a.dq, a.dk, a.dv);
   if (cfg.rope) {  // back to the gradients of the un-rotated projections
-    rope_backward(a.dq, cfg.rope_spec);
-    rope_backward(a.dk, cfg.rope_spec);
+    const std::vector<int64_t> pos = cfg.cp.positions(T);
+    rope_backward(a.dq, cfg.rope_spec, pos);
+    rope_backward(a.dk, cfg.rope_spec, pos);
   }
   // dx = dq Wq + dk Wk + dv Wv over the whole tokens; each rank's is its heads' share.
   // Under SP the input is gathered again (proj's backward has used the gathered buffer).

@@ -14,8 +14,13 @@
 // all-reduce forward and one backward (nn/tensor_parallel.h); under sequence parallelism an
 // all-gather of the input tokens and a reduce-scatter of the output instead, forward, and
 // the reverse backward.
+//
+// Context parallel (cfg.cp of size N > 1): the layer sees this rank's two chunks of every
+// sequence (nn/ring_attention.h); RoPE turns each row by its global position and the
+// attention runs round the cp ring. Everything else is per token.
 #pragma once
 #include "nn/layers.h"
+#include "nn/ring_attention.h"
 #include "nn/rope.h"
 #include "nn/tensor_parallel.h"
 
@@ -29,6 +34,7 @@ struct AttentionConfig {
   bool qkv_bias = true;   // on q, k and v (Qwen2 has these alone)
   DType dtype = DType::F32;  // of the parameters (and so of the activations)
   TpGroup tp;                // heads split over it (n_head and n_kv_head must divide by its size)
+  CpGroup cp;                // the sequence split over it: ring attention (nn/ring_attention.h)
 };
 
 class CausalSelfAttention : public Module {

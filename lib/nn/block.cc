@@ -7,9 +7,10 @@
 namespace dt::nn {
 
 namespace {
-AttentionConfig attention_config(const GPTConfig& c, TpGroup tp) {
+AttentionConfig attention_config(const GPTConfig& c, TpGroup tp, CpGroup cp) {
   AttentionConfig a;
   a.tp = tp;
+  a.cp = cp;
   a.d_model = c.d_model;
   a.n_head = c.n_head;
   a.n_kv_head = c.n_kv_head;
@@ -25,9 +26,9 @@ AttentionConfig attention_config(const GPTConfig& c, TpGroup tp) {
 float residual_std(const GPTConfig& c) { return 0.02f / std::sqrt(2.0f * static_cast<float>(c.n_layer)); }
 }  // namespace
 
-TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, TpGroup tp, EpGroup ep)
+TransformerBlock::TransformerBlock(const std::string& name, const GPTConfig& c, TpGroup tp, EpGroup ep, CpGroup cp)
     : ln1(name + ".ln1", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
-      attn(name + ".attn", attention_config(c, tp), c.seed, residual_std(c)),
+      attn(name + ".attn", attention_config(c, tp, cp), c.seed, residual_std(c)),
       ln2(name + ".ln2", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype),
       ffn(name, c, tp, residual_std(c), ep) {
   // Under SP the norms see this rank's tokens only: their gradients are partial over tp.

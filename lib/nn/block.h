@@ -19,8 +19,9 @@ class TransformerBlock : public Module {
     Tensor dr, dh;  // backward scratch
   };
   // cfg must be validated and resolved. tp: attention heads and MLP features split over it.
-  // ep: its experts split over it (a mixture of experts, nn/moe.h).
-  TransformerBlock(const std::string& name, const GPTConfig& cfg, TpGroup tp = {}, EpGroup ep = {});
+  // ep: its experts split over it (a mixture of experts, nn/moe.h). cp: the sequence split
+  // over it (ring attention, nn/ring_attention.h).
+  TransformerBlock(const std::string& name, const GPTConfig& cfg, TpGroup tp = {}, EpGroup ep = {}, CpGroup cp = {});
   void collect(ParamList& out) override;
   // x: [B, T, C], or under sequence parallelism this rank's token rows [B T / tp, C];
   // bt = {B, T}. y: the shape of x, written (allocated by the caller or ensure()).

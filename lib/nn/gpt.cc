@@ -14,8 +14,8 @@ static GPTConfig checked(const GPTConfig& c) {
   return c.resolved();
 }
 
-GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks, EpGroup ep)
-    : cfg_(checked(cfg)), tp_(std::move(tp)), device_(current_device()) {
+GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks, EpGroup ep, CpGroup cp)
+    : cfg_(checked(cfg)), tp_(std::move(tp)), cp_(cp), device_(current_device()) {
   const GPTConfig& c = cfg_;
   const int L = static_cast<int>(c.n_layer);
   if (chunks.empty()) chunks = {{0, L}};
@@ -41,7 +41,7 @@ GPT::GPT(const GPTConfig& cfg, TpGroup tp, std::vector<BlockRange> chunks, EpGro
   for (const BlockRange& r : chunks_)
     for (int i = r.begin; i < r.end; ++i) {
       local_of_[static_cast<size_t>(i)] = static_cast<int>(blocks_.size());
-      blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_, ep));
+      blocks_.push_back(std::make_unique<TransformerBlock>("blocks." + std::to_string(i), c, tp_, ep, cp_));
     }
   if (has_head_) {
     lnf_ = std::make_unique<Norm>("ln_f", c.d_model, c.norm, c.bias, c.norm_eps, c.dtype);
@@ -83,8 +83,11 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
   DT_CHECK(ids.dtype() == DType::I32 && ids.ndim() == 2,
            "ids: expected i32 [B, T], got " + std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape()));
   const int64_t B = ids.dim(0), T = ids.dim(1);
-  DT_CHECK(T <= cfg_.context, "ids: sequence length T = " + std::to_string(T) + " exceeds context = " +
-                                  std::to_string(cfg_.context));
+  DT_CHECK(T * cp_.size() <= cfg_.context, "ids: sequence length T = " + std::to_string(T * cp_.size()) +
+                                               " exceeds context = " + std::to_string(cfg_.context));
+  DT_CHECK(cp_.size() == 1 || T % 2 == 0,
+           "ids: " + std::to_string(T) + " local tokens per sequence under cp = " + std::to_string(cp_.size()) +
+               "; required: two equal chunks");
   const Tensor host_ids = to_device(ids, Device::cpu());  // checked on the host: one id per token
   const int32_t* p = host_ids.data<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
@@ -111,7 +114,7 @@ void GPT::embed(const Tensor& ids, GPTActs& a) {
   if (wpe_) {
     Tensor host_pos = Tensor::uninit({B, T}, DType::I32);
     int32_t* pos = host_pos.data<int32_t>();
-    for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(i % T);
+    for (int64_t i = 0; i < B * T; ++i) pos[i] = static_cast<int32_t>(cp_.position(i % T, T));
     copy_tensor(host_pos, ensure(a.pos_ids, {B, T}, DType::I32));
     wpe_->forward(mine(a.pos_ids), a.pos);
     kernels::add(a.resid[0], a.pos, a.resid[0]);

@@ -68,8 +68,13 @@ class GPT : public Module {
   // order, disjoint, non-empty, within [0, n_layer); empty: all blocks.
   // ep: a mixture of experts' experts split over it (expert parallelism, nn/moe.h): this
   // rank holds its share of every block's experts, under their whole-model names.
-  explicit GPT(const GPTConfig& cfg, TpGroup tp = {}, std::vector<BlockRange> chunks = {}, EpGroup ep = {});
+  // cp: every sequence split over it (context parallelism, nn/ring_attention.h): the model
+  // sees this rank's two chunks of each sequence as [B, T / cp] ids, learned positions and
+  // RoPE read each row's global position, attention runs round the cp ring. Training only.
+  explicit GPT(const GPTConfig& cfg, TpGroup tp = {}, std::vector<BlockRange> chunks = {}, EpGroup ep = {},
+               CpGroup cp = {});
   const TpGroup& tp() const { return tp_; }
+  const CpGroup& cp() const { return cp_; }
   const VocabSlice& vocab_slice() const { return vocab_; }  // all of it for tp = 1
   int64_t local_kv_heads() const;  // the KV heads this rank's attention holds (and caches)
   void collect(ParamList& out) override;
@@ -160,6 +165,7 @@ class GPT : public Module {
  private:
   GPTConfig cfg_;
   TpGroup tp_;
+  CpGroup cp_;
   VocabSlice vocab_;
   Device device_;  // where it was built (core/device_scope.h); every call runs there
   std::unique_ptr<Embedding> wte_, wpe_;

@@ -35,7 +35,7 @@ double RopeSpec::inv_freq(int64_t i, int64_t D) const {
 }
 
 // sign = +1 rotates forward, -1 backward.
-static void rotate(Tensor& x, const RopeSpec& rope, int64_t pos0, double sign) {
+static void rotate(Tensor& x, const RopeSpec& rope, const int64_t* positions, int64_t pos0, double sign) {
   DT_CHECK(is_floating(x.dtype()) && x.ndim() == 4, std::string("rope: x must be f32, bf16 or f16 [B, T, H, D], got ") +
                                                        dtype_name(x.dtype()) + " " + shape_str(x.shape()));
   const int64_t B = x.dim(0), T = x.dim(1), H = x.dim(2), D = x.dim(3), half = D / 2;
@@ -46,7 +46,7 @@ static void rotate(Tensor& x, const RopeSpec& rope, int64_t pos0, double sign) {
   for (int64_t i = 0; i < half; ++i) freq[static_cast<size_t>(i)] = rope.inv_freq(i, D);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      double angle = static_cast<double>(pos0 + t) * freq[static_cast<size_t>(i)];
+      double angle = static_cast<double>(positions ? positions[t] : pos0 + t) * freq[static_cast<size_t>(i)];
       cs[t * half + i] = static_cast<float>(std::cos(angle));
       sn[t * half + i] = static_cast<float>(sign * std::sin(angle));
     }
@@ -72,7 +72,20 @@ static void rotate(Tensor& x, const RopeSpec& rope, int64_t pos0, double sign) {
   });
 }
 
-void rope_forward(Tensor& x, const RopeSpec& rope, int64_t pos0) { rotate(x, rope, pos0, 1.0); }
-void rope_backward(Tensor& dx, const RopeSpec& rope, int64_t pos0) { rotate(dx, rope, pos0, -1.0); }
+void rope_forward(Tensor& x, const RopeSpec& rope, int64_t pos0) { rotate(x, rope, nullptr, pos0, 1.0); }
+void rope_backward(Tensor& dx, const RopeSpec& rope, int64_t pos0) { rotate(dx, rope, nullptr, pos0, -1.0); }
+
+static const int64_t* checked(const Tensor& x, const std::vector<int64_t>& positions) {
+  DT_CHECK(x.ndim() == 4 && static_cast<int64_t>(positions.size()) == x.dim(1),
+           "rope: " + std::to_string(positions.size()) + " positions for x of shape " + shape_str(x.shape()) +
+               "; required: one per row t of [B, T, H, D]");
+  return positions.data();
+}
+void rope_forward(Tensor& x, const RopeSpec& rope, const std::vector<int64_t>& positions) {
+  rotate(x, rope, checked(x, positions), 0, 1.0);
+}
+void rope_backward(Tensor& dx, const RopeSpec& rope, const std::vector<int64_t>& positions) {
+  rotate(dx, rope, checked(dx, positions), 0, -1.0);
+}
 
 }  // namespace dt::nn

@@ -5,6 +5,7 @@
 // in the sequence.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -38,5 +39,9 @@ struct RopeSpec {
 void rope_forward(Tensor& x, const RopeSpec& rope, int64_t pos0 = 0);
 // A rotation's transpose is the rotation by minus the angle: that is the whole backward.
 void rope_backward(Tensor& dx, const RopeSpec& rope, int64_t pos0 = 0);
+// The same with row t of every sequence at position positions[t] (T of them): context
+// parallelism's chunks (nn/ring_attention.h).
+void rope_forward(Tensor& x, const RopeSpec& rope, const std::vector<int64_t>& positions);
+void rope_backward(Tensor& dx, const RopeSpec& rope, const std::vector<int64_t>& positions);
 
 }  // namespace dt::nn
