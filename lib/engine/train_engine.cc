@@ -206,6 +206,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       MicroBatch& b = mbs[static_cast<size_t>(m)];
       b.in = inputs.slice0(r0 + m * mb, r0 + (m + 1) * mb);
       b.tg = targets.slice0(r0 + m * mb, r0 + (m + 1) * mb);
+      for (auto& s : strategies_) s->select_tokens(b.in, b.tg);
       // d(batch mean)/d(micro mean) = n / total; a micro-batch with nothing to learn adds 0.
       const int64_t n = count_targets(b.tg);
       b.share = total > 0 ? static_cast<double>(n) / static_cast<double>(total) : 0.0;
@@ -310,6 +311,7 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
     for (int64_t m = 0; m < M; ++m) {
       mbs[static_cast<size_t>(m)].in = inputs.slice0(m * mb, (m + 1) * mb);
       mbs[static_cast<size_t>(m)].tg = targets.slice0(m * mb, (m + 1) * mb);
+      for (auto& s : strategies_) s->select_tokens(mbs[static_cast<size_t>(m)].in, mbs[static_cast<size_t>(m)].tg);
     }
     parallel::PipeStats stats;
     sum = run_actions(actions_for(M, true), mbs, true, stats);

@@ -26,6 +26,7 @@ constexpr AxisPlacement kAxisPlacements[] = {
     {comm::kDp, "a whole replica"},
     {comm::kPp, "its pipeline stage's blocks"},
     {comm::kEp, "its share of every block's experts"},
+    {comm::kCp, "two chunks of every sequence"},
     {comm::kTp, "its tensor-parallel split"},
 };
 
@@ -79,6 +80,12 @@ void Layout::check_axes() const {
     DT_CHECK(options_.pp_blocks.empty(), "option \"pp_blocks\" places blocks on pipeline stages; the mesh's pp axis is " +
                                              std::to_string(pp()) + "; accepted: with a pp axis >= 2, or leave it out");
   }
+  // The experts' auxiliary losses are means over a micro-batch's tokens, which cp ranks
+  // would each take over their own chunks: not the single-rank objective.
+  DT_CHECK(cp() == 1 || !host_.config().moe(),
+           "context parallelism (cp = " + std::to_string(cp()) + ") with a mixture of experts (experts = " +
+               std::to_string(host_.config().n_experts) + "): not built yet; accepted: cp = 1 with experts, or a "
+               "dense model");
   DT_CHECK(!options_.sequence_parallel || tp() > 1,
            "sequence_parallel needs tensor parallelism: the mesh's tp axis is " + std::to_string(tp()) +
                "; accepted: sequence_parallel with a tp axis > 1, or without it");
@@ -116,6 +123,10 @@ void Layout::build_parts() {
   if (on_gpus && ep() > 1)
     fail(DT_ERR_UNSUPPORTED, "expert parallelism (ep = " + std::to_string(ep()) + ") on GPUs: not yet; accepted: "
                              "ep = 1 on GPUs, or ep over CPU ranks (local or mpi backend)");
+  // Ring attention's non-causal blocks run on the CPU kernels only (kernels/ops.h).
+  if (on_gpus && cp() > 1)
+    fail(DT_ERR_UNSUPPORTED, "context parallelism (cp = " + std::to_string(cp()) + ") on GPUs: not yet; accepted: "
+                             "cp = 1 on GPUs, or cp over CPU ranks (local or mpi backend)");
   if (on_gpus)  // made here, on the driving thread, before any rank asks for them
     for (int a : {int(comm::kTp), int(comm::kDp)})
       if (size(a) > 1) mesh_->make_device_comms(comm::axis_name(a), devices_);
@@ -161,7 +172,7 @@ void Layout::build_parts() {
         nn::ScopedSkipParamInit values_from_the_host;  // scatter_values writes every one
         owned_[i] = std::make_unique<nn::GPT>(host_.config(),
                                               nn::TpGroup{group(li, comm::kTp), options_.sequence_parallel}, chunks,
-                                              nn::EpGroup{group(li, comm::kEp)});
+                                              nn::EpGroup{group(li, comm::kEp)}, nn::CpGroup{group(li, comm::kCp)});
       }
       parts_[i] = owned_[i].get();
     });

@@ -16,7 +16,8 @@
 // (layout.cc): an axis of more than one rank that no placement or strategy claims is refused
 // by name. dp places whole replicas; tp splits every block and the vocabulary; pp places
 // block ranges (virtual stages) on ranks; ep places a share of every block's experts (a
-// mixture of experts, nn/moe.h). cp is not placed yet.
+// mixture of experts, nn/moe.h); cp places a whole replica that sees two chunks of every
+// sequence (context parallelism, nn/ring_attention.h), its attention round the cp ring.
 //
 // Threads: build on the thread that drives the mesh (the parts are built on their rank
 // threads); run() executes on every local part's rank thread; scatter and gather are
@@ -72,10 +73,12 @@ class Layout {
   int tp() const { return size(comm::kTp); }
   int pp() const { return size(comm::kPp); }
   int ep() const { return size(comm::kEp); }
+  int cp() const { return size(comm::kCp); }
   int virtual_stages() const { return virtual_stages_; }
-  // True when a part is not the whole model (tp or pp split it): whole state then exists
-  // only by gathering (gather), and the host is a separate model.
-  bool splits_model() const { return tp() > 1 || pp() > 1 || ep() > 1; }
+  // True when a part is not the host's replica (tp, pp or ep split it, or its attention is
+  // a cp ring's): whole state then exists only by gathering (gather), and the host is a
+  // separate model.
+  bool splits_model() const { return tp() > 1 || pp() > 1 || ep() > 1 || cp() > 1; }
   // One rank in all: the host is the only part and nothing is divided.
   bool single() const { return !mesh_ || mesh_->world_size() == 1; }
   const LayoutOptions& options() const { return options_; }

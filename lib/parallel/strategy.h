@@ -94,6 +94,10 @@ class Strategy {
   // sequences of T tokens this strategy cannot divide; called before any work of a step.
   virtual void check_micro_batch(const std::string& what, int64_t B, int64_t T) const {}
 
+  // This rank's tokens of a micro-batch's rows, in place (context parallelism keeps its two
+  // chunks of every sequence); its share of the targets is counted after.
+  virtual void select_tokens(Tensor& inputs, Tensor& targets) const {}
+
   // --- one step (micro is the micro-batch index, last: the step's last micro-batch)
   virtual void begin_step() {}
   virtual void before_forward(int unit, Part part) {}

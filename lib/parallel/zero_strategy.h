@@ -21,7 +21,9 @@ class ZeroStrategy final : public Strategy {
   // must be equal on every rank.
   ZeroStrategy(const ModelUnits& units, comm::Communicator& dp, int stage, const optim::Optimizer& prototype);
   std::string name() const override { return "zero" + std::to_string(zero_->stage()); }
-  comm::Communicator* batch_group() override { return &dp_; }
+  comm::Communicator* batch_group() override { return batch_; }
+  // As DdpStrategy's: the rows' group when not the shards' (context parallelism).
+  void split_rows_over(comm::Communicator* g) { batch_ = g; }
   optim::Optimizer* optimizer() override { return opt_.get(); }
   bool owns_grads() const override { return true; }
   bool local_squared_norm(SquaredNorm& sq) const override;
@@ -54,6 +56,7 @@ class ZeroStrategy final : public Strategy {
   // parameters in unit 0 (no embedding, no head), which the sharding then does not hold.
   int sharded(int unit) const { return unit - skip_; }
   comm::Communicator& dp_;
+  comm::Communicator* batch_ = &dp_;
   int skip_ = 0;   // 1 when unit 0 is empty
   Device device_;  // the model's
   int num_blocks_;
