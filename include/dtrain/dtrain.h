@@ -525,7 +525,11 @@ DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* ou
  *  sequence parallelism). plan: NULL or keys "dp" (1 to 1048576, default 1), "tp" (1 to
  *  1024, default 1), "sequence_parallel" (bool, needs tp > 1), "micro_batch" (sequences
  *  per rank, default 1), "seq_len" (tokens per sequence, default 0: the context),
- *  "accumulation" (micro-batches per step, default 1: a pipeline's M). Pipeline: "pp"
+ *  "accumulation" (micro-batches per step, default 1: a pipeline's M), "ep" (1 to 1024:
+ *  a mixture of experts' experts split over ep ranks; the JSON's "moe": experts and
+ *  parameters per rank, all-to-all bytes for a uniform router), "cp" (1 to 1024: context
+ *  parallelism, seq_len a multiple of 2 cp; the JSON's "cp": tokens per rank, ring bytes
+ *  per layer, micro-batch and step, a block's activations per rank and at cp 1). Pipeline: "pp"
  *  (1 to 1024, default 1), and with pp > 1 only (else DT_ERR_INVALID_ARGUMENT) the keys
  *  of dt_engine_create "pp_schedule", "virtual_stages", "pp_blocks", and
  *  "timeline_trace" (bool). With pp > 1 the JSON has "pipeline": the schedule, P, M, v,

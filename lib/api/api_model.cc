@@ -201,13 +201,15 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     const dt::nn::GPTConfig cfg = gpt_config(config, "dt_plan_json");
     gpt_device(config, "dt_plan_json");
     dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
-                       {"dp", "tp", "ep", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp",
+                       {"dp", "tp", "ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp",
                         "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace"});
     dt::engine::PlanOptions o;
     o.dp = r.get_int("dp", 1);
     o.tp = r.get_int("tp", 1);
     o.ep = r.get_int("ep", 1);
     DT_CHECK(o.ep >= 1 && o.ep <= 1024, "option \"ep\" = " + std::to_string(o.ep) + "; accepted: 1 to 1024");
+    o.cp = r.get_int("cp", 1);
+    DT_CHECK(o.cp >= 1 && o.cp <= 1024, "option \"cp\" = " + std::to_string(o.cp) + "; accepted: 1 to 1024");
     o.sequence_parallel = r.get_bool("sequence_parallel", false);
     o.micro_batch = r.get_int("micro_batch", 1);
     o.seq_len = r.get_int("seq_len", 0);

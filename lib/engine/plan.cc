@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "engine/trainer.h"
+#include "nn/ring_attention.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace dt::engine {
@@ -173,6 +174,25 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
 
 }  // namespace
 
+// Context parallelism: each rank holds T / cp tokens of every sequence, so a block keeps
+// 1 / cp of its activations; its attention sends the K/V of its tokens (f32, this tp rank's
+// KV heads) round the ring: cp - 1 times forward, and in backward again with their
+// gradients (nn/ring_attention.h).
+static nlohmann::json context_plan(const nn::GPTConfig& c, const PlanOptions& o, int64_t T, bool sp, double w) {
+  const int64_t P = o.cp, Tl = T / P, hkv = o.tp > c.n_kv_head ? 1 : c.n_kv_head / o.tp;
+  const double kv = static_cast<double>(nn::ring_bytes_forward(static_cast<int>(P), o.micro_batch, Tl, hkv, c.head_dim()));
+  const double micro = static_cast<double>(c.n_layer) * 3.0 * kv;
+  return {{"cp", P},
+          {"layers", c.n_layer},
+          {"chunk_tokens", T / (2 * P)},
+          {"tokens_per_rank", Tl},
+          {"ring_bytes_per_layer_forward", kv},
+          {"ring_bytes_per_micro_batch", micro},
+          {"ring_bytes_per_step", micro * static_cast<double>(o.accumulation)},
+          {"block_activation_bytes_per_rank", block_activation_bytes(c, o.micro_batch * Tl, o.tp, sp, w)},
+          {"block_activation_bytes_at_cp_1", block_activation_bytes(c, o.micro_batch * T, o.tp, sp, w)}};
+}
+
 nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   nn::validate(raw);
   const nn::GPTConfig c = raw.resolved();
@@ -198,6 +218,12 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   }
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, N = o.tp, L = c.n_layer;
   DT_CHECK(T <= c.context, "seq_len = " + std::to_string(T) + " exceeds context = " + std::to_string(c.context));
+  DT_CHECK(o.cp >= 1 && o.cp <= 1024, "cp = " + std::to_string(o.cp) + "; accepted: 1 to 1024");
+  DT_CHECK(o.cp == 1 || T % (2 * o.cp) == 0, "seq_len = " + std::to_string(T) + " does not split into 2 x cp = " +
+                                                 std::to_string(2 * o.cp) + " equal chunks; accepted: a multiple of " +
+                                                 std::to_string(2 * o.cp));
+  DT_CHECK(o.cp == 1 || !raw.moe(), "cp = " + std::to_string(o.cp) + " with a mixture of experts: not built yet; "
+                                    "accepted: cp = 1 with experts");
   auto divides = [&](const char* what, int64_t n) {
     DT_CHECK(n % N == 0, std::string(what) + " = " + std::to_string(n) + " does not split over tp = " +
                              std::to_string(N) + "; accepted: a tp size that divides " + std::to_string(n));
@@ -221,7 +247,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                       {"tp", N},
                       {"sequence_parallel", sp},
                       {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
-                      {"stages", stages(static_cast<double>(psi_tp), static_cast<double>(o.dp), b)},
+                      {"stages", stages(static_cast<double>(psi_tp), static_cast<double>(o.dp * o.cp), b)},  // ZeRO over dp x cp
                       {"effective_batch", o.micro_batch * o.dp * o.accumulation}};
   // The tp axis per micro-batch, ring wire bytes: S = R x d_model x dtype size.
   const double S = static_cast<double>(R * c.d_model) * b.w, n = static_cast<double>(N);
@@ -254,6 +280,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   j["activations"] = {{"norm_region_bytes_per_block", sp ? region / n : region},
                       {"norm_region_bytes_per_block_without_sp", region},
                       {"block_bytes_per_micro_batch", block_activation_bytes(c, R, N, sp, b.w)}};
+  if (o.cp > 1) j["cp"] = context_plan(c, o, T, sp, b.w);
   if (c.moe()) {
     // The experts: ep ranks hold E / ep of each block's; a uniform router sends each rank's
     // R k choices evenly, (ep - 1) / ep of them to other ranks, four times (dispatch and

@@ -23,6 +23,7 @@ namespace dt::engine {
 struct PlanOptions {
   int64_t dp = 1, tp = 1;
   int64_t ep = 1;  // expert parallelism: a mixture of experts' experts split over ep ranks
+  int64_t cp = 1;  // context parallelism: every sequence split over cp ranks (ring attention)
   bool sequence_parallel = false;
   int64_t micro_batch = 1;   // sequences per rank per micro-batch
   int64_t seq_len = 0;       // tokens per sequence (0: the context)

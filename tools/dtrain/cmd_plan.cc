@@ -23,7 +23,7 @@ namespace {
 struct PlanArgs {
   ModelArgs model;
   double params = 0;
-  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1, ep = 1;
+  int64_t dp = 1, zero = -1, micro_batch = 1, accumulation = 1, context = 256, tp = 1, ep = 1, cp = 1;
   int64_t micro_batches = -1;  // --micro-batches, the pipeline's name for --accumulation; -1: not given
   bool sp = false;
   PipelineArgs pipe;
@@ -173,13 +173,31 @@ int run_plan(const PlanArgs& a) {
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
-  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || (a.params <= 0 && a.model.given())) {  // the library's plan
+  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || (a.params <= 0 && a.model.given())) {  // the library's plan
     if (a.params > 0)
-      throw CliError(std::string(a.tp > 1 ? "--tp" : a.ep > 1 ? "--ep" : "--pp") + " needs the model's shape, not a "
-                     "raw count; accepted with --tp, --ep or --pp: --model and its flags (without --params)");
+      throw CliError(std::string(a.tp > 1 ? "--tp" : a.ep > 1 ? "--ep" : a.cp > 1 ? "--cp" : "--pp") +
+                     " needs the model's shape, not a raw count; accepted with --tp, --ep, --cp or --pp: --model and "
+                     "its flags (without --params)");
     ModelArgs model = a.model;
     model.precision = precision;  // the library's bytes in the precision this page counts
-    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty(), a.ep);
+    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty(), a.ep,
+                         a.cp);
+  }
+  nlohmann::json cp;
+  if (tp_plan.is_object() && tp_plan.contains("cp")) {
+    cp = tp_plan["cp"];
+    tp_plan.erase("cp");
+    std::printf("context parallel over cp = %lld: each rank holds 2 chunks of %lld tokens of every sequence (%lld of "
+                "%lld);\n  a block's activations per rank %s (at cp 1: %s); ring attention sends the K/V round the "
+                "ring:\n  %s per layer forward, 3x that per layer forward and backward: %s per micro-batch, %s per "
+                "step\n\n",
+                static_cast<long long>(a.cp), static_cast<long long>(cp["chunk_tokens"].get<int64_t>()),
+                static_cast<long long>(cp["tokens_per_rank"].get<int64_t>()), static_cast<long long>(a.context),
+                gb(cp["block_activation_bytes_per_rank"].get<double>()).c_str(),
+                gb(cp["block_activation_bytes_at_cp_1"].get<double>()).c_str(),
+                gb(cp["ring_bytes_per_layer_forward"].get<double>()).c_str(),
+                gb(cp["ring_bytes_per_micro_batch"].get<double>()).c_str(),
+                gb(cp["ring_bytes_per_step"].get<double>()).c_str());
   }
   nlohmann::json moe;
   if (tp_plan.is_object() && tp_plan.contains("moe")) {
@@ -205,7 +223,7 @@ int run_plan(const PlanArgs& a) {
     std::printf("pipeline parallel over pp = %lld: the table below is the whole model's%s; each stage holds its part\n"
                 "(per stage further down).\n\n",
                 static_cast<long long>(a.pipe.pp), a.tp > 1 ? " per tp rank" : "");
-  const double n = static_cast<double>(a.dp);
+  const double n = static_cast<double>(a.dp * a.cp);  // ZeRO shards over dp x cp (cp ranks share the gradients)
   std::printf("%s, dp = %lld, %s: %g + %g + K=%g bytes per parameter (weights, grads, optimizer)\n\n", what.c_str(),
               static_cast<long long>(a.dp), precision.c_str(), b.w, b.g, b.k);
   std::printf("  per-rank model states (ZeRO paper, Table 1 convention; activations not included)\n");
@@ -270,6 +288,7 @@ int run_plan(const PlanArgs& a) {
                         {"stages", stages},        {"effective_batch", eff}};
     if (a.tp > 1) j["tensor_parallel"] = tp_plan;
     if (moe.is_object()) j["moe"] = moe;
+    if (cp.is_object()) j["cp"] = cp;
     if (a.pipe.pp > 1) j["pipeline"] = pipeline;
     write_file(a.json, j.dump(2) + "\n");
   }
@@ -297,6 +316,9 @@ void add_plan_command(CLI::App& app) {
   add_int(c, "--tp", a->tp, {1, 1024}, "Tensor-parallel ranks per dp rank (needs --model, not --params)");
   add_int(c, "--ep", a->ep, {1, 1024},
           "Expert-parallel ranks: a mixture of experts' experts split over them (needs --experts or an MoE --model)");
+  add_int(c, "--cp", a->cp, {1, 1024},
+          "Context-parallel ranks: every sequence of --context tokens split over them (ring attention; --context a "
+          "multiple of 2 x cp)");
   c->add_flag("--sp", a->sp, "Sequence parallel over the --tp ranks");
   add_int(c, "--zero", a->zero, {0, 3}, "Only this ZeRO stage (0: DDP, 1, 2, 3); default: all four");
   add_int(c, "--micro-batch", a->micro_batch, {1, 1048576}, "Sequences per rank per micro-batch");

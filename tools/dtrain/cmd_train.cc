@@ -32,6 +32,7 @@ struct TrainArgs {
   int64_t digits = 3, train_size = 1000000, context = 256;
   int64_t steps = 1000, batch = 32, micro_batches = 1, warmup = -1, seed = 1, threads = 0, dp = 1, tp = 1, zero = 0;
   int64_t ep = 1;  // expert-parallel ranks (a mixture of experts' experts split over them)
+  int64_t cp = 1;  // context-parallel ranks (every sequence split over them, ring attention)
   bool sp = false;
   PipelineArgs pipe;
   int64_t timeout = 300;  // seconds
@@ -47,18 +48,23 @@ struct TrainArgs {
 // parallel, pipeline 1f1b", or "" for one rank: the layout, for the first line.
 std::string layout(const TrainArgs& a) {
   const int64_t pp = a.pipe.pp;
-  if (a.dp * a.tp * pp * a.ep == 1) return "";
+  if (a.dp * a.tp * pp * a.ep * a.cp == 1) return "";
   std::string ranks = "dp = " + std::to_string(a.dp) + (pp > 1 ? " x pp = " + std::to_string(pp) : "") +
                       (a.ep > 1 ? " x ep = " + std::to_string(a.ep) : "") +
+                      (a.cp > 1 ? " x cp = " + std::to_string(a.cp) : "") +
                       (a.tp > 1 ? " x tp = " + std::to_string(a.tp) : "");
+  const std::string over = a.cp > 1 ? (a.dp > 1 ? " over dp x cp" : " over cp") : "";
   const std::string dp = a.ep > 1 ? ", experts split over ep, DDP over dp x ep"
-                         : a.dp == 1 ? "" : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) : ", DDP";
+                         : a.dp * a.cp == 1 ? ""
+                         : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) + over
+                                      : ", DDP" + over;
+  const std::string ring = a.cp > 1 ? ", ring attention over cp" : "";
   std::string pipeline;
   if (pp > 1) {
     pipeline = ", pipeline " + a.pipe.schedule_name() + " over " + std::to_string(a.micro_batches) + " micro-batches";
     if (a.pipe.virtual_stages > 1) pipeline += ", " + std::to_string(a.pipe.virtual_stages) + " virtual stages per rank";
   }
-  return " over " + ranks + " ranks" + dp + (a.tp > 1 ? (a.sp ? ", tensor + sequence parallel" : ", tensor parallel") : "") +
+  return " over " + ranks + " ranks" + dp + ring + (a.tp > 1 ? (a.sp ? ", tensor + sequence parallel" : ", tensor parallel") : "") +
          pipeline;
 }
 
@@ -87,9 +93,10 @@ void refuse_too_big_run(const TrainArgs& a, bool addition) {
   // Under mpirun the world size, and so a ZeRO shard, is known only once the mesh is made:
   // then only the weights are checked (ModelArgs::create).
   if (a.backend == "mpi") return;
-  const double ranks_here = static_cast<double>(a.dp * a.tp * a.pipe.pp * a.ep);  // tp, pp, ep split the model: an upper bound
+  // tp, pp, ep split the model: an upper bound
+  const double ranks_here = static_cast<double>(a.dp * a.tp * a.pipe.pp * a.ep * a.cp);
   refuse_if_too_big("the model (" + std::to_string(static_cast<long long>(params)) + " parameters)",
-                    ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp),
+                    ranks_here * stage_bytes(static_cast<int>(a.zero), params, static_cast<double>(a.dp * a.cp),
                                              state_bytes(a.model.precision)),
                     "weights, gradients and AdamW state of the " + std::to_string(static_cast<long long>(ranks_here)) +
                         " rank(s) in this process");
@@ -180,32 +187,34 @@ int run_train(TrainArgs a) {
     set(mo.get(), "tp", a.tp);  // dp: the world over tp x pp x ep
     set(mo.get(), "pp", a.pipe.pp);
     set(mo.get(), "ep", a.ep);
+    set(mo.get(), "cp", a.cp);
     check(dt_mesh_create("mpi", 0, mo.get(), &m), "creating the mesh (--backend mpi: run under mpirun)");
     mesh.reset(m);
     int32_t world = 1, me = 0;
     check(dt_mesh_world_size(m, &world), "dt_mesh_world_size");
     check(dt_mesh_local_rank(m, 0, &me), "dt_mesh_local_rank");
-    a.dp = world / (a.tp * a.pipe.pp * a.ep);
+    a.dp = world / (a.tp * a.pipe.pp * a.ep * a.cp);
     lead = me == 0;
     if (!lead && !std::freopen("/dev/null", "w", stdout)) throw CliError("cannot silence stdout of rank " + std::to_string(me));
     if (!lead && !a.trace.empty()) a.trace += ".rank" + std::to_string(me) + ".json";  // each process its own
   } else if (a.backend != "local") {
     throw CliError("--backend \"" + a.backend + "\"; accepted: local (--dp ranks as threads), mpi (under mpirun)");
   }
-  if (a.zero > 0 && a.dp < 2)
+  if (a.zero > 0 && a.dp * a.cp < 2)
     throw CliError("--zero " + std::to_string(a.zero) + " shards over the data-parallel ranks; accepted with --dp >= 2 "
                    "(or --backend mpi under mpirun -np >= 2; one rank has nothing to shard)");
-  // --dp N --pp P --ep E --tp M: N x P x E x M ranks of this process (the local backend), tp innermost.
-  if (a.dp * a.tp * a.pipe.pp * a.ep > 1 && !mesh) {
+  // --dp N --pp P --ep E --cp C --tp M: N x P x E x C x M ranks of this process (the local backend), tp innermost.
+  if (a.dp * a.tp * a.pipe.pp * a.ep * a.cp > 1 && !mesh) {
     Options mo = make_options();
     set(mo.get(), "dp", a.dp);
     set(mo.get(), "pp", a.pipe.pp);
     set(mo.get(), "ep", a.ep);
+    set(mo.get(), "cp", a.cp);
     set(mo.get(), "tp", a.tp);
     set(mo.get(), "timeout_ms", a.timeout * 1000);
     dt_mesh* m = nullptr;
-    check(dt_mesh_create("local", static_cast<int32_t>(a.dp * a.tp * a.pipe.pp * a.ep), mo.get(), &m),
-          "creating the mesh (--dp, --pp, --ep, --tp)");
+    check(dt_mesh_create("local", static_cast<int32_t>(a.dp * a.tp * a.pipe.pp * a.ep * a.cp), mo.get(), &m),
+          "creating the mesh (--dp, --pp, --ep, --cp, --tp)");
     mesh.reset(m);
   }
   dt_engine* eng_raw = nullptr;
@@ -253,6 +262,7 @@ int run_train(TrainArgs a) {
   TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
   PipeMeter pipe_meter;                    // --report with --pp: each step's bubble and activation peaks
   MoeMeter moe_meter;                      // --report with experts: each step's routing
+  CpMeter cp_meter;                        // --report with --cp: the ring's bytes
   Tensor in = make_batch(a.batch, T), tg = make_batch(a.batch, T);
   Progress bar(a.steps, step, !a.no_progress && lead);
   double loss = 0.0, smooth = NAN, tokens_per_s = 0.0;
@@ -297,6 +307,7 @@ int run_train(TrainArgs a) {
     traffic.before(mesh.get());
     if (a.tp > 1) tp_traffic.before(mesh.get());
     if (a.pipe.pp > 1) pipe_meter.before(mesh.get());
+    if (a.cp > 1) cp_meter.before(mesh.get());
     const dt_status st = dt_engine_train_step(engine.get(), in.get(), tg.get(), &loss);
     if (st == DT_ERR_CANCELLED) {
       interrupted = true;
@@ -306,6 +317,7 @@ int run_train(TrainArgs a) {
     traffic.after(mesh.get());
     if (a.tp > 1) tp_traffic.after(mesh.get());
     if (a.pipe.pp > 1) pipe_meter.after(mesh.get());
+    if (a.cp > 1) cp_meter.after(mesh.get(), 1);
     ++step;
     const std::string line = read_text([&](char* b, size_t c, size_t* n) { return dt_engine_last_stats_json(engine.get(), b, c, n); },
                                        "dt_engine_last_stats_json");
@@ -365,6 +377,13 @@ int run_train(TrainArgs a) {
                 "experts); the experts' report follows\n");
     summary["report"] = nlohmann::json::object();
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
+  } else if (a.report && a.cp > 1) {
+    std::printf("\nreport: with --cp the dp ledgers' formulas are not printed (the gradients sum over dp x cp); the "
+                "ring's report follows\n");
+    const nlohmann::json p = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches),
+                                          T, a.micro_batches, nullptr, false, 1, a.cp);
+    summary["report"] = nlohmann::json::object();
+    summary["report"]["cp"] = cp_meter.print(mesh.get(), p["cp"]);
   } else if (a.report) {
     // Under tp each rank's model is its part: the library's plan says how many parameters
     // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
@@ -440,6 +459,9 @@ void add_train_command(CLI::App& app) {
   add_int(c, "--ep", a->ep, {1, 1024},
           "Expert-parallel ranks: a mixture of experts' experts split over them (needs --experts divisible by it), "
           "each routing its own share of --batch; --dp x --ep x ... ranks");
+  add_int(c, "--cp", a->cp, {1, 1024},
+          "Context-parallel ranks: every sequence split over them (ring attention; each holds 2 of 2 x cp chunks), "
+          "--batch's rows shared; --dp x --cp x ... ranks");
   c->add_flag("--sp", a->sp,
               "Sequence parallel over the --tp ranks (Megatron SP): norms and the residual stream split over tokens");
   c->add_option("--backend", a->backend, "local: --dp ranks as threads of this process; mpi: one rank per process of mpirun")

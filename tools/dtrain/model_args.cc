@@ -117,11 +117,13 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
 }
 
 nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
-                               int64_t accumulation, const PipelineArgs* pipe, bool trace, int64_t ep) const {
+                               int64_t accumulation, const PipelineArgs* pipe, bool trace, int64_t ep,
+                               int64_t cp) const {
   Options po = make_options();
   set(po.get(), "dp", dp);
   set(po.get(), "tp", tp);
   if (ep > 1) set(po.get(), "ep", ep);
+  if (cp > 1) set(po.get(), "cp", cp);
   set_bool(po.get(), "sequence_parallel", sp);
   set(po.get(), "micro_batch", micro_batch);
   set(po.get(), "seq_len", seq_len);

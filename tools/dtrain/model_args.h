@@ -58,7 +58,7 @@ struct ModelArgs {
   // simulated Chrome trace, as "pipeline"."chrome_trace").
   nlohmann::json plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
                       int64_t accumulation, const PipelineArgs* pipe = nullptr, bool trace = false,
-                      int64_t ep = 1) const;
+                      int64_t ep = 1, int64_t cp = 1) const;
 };
 
 // dt_module_create_gpt options from a model config JSON (its keys; the nested rope_scaling,

@@ -69,6 +69,21 @@ class PipeMeter {
   std::vector<double> busy_sum_;
 };
 
+// --report with context parallelism: the bytes the process's first rank sent round the cp
+// ring during train steps, and each local rank's activation peak (its own ledger), next to
+// the plan's formulas (cp_plan: dt_plan_json's "cp" for this run's micro-batch). pp > 1: the
+// ring formula is for the whole model (a rank's share is its stage's blocks').
+class CpMeter {
+ public:
+  void before(dt_mesh* mesh) { start_ = sent(mesh); }
+  void after(dt_mesh* mesh, int64_t steps) { sent_ += sent(mesh) - start_, steps_ += steps; }
+  nlohmann::json print(dt_mesh* mesh, const nlohmann::json& cp_plan) const;
+
+ private:
+  static int64_t sent(dt_mesh* mesh);
+  int64_t start_ = 0, sent_ = 0, steps_ = 0;
+};
+
 // --report for a mixture of experts: each step's routing (the stats line's "moe") summed.
 class MoeMeter {
  public:
