@@ -5,6 +5,9 @@
 // the gathered final weights within 2e-5 relative (tests/multirank/moe_train_test.cc's
 // tolerance), every process holding the same bits, and the checkpoint rank 0 wrote loading
 // on one device with them; generation on the layout gives the single-rank tokens.
+// Context parallelism rides in this program (one MPI executable fewer to build in three CI
+// passes): ring attention's K/V and their gradients over Open MPI's point-to-point, np 2:
+// cp 2; np 4: cp 4 and dp 2 x cp 2, against the same model trained alone, with its checkpoint.
 #include "engine/generate.h"
 #include "mpi/mpi_train_checks.h"
 
@@ -63,6 +66,44 @@ TEST_F(MpiTest, MixtureOfExpertsMatchesSingleRankTraining) {
     const std::vector<double> got = train(mpi_mesh(axes), axes[kDp] * axes[kEp], &got_w, dir);
     const nn::GPTConfig c = config();
     const engine::TrainOptions o = dt::test::dp_options(kMicro);
+    expect_trained_like_one_rank(got, ref, got_w, ref_w, 2e-5, what, dir, &c, &o);
+  }
+}
+
+std::vector<double> train_dense(std::shared_ptr<Mesh> mesh, std::vector<double>* weights, const std::string& save_to) {
+  nn::GPTConfig c = dt::test::tp_tiny_gpt(true, DType::F32);
+  c.context = 32;
+  nn::GPT model(c);
+  optim::AdamW opt(model.parameters(), dt::test::dp_adamw());
+  engine::Trainer t(mesh, model, opt, dt::test::dp_options(1));
+  std::vector<double> losses;
+  for (int s = 0; s < 10; ++s) {
+    dt::test::TokenBatch b = dt::test::random_token_batch(4, 32, 32, 70 + s % 3);
+    losses.push_back(t.train_step(b.in, b.tg).loss);
+  }
+  t.gather_model();
+  if (!save_to.empty()) t.save(save_to);
+  *weights = flat_weights(model);
+  return losses;
+}
+
+TEST_F(MpiTest, ContextParallelMatchesSingleRankTraining) {
+  const int n = world_size();
+  std::vector<Coords> cases;  // {dp, pp, ep, cp, tp}
+  if (n == 2) cases = {{1, 1, 1, 2, 1}};
+  if (n == 4) cases = {{1, 1, 1, 4, 1}, {2, 1, 1, 2, 1}};
+  if (cases.empty()) GTEST_SKIP() << "needs 2 or 4 processes";
+  std::vector<double> ref_w;
+  const std::vector<double> ref = train_dense(nullptr, &ref_w, "");
+  for (const Coords& axes : cases) {
+    const std::string what = "dp " + std::to_string(axes[kDp]) + " x cp " + std::to_string(axes[kCp]) + " rank " +
+                             std::to_string(world_rank());
+    const std::string dir = "/tmp/dtrain_mpi_cp_np" + std::to_string(n) + "_" + std::to_string(axes[kCp]);
+    std::vector<double> got_w;
+    const std::vector<double> got = train_dense(mpi_mesh(axes), &got_w, dir);
+    nn::GPTConfig c = dt::test::tp_tiny_gpt(true, DType::F32);
+    c.context = 32;
+    const engine::TrainOptions o = dt::test::dp_options(1);
     expect_trained_like_one_rank(got, ref, got_w, ref_w, 2e-5, what, dir, &c, &o);
   }
 }
