@@ -375,6 +375,26 @@ t = json.load(open("m6/trace.json"))["traceEvents"]
 assert any(e.get("name", "").startswith("all_to_all experts dispatch") and e.get("cat") == "comm" for e in t)
 PY
   expect_error "top_k" $D train "${TINY[@]}" --experts 2 --top-k 3 --steps 1 --out m3
+  # Context parallelism: each example's 12 tokens in 4 chunks over 2 ranks (ring attention),
+  # against one rank; --report's ring bytes against the formula; the ring on the comm tracks.
+  CP=(--data addition --digits 3 --layers 1 --d-model 32 --heads 2 --batch 16 --no-progress --threads 1 --steps 6
+      --eval-problems 0)
+  $D train "${CP[@]}" --out c1 --json c1.json >/dev/null 2>&1 || fail "cp: one rank"
+  $D train "${CP[@]}" --cp 2 --out c2 --json c2.json --report --trace c2/trace.json >crep.txt 2>&1 || { cat crep.txt; fail "cp 2"; }
+  grep -q "report: context parallel over cp = 2" crep.txt || { cat crep.txt; fail "cp report text"; }
+  python3 - <<'PY' || fail "cp 2 differs from one rank, or its report or trace"
+import json
+a, b = (json.load(open(f)) for f in ("c1.json", "c2.json"))
+print("cp final loss one rank %.9f cp2 %.9f" % (a["final_loss"], b["final_loss"]))
+assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
+r = b["report"]["cp"]
+assert r["ring_bytes_per_step_measured"] == r["ring_bytes_per_step_formula"] > 0, r
+t = json.load(open("c2/trace.json"))["traceEvents"]
+assert any(e.get("name", "").startswith("cp ring kv") and e.get("cat") == "comm" for e in t)
+PY
+  expect_error "does not split into 2 x cp = 4 equal chunks" $D train "${TINY[@]}" --cp 2 --steps 1 --out c3
+  $D plan --model gpt-small --cp 4 --context 1024 --json cplan.json >cplan.txt 2>&1 || { cat cplan.txt; fail "plan --cp"; }
+  grep -q "context parallel over cp = 4" cplan.txt || { cat cplan.txt; fail "plan --cp text"; }
   ;;
 zero)
   # ZeRO-1/2/3 over 2 ranks: the losses of one rank, to rounding; then the ledgers and the trace.
