@@ -265,6 +265,10 @@ std::unique_ptr<ModelRunner> layout_runner(parallel::Layout& layout) {
   if (layout.ep() > 1)
     fail(DT_ERR_UNSUPPORTED, "serving with expert parallelism (ep = " + std::to_string(layout.ep()) +
                                  "): not yet; accepted: ep = 1 (replicas, tp and pp serve a mixture of experts whole)");
+  if (layout.cp() > 1)
+    fail(DT_ERR_UNSUPPORTED, "serving with context parallelism (cp = " + std::to_string(layout.cp()) +
+                                 "): not yet (a long prefill could run round a cp ring; decode has no sequence to "
+                                 "split); accepted: cp = 1 (replicas, tp or pp)");
   return std::make_unique<LayoutRunner>(layout);
 }
 

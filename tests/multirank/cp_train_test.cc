@@ -2,11 +2,12 @@
 // the local backend's layouts against one rank on the same global batches (DESIGN §4): cp 2
 // and 4; cp 2 x dp 2; cp 2 with ZeRO-1 and -2 over dp x cp; cp 2 x tp 2, with and without
 // sequence parallelism; cp 2 x pp 2. Llama-style (RoPE, GQA, an ignored target) and GPT-2
-// style (learned positions). 10 AdamW steps with clipping and a warmup-cosine schedule; f32
+// style (learned positions); generation after cp training. 10 AdamW steps with clipping and a warmup-cosine schedule; f32
 // within 2e-5 relative (loss per step, gradient norms, final parameters). Also: a sequence
 // that does not split into 2 cp chunks, and cp with experts, are refused by name.
 #include <cstdio>
 
+#include "engine/generate.h"
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
 
@@ -63,6 +64,19 @@ TEST(CpTrain, ComposesWithZeroTensorAndPipelineParallelism) {
   sp.sequence_parallel = true;
   test::expect_run_close(train(mesh(1, 1, 2, 2), c, 2, sp), ref, 2e-5, 2e-5, "cp 2 x tp 2 with SP");
   test::expect_run_close(train(mesh(1, 2, 2), c, 2), ref, 2e-5, 2e-5, "cp 2 x pp 2");
+}
+
+TEST(CpTrain, GeneratesWithTheTrainedWeights) {
+  nn::GPT model(llama());
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::Trainer t(mesh(1, 1, 2), model, opt, test::dp_options(1));
+  for (int s = 0; s < 2; ++s) t.train_step(batch(s).in, batch(s).tg);
+  engine::GenerateOptions g;
+  g.max_new_tokens = 4;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {4, 5}};
+  const engine::GenerateResult got = t.generate(prompts, g);
+  t.gather_model();
+  EXPECT_EQ(got.tokens, engine::generate(model, prompts, g).tokens);
 }
 
 TEST(CpTrain, RefusalsNameTheOption) {
