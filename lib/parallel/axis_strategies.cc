@@ -28,6 +28,12 @@ std::unique_ptr<Strategy> make_tensor_parallel(const PartContext& c) {
 
 std::unique_ptr<Strategy> make_expert_parallel(const PartContext& c) {
   const Layout& l = c.layout;
+  if (c.options.zero > 0) {  // ZeRO over dp, the shared gradients first over ep (ep_strategy.h)
+    const std::string all = std::string(l.dp() > 1 ? "dp*" : "") + (l.pp() > 1 ? "pp*" : "") + "ep";
+    return std::make_unique<EpStrategy>(c.units, *l.batch_group(c.li), *l.group(c.li, comm::kDp),
+                                        *l.group(c.li, comm::kEp), *l.group(c.li, all), c.options.zero, c.opt,
+                                        l.device(c.li));
+  }
   return std::make_unique<EpStrategy>(c.units, *l.batch_group(c.li), l.group(c.li, comm::kDp),
                                       *l.group(c.li, l.pp() > 1 ? "pp*ep" : "ep"), l.group(c.li, comm::kPp),
                                       c.options.bucket_bytes, l.device(c.li));
@@ -71,10 +77,9 @@ constexpr AxisStrategy kAxisStrategies[] = {
 }  // namespace
 
 void check_strategies(const Layout& layout, const StrategyOptions& o, const optim::Optimizer& opt) {
-  DT_CHECK(!(layout.ep() > 1 && o.zero > 0),
+  DT_CHECK(!(layout.ep() > 1 && o.zero > 0 && layout.dp() == 1),
            "zero = " + std::to_string(o.zero) + " with expert parallelism (ep = " + std::to_string(layout.ep()) +
-               "): not built yet (ZeRO would shard the experts over dp and the rest over dp x ep); accepted with "
-               "ep > 1: zero 0 (DDP over dp x ep)");
+               ") and dp = 1: ZeRO shards over dp; accepted with ep > 1: zero 0 (DDP over ep), or dp >= 2");
   DT_CHECK(!(layout.pp() > 1 && layout.dp() * layout.cp() > 1 && o.zero == 3),
            "zero = 3 with pipeline parallelism (pp = " + std::to_string(layout.pp()) + "): ZeRO-3 gathers each unit's "
            "values around every forward and backward, which a pipeline interleaves across micro-batches; "

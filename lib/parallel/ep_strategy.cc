@@ -1,5 +1,7 @@
 #include "parallel/ep_strategy.h"
 
+#include "core/device_scope.h"
+#include "core/tensor_copy.h"
 #include "kernels/ops.h"
 
 namespace dt::parallel {
@@ -31,17 +33,72 @@ EpStrategy::EpStrategy(const ModelUnits& units, comm::Communicator& batch, comm:
       if (is_expert_param(p->name)) expert_params_.push_back(p);
 }
 
+EpStrategy::EpStrategy(const ModelUnits& units, comm::Communicator& batch, comm::Communicator& dp,
+                       comm::Communicator& ep, comm::Communicator& all_experts, int stage,
+                       const optim::Optimizer& prototype, Device device)
+    : batch_(batch), experts_group_(all_experts), dp_(&dp), ep_(&ep), device_(device) {
+  zero_ = std::make_unique<ZeroStrategy>(units, dp, stage, prototype);
+  zero_->split_rows_over(nullptr);  // the rows split over dp x ep: this strategy's batch group
+  shared_by_unit_ = filtered(units, false).params;
+}
+
+void EpStrategy::sum_shared_over_ep(int unit) {
+  const nn::ParamList& ps = shared_by_unit_.at(static_cast<size_t>(unit));
+  if (ps.empty()) return;
+  int64_t n = 0;
+  for (const nn::Parameter* p : ps) n += p->grad.numel();
+  const DType dtype = ps[0]->grad.dtype();
+  if (!flat_.defined() || flat_.numel() < n || flat_.dtype() != dtype)
+    flat_ = Tensor::uninit({n}, dtype, device_, MemTag::Grad);
+  ScopedDevice on(device_);
+  auto each = [&](bool pack) {
+    int64_t at = 0;
+    for (nn::Parameter* p : ps) {
+      Tensor view = flat_.slice0(at, at + p->grad.numel()).reshape(p->grad.shape());
+      if (pack)
+        copy_tensor(p->grad, view);
+      else
+        copy_tensor(view, p->grad);
+      at += p->grad.numel();
+    }
+  };
+  each(true);
+  ep_->all_reduce(flat_.raw(), flat_.raw(), n, dtype, comm::ReduceOp::Sum);
+  each(false);
+}
+
 void EpStrategy::after_backward(int unit, Part part, bool last) {
+  if (zero_) {  // the shared sums over ep first, then ZeRO's over dp (the same condition as its own)
+    if (grads_final(part) && (last || zero_->sharding().stage() >= 2)) sum_shared_over_ep(unit);
+    return zero_->after_backward(unit, part, last);
+  }
   shared_->after_backward(unit, part, last);
   if (experts_) experts_->after_backward(unit, part, last);
 }
 
 void EpStrategy::finish_grads() {
+  if (zero_) return zero_->finish_grads();
   shared_->finish_grads();
   if (experts_) experts_->finish_grads();
 }
 
+bool EpStrategy::local_squared_norm(SquaredNorm& sq) const {
+  if (!zero_) return false;
+  const std::function<bool(const nn::Parameter&)> expert = [](const nn::Parameter& p) {
+    return is_expert_param(p.name);
+  };
+  zero_->sharding().squared_grad_norm(sq.split, sq.replicated, &expert, &experts_sq_);
+  return true;
+}
+
 void EpStrategy::sum_squared_norm(SquaredNorm& sq) {
+  if (zero_) {
+    // The pipeline (attached first) summed the shared shards' parts over pp; over dp here,
+    // as ZeRO does. Each expert's shard is one rank's of dp x pp x ep.
+    zero_->sum_squared_norm(sq);
+    sq.replicated += exact_sum(experts_group_, experts_sq_, device_);
+    return;
+  }
   // The engine counted this rank's experts with the replicated parameters, and the pipeline
   // (attached first) summed those over its stages; every expert of the replica is one rank's
   // of the pp x ep group, so: add all of them, less what the pipeline's sum already holds.

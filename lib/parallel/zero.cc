@@ -237,8 +237,10 @@ void ZeroSharding::finish_grads() {
   reducing_.clear();
 }
 
-void ZeroSharding::squared_grad_norm(double& split, double& replicated) const {
+void ZeroSharding::squared_grad_norm(double& split, double& replicated,
+                                     const std::function<bool(const nn::Parameter&)>* apart, double* apart_sq) const {
   split = replicated = 0.0;
+  if (apart_sq) *apart_sq = 0.0;
   for (size_t k = 0; k < units_.size(); ++k) {
     const Unit& u = *units_[k];
     const Tensor& g = shards_[k].grad;  // [shard]: elements [lo, hi) of the flat buffer
@@ -246,7 +248,10 @@ void ZeroSharding::squared_grad_norm(double& split, double& replicated) const {
     for (size_t j = 0; j < u.params.size(); ++j) {
       const int64_t b = std::max(lo, u.offsets[j]), e = std::min(hi, u.offsets[j] + u.params[j]->numel());
       if (b >= e) continue;  // this parameter lies outside the shard
-      nn::add_grad_squares(*u.params[j], g.slice0(b - lo, e - lo), b - u.offsets[j], split, replicated);
+      const bool aside = apart && apart_sq && (*apart)(*u.params[j]);
+      double ignored = 0.0;
+      nn::add_grad_squares(*u.params[j], g.slice0(b - lo, e - lo), b - u.offsets[j], aside ? ignored : split,
+                           aside ? *apart_sq : replicated);
     }
   }
 }

@@ -69,7 +69,11 @@ class ZeroSharding {
   // This rank's shard gradients' squared sum (after finish_grads), in two parts by the
   // parameters' specs: elements of parameters split over a model-parallel axis (tensor
   // parallel parts), and of replicated ones.
-  void squared_grad_norm(double& split, double& replicated) const;
+  // apart (optional): parameters it says yes to are summed into *apart_sq instead (expert
+  // parallelism sums its experts over other groups than the rest).
+  void squared_grad_norm(double& split, double& replicated,
+                         const std::function<bool(const nn::Parameter&)>* apart = nullptr,
+                         double* apart_sq = nullptr) const;
 
   // Every unit's values whole and kept (generation, evaluation, save) until begin_step or
   // release_all.

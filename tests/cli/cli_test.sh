@@ -367,7 +367,16 @@ assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
 m = b["report"]["moe"]
 assert m["all_to_all_bytes_per_step"] > 0 and m["all_to_all_bytes_per_step_uniform"] > 0, m
 PY
-  expect_error "expert parallelism" $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5
+  # With ZeRO-1 over dp beside ep 2: 4 ranks of 4 rows against one rank of 4 micro-batches.
+  $D train "${TINY[@]}" "${MOE[@]}" --micro-batches 4 --out m7 --json m7.json >/dev/null 2>&1 || fail "moe: one rank, 4 micro"
+  $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5 --json m5.json >/dev/null 2>&1 || fail "moe: ep 2 x dp 2 zero 1"
+  python3 - <<'PY' || fail "moe: ep 2 x dp 2 with ZeRO-1 differs from one rank"
+import json
+a, b = (json.load(open(f)) for f in ("m7.json", "m5.json"))
+print("moe final loss one rank %.9f ep2 dp2 zero1 %.9f" % (a["final_loss"], b["final_loss"]))
+assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
+PY
+  expect_error "shards data-parallel" $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --zero 1 --out m8
   $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --out m6 --trace m6/trace.json >/dev/null 2>&1 || fail "ep trace"
   python3 - <<'PY' || fail "the ep trace lacks the experts' all-to-all on a comm track"
 import json

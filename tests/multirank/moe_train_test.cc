@@ -4,10 +4,11 @@
 // are per micro-batch (as Megatron's), so the reference runs the micro-batches each layout's
 // ranks run: one rank with M = 4 against dp 2 with M = 2 (each rank's two are two of the
 // four). Expert parallelism (experts split over ep ranks, tokens moved by all-to-all): ep 2
-// and 4, dp 2 x ep 2, pp 2 x ep 2. 10 AdamW steps with clipping and a warmup-cosine
+// and 4, dp 2 x ep 2, pp 2 x ep 2, dp 2 x ep 2 with ZeRO-1/2/3, dp 2 x pp 2 x ep 2 with
+// ZeRO-1. 10 AdamW steps with clipping and a warmup-cosine
 // schedule; f32 within 2e-5 relative (loss per step, gradient norms, final parameters).
-// Also: experts with tp > 1, experts not divisible by ep, ZeRO with ep and ep without
-// experts are refused by name.
+// Also: experts with tp > 1, experts not divisible by ep, ZeRO with ep and dp = 1 and ep
+// without experts are refused by name.
 #include <cstdio>
 
 #include "engine/plan.h"
@@ -87,6 +88,24 @@ TEST(MoeTrain, ExpertParallelMatchesSingleRankTraining) {
   });
 }
 
+TEST(MoeTrain, ExpertParallelWithZeroMatchesSingleRankTraining) {
+  // ZeRO over dp beside ep 2: the shared gradients summed over ep, then reduce-scattered
+  // over dp; the experts' over dp alone; the norm's expert part over dp x ep.
+  for_each_routing([](const nn::GPTConfig& c, const std::string& what, const test::TrainRun& ref) {
+    for (int zero : {1, 2, 3}) {
+      if (kSanitized && zero != 2) continue;
+      engine::ParallelOptions p;
+      p.zero = zero;
+      test::expect_run_close(train(mesh(2, 1, 1, 2), c, 1, p), ref, 2e-5, 2e-5,
+                             what + ", dp 2 x ep 2 zero " + std::to_string(zero));
+    }
+    if (kSanitized) return;
+    engine::ParallelOptions p;
+    p.zero = 1;
+    test::expect_run_close(train(mesh(2, 2, 1, 2), c, 1, p), ref, 2e-5, 2e-5, what + ", dp 2 x pp 2 x ep 2 zero 1");
+  });
+}
+
 TEST(MoeTrain, ExpertExchangeDispatchThenCombineReturnsItsInputExactly) {
   // 3 ep ranks, 6 experts (2 each); each rank sends its own counts, some zero (expert 1
   // receives nothing at all).
@@ -126,7 +145,7 @@ TEST(MoeTrain, ExpertParallelRefusalsNameTheOption) {
   refused(c, mesh(1, 1, 1, 4), {}, "GPTConfig.n_experts = 6 does not divide over ep = 4");
   engine::ParallelOptions zero;
   zero.zero = 1;
-  refused(config(2, 0.0f), mesh(2, 1, 1, 2), zero, "with expert parallelism (ep = 2)");
+  refused(config(2, 0.0f), mesh(1, 1, 1, 2), zero, "with expert parallelism (ep = 2) and dp = 1");
   refused(test::tp_tiny_gpt(true, DType::F32), mesh(1, 1, 1, 2), {}, "needs a mixture of experts");
 }
 

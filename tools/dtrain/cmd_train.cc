@@ -54,7 +54,9 @@ std::string layout(const TrainArgs& a) {
                       (a.cp > 1 ? " x cp = " + std::to_string(a.cp) : "") +
                       (a.tp > 1 ? " x tp = " + std::to_string(a.tp) : "");
   const std::string over = a.cp > 1 ? (a.dp > 1 ? " over dp x cp" : " over cp") : "";
-  const std::string dp = a.ep > 1 ? ", experts split over ep, DDP over dp x ep"
+  const std::string dp = a.ep > 1 ? (a.zero > 0 ? ", experts split over ep, ZeRO-" + std::to_string(a.zero) +
+                                                     " over dp (the shared gradients summed over ep first)"
+                                                   : ", experts split over ep, DDP over dp x ep")
                          : a.dp * a.cp == 1 ? ""
                          : a.zero > 0 ? ", ZeRO-" + std::to_string(a.zero) + over
                                       : ", DDP" + over;
