@@ -199,9 +199,10 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   DT_CHECK(o.dp >= 1 && o.tp >= 1, "dp and tp: accepted >= 1");
   DT_CHECK(o.micro_batch >= 1 && o.accumulation >= 1, "micro_batch and accumulation: accepted >= 1");
   DT_CHECK(o.pp >= 1 && o.pp <= 1024, "pp = " + std::to_string(o.pp) + "; accepted: 1 to 1024");
-  DT_CHECK(!raw.moe() || o.tp == 1, "tp = " + std::to_string(o.tp) + " with " + std::to_string(raw.n_experts) +
-                                        " experts: a mixture of experts is not split over tensor parallelism; "
-                                        "accepted: tp = 1");
+  DT_CHECK(!raw.moe() || o.tp == 1 || o.sequence_parallel,
+           "tp = " + std::to_string(o.tp) + " with " + std::to_string(raw.n_experts) +
+               " experts needs sequence parallelism (each tp rank routes its own token rows); accepted: tp = 1, or "
+               "sequence_parallel");
   DT_CHECK(o.ep >= 1 && (o.ep == 1 || raw.moe()), "ep = " + std::to_string(o.ep) +
                                                       ": expert parallelism needs a mixture of experts; accepted: ep = 1 "
                                                       "for a dense model, or experts > 0");
@@ -285,13 +286,14 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
     // The experts: ep ranks hold E / ep of each block's; a uniform router sends each rank's
     // R k choices evenly, (ep - 1) / ep of them to other ranks, four times (dispatch and
     // combine, forward and backward), after the counts (E / ep integers to each other rank).
+    // Under SP a tp rank routes its R / tp rows; the experts are whole on every tp rank.
     const double E = static_cast<double>(c.n_experts), P = static_cast<double>(o.ep), k = static_cast<double>(c.top_k);
     const double mlp = static_cast<double>(c.d_model) * static_cast<double>(c.act == nn::Act::SwiGLU ? 2 * c.d_ff : c.d_ff) +
                        static_cast<double>(c.d_ff * c.d_model) +
                        (c.bias ? static_cast<double>((c.act == nn::Act::SwiGLU ? 2 : 1) * c.d_ff + c.d_model) : 0.0);
     const double experts = static_cast<double>(L) * E * mlp;
     const double a2a = P > 1 ? static_cast<double>(L) * ((P - 1) * (E / P) * 8.0 +
-                                                         4.0 * static_cast<double>(R) * k * (P - 1) / P *
+                                                         4.0 * static_cast<double>(sp ? R / N : R) * k * (P - 1) / P *
                                                              static_cast<double>(c.d_model) * b.w)
                              : 0.0;
     j["moe"] = {{"experts", c.n_experts},
@@ -299,7 +301,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                 {"ep", o.ep},
                 {"experts_per_rank", c.n_experts / o.ep},
                 {"expert_params", experts},
-                {"params_per_rank", static_cast<double>(psi) - experts * (P - 1) / P},
+                {"params_per_rank", static_cast<double>(psi_tp) - experts * (P - 1) / P},
                 {"all_to_all_bytes_per_micro_batch", a2a},
                 {"all_to_all_bytes_per_step", a2a * static_cast<double>(o.accumulation)}};
   }

@@ -130,6 +130,7 @@ double TrainEngine::run_actions(const std::vector<PipeAction>& actions, const st
     }
     model_.begin_acts(mbs[static_cast<size_t>(m)].in.dim(0), mbs[static_cast<size_t>(m)].in.dim(1), *a);
     a->grad_scale = mbs[static_cast<size_t>(m)].grad_scale;  // a stage without the head needs it too
+    a->aux_share = mbs[static_cast<size_t>(m)].aux_share;
     return *live.emplace(m, std::move(a)).first->second;
   };
   auto release = [&](int m) {

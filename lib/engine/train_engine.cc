@@ -116,7 +116,7 @@ nn::MoEStats TrainEngine::sum_routing() {
   v.push_back(m.exchanged_bytes);
   v.push_back(m.exchanged_bytes_uniform);
   for (double& x : v) {
-    for (auto& s : strategies_) s->sum_loss(x);
+    for (auto& s : strategies_) s->sum_loss(x), s->sum_over_split_tokens(x);
     x = batch_sum(x);
   }
   const size_t E = m.tokens.size();
@@ -211,6 +211,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
       const int64_t n = count_targets(b.tg);
       b.share = total > 0 ? static_cast<double>(n) / static_cast<double>(total) : 0.0;
       b.grad_scale = static_cast<float>(b.share) * loss_scale;
+      for (auto& s : strategies_) b.aux_share *= static_cast<float>(s->rows_share(b.tg, opt_cfg_.ignore_index));
     }
     double loss_sum = run_actions(actions_for(M, false), mbs, false, st.pipeline);
     for (auto& s : strategies_) s->finish_grads();

@@ -159,6 +159,7 @@ class TrainEngine {
     Tensor in, tg;
     float grad_scale = 0.0f;  // its share of the batch's targets, times the loss scale
     double share = 0.0;       // its share of the batch's targets
+    float aux_share = 1.0f;   // this rank's rows' share of its targets (GPTActs::aux_share)
   };
   // This rank's actions: an attached pipeline's, or the plain order.
   const std::vector<parallel::PipeAction>& actions_for(int64_t micro_batches, bool forward_only);

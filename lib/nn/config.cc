@@ -33,10 +33,6 @@ int64_t GPTConfig::param_count() const {
 
 int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   const GPTConfig c = resolved();
-  if (c.moe()) {  // not split over tp (GPT refuses experts with tp > 1): every rank holds it whole
-    if (replicated) *replicated = param_count();
-    return param_count();
-  }
   const int64_t d = c.d_model, biases = c.bias ? 1 : 0, hd = c.head_dim();
   const int64_t norm_params = d + (c.norm == NormKind::LayerNorm ? biases * d : 0);
   const int64_t vocab_rows = (c.vocab_size + tp - 1) / tp;                     // padded split
@@ -44,8 +40,13 @@ int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   const int64_t qkv_rows = (c.n_head / tp + 2 * kv_heads) * hd;
   const int64_t fc_rows = (c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff) / tp;
   // Per block: the norms and the two row-parallel biases whole; the rest this rank's part.
-  const int64_t block_whole = 2 * norm_params + 2 * biases * d;
-  const int64_t block_split = qkv_rows * (d + c.qkv_bias_elems()) + d * (d / tp) + fc_rows * (d + biases) + d * (c.d_ff / tp);
+  // A mixture of experts is not split over tp (its experts and router whole on every rank,
+  // nn/moe.h): the MLP's terms give way to it.
+  const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;
+  const int64_t experts = c.n_experts * (d * fc_width + biases * fc_width + c.d_ff * d) + d * c.n_experts;
+  const int64_t block_whole = 2 * norm_params + (c.moe() ? biases * d + experts + c.n_experts * biases * d : 2 * biases * d);
+  const int64_t block_split = qkv_rows * (d + c.qkv_bias_elems()) + d * (d / tp) +
+                              (c.moe() ? 0 : fc_rows * (d + biases) + d * (c.d_ff / tp));
   const int64_t positions = c.pos == PosKind::Learned ? c.context * d : 0;
   const int64_t whole = positions + c.n_layer * block_whole + norm_params;
   if (replicated) *replicated = whole;

@@ -241,9 +241,9 @@ void GPT::backward_blocks(int begin, int end, GPTActs& a) {
     if (cfg_.checkpoint) {
       Tensor& y = ensure(scratch_y_, a.resid[i].shape(), a.resid[i].dtype());
       block(i).forward(a.resid[i], {a.B, a.T}, scratch_, y);  // recompute
-      block(i).backward(a.dresid, scratch_, a.dtmp, a.grad_scale);
+      block(i).backward(a.dresid, scratch_, a.dtmp, a.grad_scale * a.aux_share);
     } else {
-      block(i).backward(a.dresid, a.blocks[i], a.dtmp, a.grad_scale);
+      block(i).backward(a.dresid, a.blocks[i], a.dtmp, a.grad_scale * a.aux_share);
     }
     std::swap(a.dresid, a.dtmp);
   }

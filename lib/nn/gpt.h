@@ -51,6 +51,10 @@ struct GPTActs {
   // The micro-batch's share of the objective, which the experts' auxiliary losses take too:
   // loss_backward sets it; the caller of a pipeline stage without the head sets it itself.
   float grad_scale = 1.0f;
+  // This rank's share of the micro-batch's targets when its token rows are a part of the
+  // micro-batch's (sequence parallelism): the experts' auxiliary losses, computed over those
+  // rows, weigh grad_scale x aux_share.
+  float aux_share = 1.0f;
   MoEStats moe;  // the experts' routing in this micro-batch's forward (the blocks held)
 };
 

@@ -199,11 +199,19 @@ FeedForward::FeedForward(const std::string& block_name, const GPTConfig& c, TpGr
     mlp_ = std::make_unique<MLP>(block_name + ".mlp", c.d_model, c.d_ff, c.act, c.bias, c.seed, proj_std, c.dtype, tp);
     return;
   }
-  DT_CHECK(tp.size() == 1, "GPTConfig.n_experts = " + std::to_string(c.n_experts) + " with tp = " +
-                               std::to_string(tp.size()) +
-                               ": a mixture of experts is not split over tensor parallelism; accepted: tp = 1 "
-                               "(dp, ZeRO and pp place it)");
+  // Under tensor parallelism the experts are not split (Megatron's expert tensor parallel
+  // size 1): with SP each tp rank routes its own token rows through whole experts, as the
+  // norms run on them, and the router's and experts' gradients are partial over tp.
+  DT_CHECK(tp.size() == 1 || tp.sp(), "GPTConfig.n_experts = " + std::to_string(c.n_experts) + " with tp = " +
+                                          std::to_string(tp.size()) +
+                                          " needs sequence parallelism (each tp rank routes its own token rows, as "
+                                          "Megatron requires); accepted: tp = 1, or tp > 1 with sequence_parallel");
   moe_ = std::make_unique<MoE>(block_name + ".moe", c, proj_std, ep);
+  if (tp.sp()) {
+    ParamList ps;
+    moe_->collect(ps);
+    for (Parameter* p : ps) p->grad_partial_over_tp = true;
+  }
 }
 
 void FeedForward::collect(ParamList& list) {

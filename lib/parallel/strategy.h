@@ -119,6 +119,13 @@ class Strategy {
   // A micro-batch's loss exists only where the head is: sums the step's loss over the
   // pipeline so that every rank reports it.
   virtual void sum_loss(double& loss) {}
+  // The share of a micro-batch's targets (i32, ignore_index not counted) on this rank's
+  // token rows when it splits them within a replica (sequence parallelism), which weighs the
+  // experts' auxiliary losses computed over those rows; 1 otherwise.
+  virtual double rows_share(const Tensor& targets, int32_t ignore_index) const { return 1.0; }
+  // A figure counted over a micro-batch's tokens (the experts' routing), summed over the
+  // ranks that split those tokens within a replica (sequence parallelism's tp ranks).
+  virtual void sum_over_split_tokens(double& x) {}
   virtual void sum_pipe_stats(PipeStats& stats) {}
 
   // --- whole values (generation, evaluation, save)

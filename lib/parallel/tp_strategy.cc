@@ -54,6 +54,20 @@ void TpStrategy::after_backward(int unit, Part part, bool last) {
   each(false);
 }
 
+double TpStrategy::rows_share(const Tensor& targets, int32_t ignore_index) const {
+  if (!sequence_parallel_) return 1.0;
+  // This rank's rows of the flattened [B, T] (nn/tensor_parallel.h): [r R/n, (r+1) R/n).
+  const int64_t R = targets.numel(), n = tp_.size(), r0 = tp_.rank() * (R / n), r1 = r0 + R / n;
+  const int32_t* t = targets.data<int32_t>();
+  int64_t all = 0, mine = 0;
+  for (int64_t i = 0; i < R; ++i) {
+    const bool counted = t[i] != ignore_index;
+    all += counted;
+    mine += counted && i >= r0 && i < r1;
+  }
+  return all > 0 ? static_cast<double>(mine) / static_cast<double>(all) : 0.0;
+}
+
 void TpStrategy::sum_squared_norm(SquaredNorm& sq) {
   // The split parameters' parts summed over tp; the replicated ones, equal on every tp
   // rank, counted once.

@@ -29,6 +29,10 @@ class TpStrategy final : public Strategy {
   void check_micro_batch(const std::string& what, int64_t B, int64_t T) const override;
   void after_backward(int unit, Part part, bool last) override;
   void sum_squared_norm(SquaredNorm& sq) override;
+  double rows_share(const Tensor& targets, int32_t ignore_index) const override;
+  void sum_over_split_tokens(double& x) override {
+    if (sequence_parallel_) x = exact_sum(tp_, x, device_);
+  }
 
  private:
   comm::Communicator& tp_;
