@@ -1,7 +1,5 @@
 #include "parallel/ep_strategy.h"
 
-#include "core/device_scope.h"
-#include "core/tensor_copy.h"
 #include "kernels/ops.h"
 
 namespace dt::parallel {
@@ -43,28 +41,7 @@ EpStrategy::EpStrategy(const ModelUnits& units, comm::Communicator& batch, comm:
 }
 
 void EpStrategy::sum_shared_over_ep(int unit) {
-  const nn::ParamList& ps = shared_by_unit_.at(static_cast<size_t>(unit));
-  if (ps.empty()) return;
-  int64_t n = 0;
-  for (const nn::Parameter* p : ps) n += p->grad.numel();
-  const DType dtype = ps[0]->grad.dtype();
-  if (!flat_.defined() || flat_.numel() < n || flat_.dtype() != dtype)
-    flat_ = Tensor::uninit({n}, dtype, device_, MemTag::Grad);
-  ScopedDevice on(device_);
-  auto each = [&](bool pack) {
-    int64_t at = 0;
-    for (nn::Parameter* p : ps) {
-      Tensor view = flat_.slice0(at, at + p->grad.numel()).reshape(p->grad.shape());
-      if (pack)
-        copy_tensor(p->grad, view);
-      else
-        copy_tensor(view, p->grad);
-      at += p->grad.numel();
-    }
-  };
-  each(true);
-  ep_->all_reduce(flat_.raw(), flat_.raw(), n, dtype, comm::ReduceOp::Sum);
-  each(false);
+  all_reduce_grads(*ep_, shared_by_unit_.at(static_cast<size_t>(unit)), flat_, device_);
 }
 
 void EpStrategy::after_backward(int unit, Part part, bool last) {

@@ -150,6 +150,10 @@ class Strategy {
 // group's buffers must live (an NCCL communicator takes device buffers only). Collective.
 double exact_sum(comm::Communicator& group, double x, Device device);
 
+// The gradients of `params` (one dtype, on `device`) summed over `group` in place, by one
+// all-reduce of them packed into `flat` (made or grown as needed, MemTag::Grad). Collective.
+void all_reduce_grads(comm::Communicator& group, const nn::ParamList& params, Tensor& flat, Device device);
+
 // True after the backward part that leaves a unit's gradients final for the micro-batch.
 inline bool grads_final(Part part) { return part != Part::Head; }
 

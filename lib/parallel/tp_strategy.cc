@@ -1,8 +1,6 @@
 #include "parallel/tp_strategy.h"
 
-#include "core/device_scope.h"
 #include "core/error.h"
-#include "core/tensor_copy.h"
 
 namespace dt::parallel {
 
@@ -32,26 +30,7 @@ void TpStrategy::after_backward(int unit, Part part, bool last) {
   // every micro-batch would not be). Fresh gradients each micro-batch: every time.
   const nn::ParamList& ps = partial_[static_cast<size_t>(unit)];
   if (!(last || fresh_grads_) || !grads_final(part) || ps.empty()) return;
-  int64_t n = 0;
-  for (const nn::Parameter* p : ps) n += p->grad.numel();
-  const DType dtype = ps[0]->grad.dtype();
-  if (!flat_.defined() || flat_.numel() < n || flat_.dtype() != dtype)
-    flat_ = Tensor::uninit({n}, dtype, device_, MemTag::Grad);
-  ScopedDevice on(device_);
-  auto each = [&](bool pack) {
-    int64_t at = 0;
-    for (nn::Parameter* p : ps) {
-      Tensor view = flat_.slice0(at, at + p->grad.numel()).reshape(p->grad.shape());
-      if (pack)
-        copy_tensor(p->grad, view);
-      else
-        copy_tensor(view, p->grad);
-      at += p->grad.numel();
-    }
-  };
-  each(true);
-  tp_.all_reduce(flat_.raw(), flat_.raw(), n, dtype, comm::ReduceOp::Sum);
-  each(false);
+  all_reduce_grads(tp_, ps, flat_, device_);
 }
 
 double TpStrategy::rows_share(const Tensor& targets, int32_t ignore_index) const {

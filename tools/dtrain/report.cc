@@ -241,14 +241,16 @@ nlohmann::json MoeMeter::print() const {
   return out;
 }
 
-int64_t PipeMeter::sent(dt_mesh* mesh) {
+int64_t first_rank_sent(dt_mesh* mesh, const char* axis) {
   int32_t first = 0;
   int64_t bytes = 0;
   if (!mesh) return 0;
   check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
-  check(dt_mesh_comm_stats(mesh, first, "pp", "send", nullptr, &bytes, nullptr), "comm stats (pp send)");
+  check(dt_mesh_comm_stats(mesh, first, axis, "send", nullptr, &bytes, nullptr), std::string("comm stats (") + axis + " send)");
   return bytes;
 }
+
+int64_t PipeMeter::sent(dt_mesh* mesh) { return first_rank_sent(mesh, "pp"); }
 
 nlohmann::json print_pipeline_report(dt_mesh* mesh, const PipeMeter& meter, const nlohmann::json& p) {
   const std::string name = p["schedule"].get<std::string>();

@@ -69,6 +69,9 @@ class PipeMeter {
   std::vector<double> busy_sum_;
 };
 
+// The bytes the process's first rank has sent point to point on `axis` (0 without a mesh).
+int64_t first_rank_sent(dt_mesh* mesh, const char* axis);
+
 // --report with context parallelism: the bytes the process's first rank sent round the cp
 // ring during train steps, and each local rank's activation peak (its own ledger), next to
 // the plan's formulas (cp_plan: dt_plan_json's "cp" for this run's micro-batch). pp > 1: the

@@ -7,14 +7,7 @@
 
 namespace dtcli {
 
-int64_t CpMeter::sent(dt_mesh* mesh) {
-  int32_t first = 0;
-  int64_t bytes = 0;
-  if (!mesh) return 0;
-  check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
-  check(dt_mesh_comm_stats(mesh, first, "cp", "send", nullptr, &bytes, nullptr), "comm stats (cp send)");
-  return bytes;
-}
+int64_t CpMeter::sent(dt_mesh* mesh) { return first_rank_sent(mesh, "cp"); }
 
 nlohmann::json CpMeter::print(dt_mesh* mesh, const nlohmann::json& p) const {
   const int64_t layers = p["layers"].get<int64_t>();
