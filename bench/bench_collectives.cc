@@ -49,7 +49,7 @@ using comm::Mesh;
 
 // ---- the collectives ---------------------------------------------------------------------
 
-enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll };
+enum class Op { AllReduce, AllGather, ReduceScatter, Broadcast, AllToAll, AllToAllV };
 
 struct OpInfo {
   Op op;
@@ -69,6 +69,8 @@ const OpInfo kOps[] = {
     {Op::ReduceScatter, "reduce_scatter", "each rank's send buffer, n x the block it receives", "(n-1)/n"},
     {Op::Broadcast, "broadcast", "the buffer (root 0; out of place)", "1"},
     {Op::AllToAll, "all_to_all", "each rank's send buffer, n x the part per peer", "(n-1)/n"},
+    {Op::AllToAllV, "all_to_all_v", "n x the equal part per peer; uneven counts (uneven_count), as MoE routing makes",
+     "(n-1)/n"},
 };
 
 // Elements of the "size" buffer: bytes / 4 rounded down to a multiple of n (the MPI side
@@ -131,6 +133,8 @@ Timing time_local(Mesh& mesh, const OpInfo& info, long long bytes, bool quick) {
     std::fill(send.get(), send.get() + send_count, static_cast<float>(rank + 1));
     std::fill(recv.get(), recv.get() + recv_count, -1.0f);
     const std::vector<int64_t> counts(n, piece);
+    std::vector<int64_t> uneven(n);  // all_to_all_v: the same counts both ways (symmetric)
+    for (int p = 0; p < n; ++p) uneven[p] = uneven_count(piece, rank, p, n);
     auto call = [&] {
       switch (info.op) {
         case Op::AllReduce: c.all_reduce(send.get(), recv.get(), elems, DType::F32, comm::ReduceOp::Sum); break;
@@ -138,6 +142,7 @@ Timing time_local(Mesh& mesh, const OpInfo& info, long long bytes, bool quick) {
         case Op::ReduceScatter: c.reduce_scatter(send.get(), recv.get(), piece, DType::F32, comm::ReduceOp::Sum); break;
         case Op::Broadcast: c.broadcast(send.get(), recv.get(), elems, DType::F32, 0); break;
         case Op::AllToAll: c.all_to_all(send.get(), counts, recv.get(), counts, DType::F32); break;
+        case Op::AllToAllV: c.all_to_all(send.get(), uneven, recv.get(), uneven, DType::F32); break;
       }
     };
     // Every rank reads the same calibrations (after a barrier), so all plan the same loops.
@@ -166,8 +171,10 @@ Timing time_local(Mesh& mesh, const OpInfo& info, long long bytes, bool quick) {
       float expect = 1.0f;  // broadcast
       if (info.op == Op::AllReduce || info.op == Op::ReduceScatter) expect = sum;
       if (info.op == Op::AllGather || info.op == Op::AllToAll) expect = static_cast<float>(i / piece + 1);
-      if (recv.get()[i] != expect) ok[rank] = 0;
+      if (info.op != Op::AllToAllV && recv.get()[i] != expect) ok[rank] = 0;
     }
+    for (int64_t p = 0, at = 0; info.op == Op::AllToAllV && p < n; at += uneven[p], ++p)  // each peer's first and last
+      if (uneven[p] > 0 && (recv.get()[at] != p + 1 || recv.get()[at + uneven[p] - 1] != p + 1)) ok[rank] = 0;
   });
 
   Timing t;
@@ -392,7 +399,7 @@ int main(int argc, char** argv) {
       "  --quick          sizes up to 1 MiB, few repeats (< 30 s; the ctest smoke test)\n"
       "  --json PATH      also write every figure to PATH as JSON\n"
       "  --ranks LIST     rank counts (default 2,4)\n"
-      "  --ops LIST       all_reduce, all_gather, reduce_scatter, broadcast, all_to_all (default all)\n"
+      "  --ops LIST       all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, all_to_all_v (default all)\n"
       "  --max-size S     largest message, e.g. 64M (default 256M; sizes are 4K x powers of 4)\n"
       "  --mpi-bench PATH the Open MPI program (default: bench_mpi_collectives next to this one)\n";
   Options opt = parse_args(argc, argv, usage, {"ranks", "ops", "max-size", "mpi-bench"});

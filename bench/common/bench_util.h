@@ -30,6 +30,13 @@ bool selected(const Options& o, const std::string& name);
 
 // Timing. The clock is steady_clock, in seconds.
 double now_s();
+// all_to_all_v's uneven counts (bench_collectives and its Open MPI side): rank r sends peer
+// p piece x 2 (1 + (r + p) mod n) / (n + 1) elements, from 2 / (n + 1) to 2n / (n + 1) of
+// the equal split's piece (about n x piece in all). Symmetric in r and p, so what r receives
+// from p is what it sends to p.
+inline int64_t uneven_count(int64_t piece, int r, int p, int n) {
+  return piece * 2 * (1 + (r + p) % n) / (n + 1);
+}
 double median(std::vector<double> v);
 
 struct Stats {

@@ -1,5 +1,5 @@
 // bench_mpi_collectives: Open MPI's own collectives (MPI_Allreduce, MPI_Allgather,
-// MPI_Reduce_scatter_block, MPI_Bcast, MPI_Alltoall) on f32, timed exactly as
+// MPI_Reduce_scatter_block, MPI_Bcast, MPI_Alltoall, MPI_Alltoallv) on f32, timed exactly as
 // bench_collectives times the local backend, for that benchmark to compare against. It is
 // linked with MPI alone, not with libdtrain (only the dependency-free common/bench_util.cc
 // for the clock and the median), and is meant to be started by bench_collectives:
@@ -34,6 +34,7 @@ namespace {
 using dt::bench::median;
 using dt::bench::now_s;
 using dt::bench::strf;
+using dt::bench::uneven_count;
 
 struct Args {
   std::string op;
@@ -45,7 +46,7 @@ struct Args {
   std::fprintf(stderr,
                "bench_mpi_collectives: %s\n"
                "usage: mpirun -np N bench_mpi_collectives --op OP --sizes B1,B2,... [--quick]\n"
-               "  OP: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all\n",
+               "  OP: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, all_to_all_v (uneven counts)\n",
                why);
   MPI_Abort(MPI_COMM_WORLD, 2);
   std::exit(2);
@@ -76,7 +77,7 @@ Args parse(int argc, char** argv) {
       usage(("unknown argument '" + k + "'").c_str());
     }
   }
-  static const char* kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"};
+  static const char* kOps[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "all_to_all_v"};
   if (std::find_if(std::begin(kOps), std::end(kOps), [&](const char* o) { return a.op == o; }) == std::end(kOps))
     usage(("unknown --op '" + a.op + "'").c_str());
   if (a.sizes.empty()) usage("--sizes is required");
@@ -111,13 +112,22 @@ std::string measure(const Args& a, long long bytes, int me, int n) {
   std::fill(send.get(), send.get() + send_count, static_cast<float>(me + 1));
   std::fill(recv.get(), recv.get() + recv_count, -1.0f);
   const int ipiece = static_cast<int>(piece), ielems = static_cast<int>(elems);
+  std::vector<int> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));  // all_to_all_v
+  for (int p = 0, at = 0; p < n; at += counts[static_cast<size_t>(p)], ++p) {
+    counts[static_cast<size_t>(p)] = static_cast<int>(uneven_count(piece, me, p, n));
+    displs[static_cast<size_t>(p)] = at;
+  }
   auto call = [&] {
     if (a.op == "all_reduce") MPI_Allreduce(send.get(), recv.get(), ielems, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (a.op == "all_gather") MPI_Allgather(send.get(), ipiece, MPI_FLOAT, recv.get(), ipiece, MPI_FLOAT, MPI_COMM_WORLD);
     else if (a.op == "reduce_scatter")
       MPI_Reduce_scatter_block(send.get(), recv.get(), ipiece, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (a.op == "broadcast") MPI_Bcast(me == 0 ? send.get() : recv.get(), ielems, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    else MPI_Alltoall(send.get(), ipiece, MPI_FLOAT, recv.get(), ipiece, MPI_FLOAT, MPI_COMM_WORLD);
+    else if (a.op == "all_to_all")
+      MPI_Alltoall(send.get(), ipiece, MPI_FLOAT, recv.get(), ipiece, MPI_FLOAT, MPI_COMM_WORLD);
+    else
+      MPI_Alltoallv(send.get(), counts.data(), displs.data(), MPI_FLOAT, recv.get(), counts.data(), displs.data(),
+                    MPI_FLOAT, MPI_COMM_WORLD);
   };
 
   // First call, a calibration, warm-up calls for about 0.2 s (quick: 0.03 s), and a second
@@ -157,10 +167,16 @@ std::string measure(const Args& a, long long bytes, int me, int n) {
     if (recv.get()[i] != v) ok = 0;
   };
   for (long long i : {0LL, recv_count / 2, recv_count - 1}) {
+    if (a.op == "all_to_all_v") break;  // below, per peer
     if (a.op == "all_reduce" || a.op == "reduce_scatter") expect(i, root_sum);
     else if (a.op == "broadcast") expect(i, me == 0 ? -1.0f : 1.0f);  // root keeps its send buffer
     else expect(i, static_cast<float>(i / piece + 1));                // all_gather, all_to_all
   }
+  for (int p = 0; a.op == "all_to_all_v" && p < n; ++p)
+    if (counts[static_cast<size_t>(p)] > 0) {
+      expect(displs[static_cast<size_t>(p)], static_cast<float>(p + 1));
+      expect(displs[static_cast<size_t>(p)] + counts[static_cast<size_t>(p)] - 1, static_cast<float>(p + 1));
+    }
   int all_ok = 0;
   MPI_Reduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
   if (me != 0) return "";

@@ -9,8 +9,7 @@
 namespace dt::engine {
 
 GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& opt) {
-  // One replica of the whole model: the plain path. Interleaved stages and cp: on the host
-  // model, gathered (a prompt would go round the ranks v times, each waiting for it).
+  // One replica of the whole model: the plain path.
   cancel_at_entry("generate");
   apply_writes();
   // This process's own decision to stop: the flag, or the caller's (a v2 callback's).
@@ -23,9 +22,7 @@ GenerateResult Trainer::generate(const std::vector<std::vector<int32_t>>& prompt
     gather_model();
     return engine::generate(model(0), prompts, here);
   }
-  // Context parallel: a decode step's one token has no sequence to split; the gathered
-  // host generates.
-  if (layout_->virtual_stages() > 1 || layout_->cp() > 1) {
+  if (!layout_->parts_decode()) {  // the gathered host generates (layout.h says when)
     gather_model();
     return engine::generate(host_, prompts, here);
   }

@@ -79,6 +79,10 @@ class Layout {
   // a cp ring's): whole state then exists only by gathering (gather), and the host is a
   // separate model.
   bool splits_model() const { return tp() > 1 || pp() > 1 || ep() > 1 || cp() > 1; }
+  // True when the parts can decode together (generation over a KV cache, split by tp and
+  // pp): not with virtual stages (a prompt would go round the ranks v times) nor cp (a
+  // decode step has no sequence to split); the gathered host generates then.
+  bool parts_decode() const { return virtual_stages_ == 1 && cp() == 1; }
   // One rank in all: the host is the only part and nothing is divided.
   bool single() const { return !mesh_ || mesh_->world_size() == 1; }
   const LayoutOptions& options() const { return options_; }
