@@ -40,7 +40,7 @@ run_preset() {
 start=$(date +%s)
 # Every binding's toolchain is installed above, so a missing one is an error, not a skip;
 # warnings are errors in the Release pass (GCC at -O1 under the sanitizers warns differently).
-run_preset default -DDTRAIN_REQUIRE_BINDINGS=ON -DDTRAIN_WERROR=ON
+run_preset default -DDTRAIN_REQUIRE_BINDINGS=ON -DDTRAIN_WERROR=ON -DDTRAIN_TEST_BUNDLES=ON
 if [ "${DTRAIN_TEST_SKIP_SANITIZERS:-0}" != "1" ]; then
   run_preset asan
   run_preset tsan
