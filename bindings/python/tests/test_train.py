@@ -69,6 +69,22 @@ def test_zero3_matches_ddp_losses():
     assert max(abs(a - b) for a, b in zip(ddp, zero3)) < 1e-5
 
 
+def test_expert_and_context_parallel_match_data_parallel_losses():
+    # Two ranks each way: dp 2 (each rank 8 of the 16 rows) against ep 2 (a mixture of
+    # experts split, each rank routing its 8 rows) and cp 2 (every 12-token example in 4
+    # chunks, ring attention): the same losses.
+    def run(preset, **axes):
+        with dtrain.Mesh("local", 2, **axes) as mesh, dtrain.GPT(preset=preset, seed=1) as model, \
+                dtrain.Optimizer(model, "adamw", lr=0.003) as opt, dtrain.Engine(mesh, model, opt) as e, \
+                dtrain.Dataset("addition", digits=3, seed=7) as data, dtrain.Loader(data, 16) as loader:
+            x, y = loader.new_batch()
+            return [e.train_step(*loader.next(x, y)) for _ in range(3)]
+
+    for preset, axis in (("mixtral-tiny", "ep"), ("gpt-tiny", "cp")):
+        dp, other = run(preset, dp=2), run(preset, **{axis: 2})
+        assert max(abs(a - b) / abs(a) for a, b in zip(dp, other)) < 1e-5, (axis, dp, other)
+
+
 def test_param_count_from_the_config_and_the_comm_history():
     for config in ({"preset": "gpt-tiny"}, {"preset": "llama-tiny", "n_layer": 3, "d_model": 48, "n_head": 4}):
         with dtrain.GPT(**config) as model:
