@@ -641,3 +641,42 @@ func TestGenerate(t *testing.T) {
 	_, err = r.engine.Generate([][]int32{prompt}, dtrain.Options{"max_new_tokens": 100000})
 	wantErr(t, err, dtrain.ErrInvalidArgument)
 }
+
+// Expert parallelism (mixtral-tiny's experts over ep 2, each rank routing its 8 rows) and
+// context parallelism (gpt-tiny's 12-token examples in 4 chunks over cp 2, ring attention)
+// give dp 2's losses on the same batches.
+func TestExpertAndContextParallelMatchDataParallel(t *testing.T) {
+	defer guard(t)
+	losses := func(preset string, axes dtrain.Options) []float64 {
+		mesh := must(dtrain.NewMesh("local", 2, axes))
+		defer mesh.Close()
+		model := must(dtrain.NewGPT(dtrain.Options{"preset": preset, "seed": 1}))
+		defer model.Close()
+		opt := must(dtrain.NewOptimizer(model, "adamw", dtrain.Options{"lr": 0.003}))
+		defer opt.Close()
+		engine := must(dtrain.NewEngine(mesh, model, opt, nil))
+		defer engine.Close()
+		ds := must(dtrain.NewDataset("addition", dtrain.Options{"digits": 3, "seed": 7}))
+		defer ds.Close()
+		loader := must(dtrain.NewLoader(ds, dtrain.Options{"batch": 16, "seed": 0}))
+		defer loader.Close()
+		in := must(dtrain.NewTensor(dtrain.I32, 16, ds.Context()))
+		defer in.Close()
+		tgt := must(dtrain.NewTensor(dtrain.I32, 16, ds.Context()))
+		defer tgt.Close()
+		var out []float64
+		for i := 0; i < 3; i++ {
+			ok(t, loader.Next(in, tgt))
+			out = append(out, must(engine.TrainStep(in, tgt)))
+		}
+		return out
+	}
+	for _, c := range []struct{ preset, axis string }{{"mixtral-tiny", "ep"}, {"gpt-tiny", "cp"}} {
+		dp, other := losses(c.preset, dtrain.Options{"dp": 2}), losses(c.preset, dtrain.Options{c.axis: 2})
+		for i := range dp {
+			if math.Abs(dp[i]-other[i]) > 1e-5*math.Abs(dp[i]) {
+				t.Fatalf("%s 2: losses %v, dp 2: %v", c.axis, other, dp)
+			}
+		}
+	}
+}
