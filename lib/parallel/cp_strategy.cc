@@ -1,7 +1,5 @@
 #include "parallel/cp_strategy.h"
 
-#include <cstring>
-
 #include "core/error.h"
 #include "nn/ring_attention.h"
 

@@ -34,7 +34,7 @@ EpStrategy::EpStrategy(const ModelUnits& units, comm::Communicator& batch, comm:
 EpStrategy::EpStrategy(const ModelUnits& units, comm::Communicator& batch, comm::Communicator& dp,
                        comm::Communicator& ep, comm::Communicator& all_experts, int stage,
                        const optim::Optimizer& prototype, Device device)
-    : batch_(batch), experts_group_(all_experts), dp_(&dp), ep_(&ep), device_(device) {
+    : batch_(batch), experts_group_(all_experts), ep_(&ep), device_(device) {
   zero_ = std::make_unique<ZeroStrategy>(units, dp, stage, prototype);
   zero_->split_rows_over(nullptr);  // the rows split over dp x ep: this strategy's batch group
   shared_by_unit_ = filtered(units, false).params;

@@ -66,7 +66,6 @@ class EpStrategy final : public Strategy {
   comm::Communicator& batch_;
   comm::Communicator& experts_group_;
   comm::Communicator* pp_ = nullptr;
-  comm::Communicator* dp_ = nullptr;
   comm::Communicator* ep_ = nullptr;
   Device device_;
   std::unique_ptr<DdpStrategy> shared_, experts_;  // over dp x ep; over dp (null for dp = 1)
