@@ -13,7 +13,7 @@ namespace {
 
 // ZeRO-2 and -3 zero the gradients before each micro-batch's backward and take them after
 // it: the other strategies must then not accumulate into them across micro-batches.
-bool fresh_grads(const PartContext& c) { return c.layout.dp() * c.layout.cp() > 1 && c.options.zero >= 2; }
+bool fresh_grads(const PartContext& c) { return c.layout.data_parallel_size() > 1 && c.options.zero >= 2; }
 
 std::unique_ptr<Strategy> make_pipeline(const PartContext& c) {
   return std::make_unique<PipelineStrategy>(c.model, *c.layout.group(c.li, comm::kPp), c.options.pp_schedule,
@@ -80,18 +80,18 @@ void check_strategies(const Layout& layout, const StrategyOptions& o, const opti
   DT_CHECK(!(layout.ep() > 1 && o.zero > 0 && layout.dp() == 1),
            "zero = " + std::to_string(o.zero) + " with expert parallelism (ep = " + std::to_string(layout.ep()) +
                ") and dp = 1: ZeRO shards over dp; accepted with ep > 1: zero 0 (DDP over ep), or dp >= 2");
-  DT_CHECK(!(layout.pp() > 1 && layout.dp() * layout.cp() > 1 && o.zero == 3),
+  DT_CHECK(!(layout.pp() > 1 && layout.data_parallel_size() > 1 && o.zero == 3),
            "zero = 3 with pipeline parallelism (pp = " + std::to_string(layout.pp()) + "): ZeRO-3 gathers each unit's "
            "values around every forward and backward, which a pipeline interleaves across micro-batches; "
            "accepted with pp > 1: zero 0 (DDP), 1 or 2");
-  if (layout.dp() * layout.cp() > 1 && layout.device(0).type == DeviceType::CUDA && o.zero > 0 && opt.offloaded())
+  if (layout.data_parallel_size() > 1 && layout.device(0).type == DeviceType::CUDA && o.zero > 0 && opt.offloaded())
     fail(DT_ERR_UNSUPPORTED, "zero = " + std::to_string(o.zero) + " with an offloaded optimizer on GPUs: ZeRO shards "
                              "the state over NCCL, which needs it on the GPU; use zero = 0 (DDP) with offload, or "
                              "no offload");
 }
 
 bool strategy_owns_optimizer(const Layout& layout, const StrategyOptions& o) {
-  return layout.dp() * layout.cp() > 1 && o.zero > 0;
+  return layout.data_parallel_size() > 1 && o.zero > 0;
 }
 
 std::vector<std::unique_ptr<Strategy>> make_strategies(const PartContext& part) {

@@ -74,6 +74,9 @@ class Layout {
   int pp() const { return size(comm::kPp); }
   int ep() const { return size(comm::kEp); }
   int cp() const { return size(comm::kCp); }
+  // The ranks the data-parallel strategy (DDP or ZeRO) sums gradients over: dp, and cp,
+  // whose ranks train shares of the same rows.
+  int data_parallel_size() const { return dp() * cp(); }
   int virtual_stages() const { return virtual_stages_; }
   // True when a part is not the host's replica (tp, pp or ep split it, or its attention is
   // a cp ring's): whole state then exists only by gathering (gather), and the host is a
