@@ -477,7 +477,9 @@ typedef struct dt_module dt_module;
  *                (2 layers, d_model 64, 2 heads, context 64, byte vocab), "gpt-small"
  *                (6 layers, d_model 384, 6 heads, context 256, byte vocab), "llama-tiny"
  *                (gpt-tiny with rmsnorm, rope, swiglu, no bias, untied embeddings),
- *                "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2).
+ *                "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2),
+ *                "qwen2-moe-tiny" (mixtral-tiny with qkv_bias, moe_renormalize false and a
+ *                gated shared expert of width 128).
  *   "vocab_size" int, 1 to 2^24.   "context"  int, 1 to 2^22.   "d_model"  int, 1 to 2^17.
  *   "n_layer", "n_head"  int, 1 to 4096.
  *   "n_kv_head"  int, 0 to 4096 (0: n_head; fewer: grouped-query; must divide n_head).
@@ -497,7 +499,12 @@ typedef struct dt_module dt_module;
  *   "moe_z_coef" double 0 to 1 (default 0.001): the router z-loss's coefficient.
  *   "moe_capacity" double, 0 (dropless, the default) or 0.01 to 1024: the capacity factor;
  *                an expert takes at most ceil(factor * tokens * top_k / experts) tokens, the
- *                earliest first, and drops the rest. Experts are refused with tp > 1.
+ *                earliest first, and drops the rest. With tp > 1 experts need
+ *                "sequence_parallel" (each tp rank routes its own token rows).
+ *   "moe_shared_d_ff" int, 0 (none, the default) to 2^20: a shared expert of this width
+ *                that every token goes through beside its top_k (Qwen2-MoE, DeepSeek).
+ *   "moe_shared_gate" bool (default false; needs moe_shared_d_ff): the shared expert's
+ *                output scaled per token by sigmoid(x . w) (Qwen2-MoE's shared_expert_gate).
  *   "seed"       int: parameters are a function of (seed, parameter name).
  *   "precision"  "f32" (default) | "bf16" | "f16": the dtype of parameters, gradients,
  *                activations and the KV cache (math is f32; bf16/f16 parameters are the f32

@@ -42,7 +42,7 @@ const std::vector<std::string>& gpt_keys() {
                                                 "d_model", "d_ff", "norm", "pos", "act", "tied_embeddings", "bias",
                                                 "qkv_bias", "norm_eps", "rope_base", "sliding_window",
                                                 "experts", "top_k", "moe_gating", "moe_renormalize",
-                                                "moe_aux_coef", "moe_z_coef", "moe_capacity",
+                                                "moe_aux_coef", "moe_z_coef", "moe_capacity", "moe_shared_d_ff", "moe_shared_gate",
                                                 "seed", "precision", "device"};
   return keys;
 }
@@ -102,6 +102,8 @@ dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
   DT_CHECK(cap == 0 || (cap >= 0.01 && cap <= 1024), "option \"moe_capacity\" = " + std::to_string(cap) +
                                                          "; accepted: 0 (dropless) or 0.01 to 1024");
   c.moe_capacity = static_cast<float>(cap);
+  c.moe_shared_d_ff = positive_int(r, "moe_shared_d_ff", c.moe_shared_d_ff, 0);
+  c.moe_shared_gate = r.get_bool("moe_shared_gate", c.moe_shared_gate);
   c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
   using dt::DType;
   c.dtype = pick<DType>("precision", r.get_string("precision", dt::dtype_name(c.dtype)),

@@ -301,6 +301,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                 {"ep", o.ep},
                 {"experts_per_rank", c.n_experts / o.ep},
                 {"expert_params", experts},
+                {"shared_expert_params", static_cast<double>(L * c.shared_expert_params())},  // whole on every rank
                 {"params_per_rank", static_cast<double>(psi_tp) - experts * (P - 1) / P},
                 {"all_to_all_bytes_per_micro_batch", a2a},
                 {"all_to_all_bytes_per_step", a2a * static_cast<double>(o.accumulation)}};

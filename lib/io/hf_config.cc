@@ -11,7 +11,7 @@ namespace {
 
 using json = nlohmann::json;
 
-enum class Family { GPT2, Llama, Qwen2, Mistral, Mixtral };
+enum class Family { GPT2, Llama, Qwen2, Mistral, Mixtral, Qwen2Moe };
 struct Arch {
   const char* name;
   const char* model_type;
@@ -22,7 +22,8 @@ constexpr Arch kArchs[] = {{"GPT2LMHeadModel", "gpt2", Family::GPT2},
                            {"LlamaForCausalLM", "llama", Family::Llama},
                            {"Qwen2ForCausalLM", "qwen2", Family::Qwen2},
                            {"MistralForCausalLM", "mistral", Family::Mistral},
-                           {"MixtralForCausalLM", "mixtral", Family::Mixtral}};
+                           {"MixtralForCausalLM", "mixtral", Family::Mixtral},
+                           {"Qwen2MoeForCausalLM", "qwen2_moe", Family::Qwen2Moe}};
 
 const Arch* find_arch(const std::string& name) {
   for (const Arch& a : kArchs)
@@ -139,6 +140,27 @@ void gpt2_config(const Reader& r, nn::GPTConfig& c, int64_t& max_positions) {
   // GPT-2 style is GPTConfig's default: LayerNorm, learned positions, GELU, biases, tied.
 }
 
+// Qwen2-MoE's feed-forward: every layer a mixture of experts of moe_intermediate_size (the
+// dense intermediate_size is then unused), softmax gates renormalised only with
+// norm_topk_prob, and a shared expert behind a sigmoid gate.
+void qwen2_moe_config(const Reader& r, nn::GPTConfig& c) {
+  c.n_experts = r.integer("num_experts");
+  if (c.n_experts < 1) unsupported(r.where, "num_experts", std::to_string(c.n_experts), ">= 1 (a dense model is a Qwen2ForCausalLM)");
+  c.top_k = r.integer("num_experts_per_tok");
+  c.d_ff = r.integer("moe_intermediate_size");
+  c.moe_shared_d_ff = r.integer("shared_expert_intermediate_size");
+  if (c.moe_shared_d_ff < 1) r.bad("shared_expert_intermediate_size", "must be >= 1");
+  c.moe_shared_gate = true;
+  c.moe_renormalize = r.boolean("norm_topk_prob", false);
+  c.moe_aux_coef = static_cast<float>(r.number("router_aux_loss_coef", 0.001));
+  c.moe_z_coef = 0.0f;
+  if (r.integer("decoder_sparse_step", 1) != 1)
+    unsupported(r.where, "decoder_sparse_step", std::to_string(r.integer("decoder_sparse_step", 1)),
+                "1 (every layer a mixture of experts)");
+  if (r.has("mlp_only_layers") && (!r.j["mlp_only_layers"].is_array() || !r.j["mlp_only_layers"].empty()))
+    unsupported(r.where, "mlp_only_layers", r.j["mlp_only_layers"].dump(), "[] (every layer a mixture of experts)");
+}
+
 void llama_config(const Reader& r, Family f, nn::GPTConfig& c, int64_t& max_positions) {
   c = c.llama_style();
   c.vocab_size = r.integer("vocab_size");
@@ -162,10 +184,11 @@ void llama_config(const Reader& r, Family f, nn::GPTConfig& c, int64_t& max_posi
     if (r.integer("pretraining_tp", 1) != 1)
       unsupported(r.where, "pretraining_tp", std::to_string(r.integer("pretraining_tp", 1)), "1");
   }
-  if (f == Family::Qwen2) {
-    c.qkv_bias = true;
+  if (f == Family::Qwen2 || f == Family::Qwen2Moe) {
+    c.qkv_bias = f == Family::Qwen2 || r.boolean("qkv_bias", true);
     if (r.boolean("use_sliding_window", false)) unsupported(r.where, "use_sliding_window", "true", "false");
   }
+  if (f == Family::Qwen2Moe) qwen2_moe_config(r, c);
   if (f == Family::Mixtral) {  // Mistral's attention, a mixture of experts (softmax, top-k renormalised)
     c.n_experts = r.integer("num_local_experts");
     c.top_k = r.integer("num_experts_per_tok");
@@ -247,9 +270,12 @@ std::string hf_architecture_of(const nn::GPTConfig& raw, std::string* why) {
     return "GPT2LMHeadModel";
   if (c.norm == nn::NormKind::RMSNorm && c.pos == nn::PosKind::RoPE && c.act == nn::Act::SwiGLU && !c.bias) {
     if (c.moe()) {
-      if (c.qkv_bias || c.moe_gating != kernels::MoeGating::Softmax || !c.moe_renormalize)
-        return no("a mixture of experts exports as Mixtral only: softmax gates renormalised over the top k, no "
-                  "q/k/v biases");
+      if (c.moe_gating != kernels::MoeGating::Softmax || c.sliding_window)
+        return no("a mixture of experts exports with softmax gates and no sliding window only");
+      if (c.moe_shared_d_ff && c.moe_shared_gate) return "Qwen2MoeForCausalLM";
+      if (c.moe_shared_d_ff || c.qkv_bias || !c.moe_renormalize)
+        return no("a mixture of experts exports as Mixtral (gates renormalised over the top k, no q/k/v biases, no "
+                  "shared expert) or as Qwen2-MoE (a shared expert with its sigmoid gate)");
       return "MixtralForCausalLM";
     }
     if (c.qkv_bias) return c.sliding_window ? no("q/k/v biases with a sliding window match no architecture")
@@ -294,6 +320,13 @@ json hf_config_to_json(const nn::GPTConfig& raw, const std::string& arch_name, D
     j.update({{"sliding_window", c.sliding_window ? json(c.sliding_window) : json()},
               {"num_local_experts", c.n_experts}, {"num_experts_per_tok", c.top_k},
               {"router_aux_loss_coef", short_float(c.moe_aux_coef)}, {"router_jitter_noise", 0.0},
+              {"output_router_logits", false}});
+  if (arch->family == Family::Qwen2Moe)
+    j.update({{"intermediate_size", c.moe_shared_d_ff}, {"moe_intermediate_size", c.d_ff},
+              {"shared_expert_intermediate_size", c.moe_shared_d_ff}, {"num_experts", c.n_experts},
+              {"num_experts_per_tok", c.top_k}, {"norm_topk_prob", c.moe_renormalize},
+              {"router_aux_loss_coef", short_float(c.moe_aux_coef)}, {"decoder_sparse_step", 1},
+              {"mlp_only_layers", json::array()}, {"qkv_bias", c.qkv_bias}, {"use_sliding_window", false},
               {"output_router_logits", false}});
   return j;
 }

@@ -10,6 +10,12 @@
 //   Qwen2ForCausalLM    as Llama, with biases on q, k and v.
 //   MistralForCausalLM  as Llama, with a sliding window: the context is capped at the
 //                       window (attention beyond it is refused, nn/config.h).
+//   MixtralForCausalLM  as Mistral, every MLP a mixture of experts (softmax, top-k
+//                       renormalised).
+//   Qwen2MoeForCausalLM as Qwen2, every MLP a mixture of experts of moe_intermediate_size
+//                       (softmax; top-k renormalised only with norm_topk_prob) plus a
+//                       shared expert behind a sigmoid gate (decoder_sparse_step 1 and
+//                       empty mlp_only_layers; other layouts refused by name).
 // Both spellings of the rope settings are read: transformers 4.x's "rope_theta" and
 // "rope_scaling", and 5.x's "rope_parameters". Every other setting that would change the
 // model's function and is not what libdtrain computes is refused naming the key and the

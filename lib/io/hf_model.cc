@@ -66,6 +66,22 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
   if (rest == "mlp.fc.weight")
     return {{L + "mlp.gate_proj.weight", 0, c.d_ff, false}, {L + "mlp.up_proj.weight", c.d_ff, c.d_ff, false}};
   if (rest == "mlp.proj.weight") return whole(L + "mlp.down_proj.weight");
+  // Qwen2-MoE: mlp.gate is the router; the experts and the shared expert are Llama MLPs.
+  if (arch == "Qwen2MoeForCausalLM") {
+    if (rest == "moe.router.weight") return whole(L + "mlp.gate.weight");
+    if (rest == "moe.shared_gate.weight") return whole(L + "mlp.shared_expert_gate.weight");
+    std::string mlp, what;
+    if (rest.rfind("moe.shared.", 0) == 0) {
+      mlp = L + "mlp.shared_expert.", what = rest.substr(11);
+    } else if (rest.rfind("moe.experts.", 0) == 0) {
+      const size_t at = rest.find('.', 12);
+      mlp = L + "mlp.experts." + rest.substr(12, at - 12) + ".", what = rest.substr(at + 1);
+    }
+    const int64_t F = rest.rfind("moe.shared.", 0) == 0 ? c.moe_shared_d_ff : c.d_ff;
+    if (what == "fc.weight") return {{mlp + "gate_proj.weight", 0, F, false}, {mlp + "up_proj.weight", F, F, false}};
+    if (what == "proj.weight") return whole(mlp + "down_proj.weight");
+    invalid("parameter \"" + n + "\" has no Hugging Face name (" + arch + ")");
+  }
   // Mixtral: block_sparse_moe.gate is the router; each expert's w1 (gate), w3 (up), w2 (down).
   if (rest == "moe.router.weight") return whole(L + "block_sparse_moe.gate.weight");
   if (rest.rfind("moe.experts.", 0) == 0) {

@@ -34,6 +34,7 @@ json config_to_json(const nn::GPTConfig& raw) {
     j["moe"] = {{"experts", c.n_experts}, {"top_k", c.top_k}, {"gating", kernels::moe_gating_name(c.moe_gating)},
                 {"renormalize", c.moe_renormalize}, {"aux_coef", c.moe_aux_coef}, {"z_coef", c.moe_z_coef},
                 {"capacity", c.moe_capacity}};
+  if (c.moe() && c.moe_shared_d_ff) j["moe"].update({{"shared_d_ff", c.moe_shared_d_ff}, {"shared_gate", c.moe_shared_gate}});
   const nn::RopeScaling& rs = c.rope_scaling;
   if (rs.kind != nn::RopeScalingKind::None)
     j["rope_scaling"] = {{"type", nn::rope_scaling_name(rs.kind)}, {"factor", rs.factor},
@@ -115,6 +116,8 @@ nn::GPTConfig config_from_json(const json& j, const std::string& where) {
     c.moe_aux_coef = number(m, "aux_coef", c.moe_aux_coef);
     c.moe_z_coef = number(m, "z_coef", c.moe_z_coef);
     c.moe_capacity = number(m, "capacity", c.moe_capacity);
+    if (m.contains("shared_d_ff")) c.moe_shared_d_ff = int_of(m, where, "shared_d_ff");
+    if (m.contains("shared_gate")) c.moe_shared_gate = bool_of(m, where, "shared_gate");
   }
   if (j.contains("rope_scaling")) {
     const json& r = j["rope_scaling"];

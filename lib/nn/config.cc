@@ -17,6 +17,13 @@ GPTConfig GPTConfig::resolved() const {
   return c;
 }
 
+int64_t GPTConfig::shared_expert_params() const {
+  if (!moe() || moe_shared_d_ff == 0) return 0;
+  const int64_t d = d_model, f = moe_shared_d_ff, biases = bias ? 1 : 0;
+  const int64_t fc_width = act == Act::SwiGLU ? 2 * f : f;
+  return d * fc_width + biases * fc_width + f * d + biases * d + (moe_shared_gate ? d : 0);
+}
+
 int64_t GPTConfig::param_count() const {
   const GPTConfig c = resolved();
   const int64_t d = c.d_model, biases = c.bias ? 1 : 0;
@@ -25,7 +32,7 @@ int64_t GPTConfig::param_count() const {
   const int64_t qkv_width = (c.n_head + 2 * c.n_kv_head) * (d / c.n_head);
   const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;  // SwiGLU: gate and up in one
   const int64_t mlp = linear(d, fc_width, biases) + linear(c.d_ff, d, biases);
-  const int64_t ffn = c.moe() ? c.n_experts * mlp + linear(d, c.n_experts, 0) : mlp;  // experts and router
+  const int64_t ffn = c.moe() ? c.n_experts * mlp + linear(d, c.n_experts, 0) + c.shared_expert_params() : mlp;
   const int64_t block = 2 * norm_params + linear(d, qkv_width, c.qkv_bias_elems()) + linear(d, d, biases) + ffn;
   return c.vocab_size * d + (c.pos == PosKind::Learned ? c.context * d : 0) + c.n_layer * block + norm_params +
          (c.tied_embeddings ? 0 : linear(d, c.vocab_size, 0));
@@ -43,7 +50,8 @@ int64_t GPTConfig::param_count(int64_t tp, int64_t* replicated) const {
   // A mixture of experts is not split over tp (its experts and router whole on every rank,
   // nn/moe.h): the MLP's terms give way to it.
   const int64_t fc_width = c.act == Act::SwiGLU ? 2 * c.d_ff : c.d_ff;
-  const int64_t experts = c.n_experts * (d * fc_width + biases * fc_width + c.d_ff * d) + d * c.n_experts;
+  const int64_t experts =
+      c.n_experts * (d * fc_width + biases * fc_width + c.d_ff * d) + d * c.n_experts + c.shared_expert_params();
   const int64_t block_whole = 2 * norm_params + (c.moe() ? biases * d + experts + c.n_experts * biases * d : 2 * biases * d);
   const int64_t block_split = qkv_rows * (d + c.qkv_bias_elems()) + d * (d / tp) +
                               (c.moe() ? 0 : fc_rows * (d + biases) + d * (c.d_ff / tp));
@@ -70,6 +78,12 @@ const std::map<std::string, GPTConfig>& presets() {
     mixtral.top_k = 2;
     mixtral.d_ff = 128;
     m["mixtral-tiny"] = mixtral;
+    GPTConfig qwen2_moe = mixtral;
+    qwen2_moe.qkv_bias = true;
+    qwen2_moe.moe_renormalize = false;
+    qwen2_moe.moe_shared_d_ff = 128;
+    qwen2_moe.moe_shared_gate = true;
+    m["qwen2-moe-tiny"] = qwen2_moe;
     return m;
   }();
   return p;
@@ -101,7 +115,10 @@ std::string GPTConfig::str() const {
          (c.moe() ? ", n_experts=" + std::to_string(c.n_experts) + ", top_k=" + std::to_string(c.top_k) +
                         ", moe_gating=" + kernels::moe_gating_name(c.moe_gating) +
                         (c.moe_renormalize ? "" : ", moe_renormalize=false") +
-                        (c.moe_capacity > 0 ? ", moe_capacity=" + std::to_string(c.moe_capacity) : std::string())
+                        (c.moe_capacity > 0 ? ", moe_capacity=" + std::to_string(c.moe_capacity) : std::string()) +
+                        (c.moe_shared_d_ff ? ", moe_shared_d_ff=" + std::to_string(c.moe_shared_d_ff) +
+                                                 (c.moe_shared_gate ? ", moe_shared_gate=true" : "")
+                                           : std::string())
                   : std::string()) +
          // Only when not f32, so the strings of existing f32 models (and checkpoints) stay as they were.
          (c.dtype == DType::F32 ? std::string() : std::string(", dtype=") + dtype_name(c.dtype)) + ")";
@@ -124,6 +141,7 @@ constexpr SizeRange kSizeRanges[] = {
     {"n_kv_head", &GPTConfig::n_kv_head, 0, 4096},                {"d_model", &GPTConfig::d_model, 1, int64_t(1) << 17},
     {"d_ff", &GPTConfig::d_ff, 0, int64_t(1) << 20},              {"sliding_window", &GPTConfig::sliding_window, 0, int64_t(1) << 22},
     {"n_experts", &GPTConfig::n_experts, 0, 1024},                {"top_k", &GPTConfig::top_k, 1, 1024},
+    {"moe_shared_d_ff", &GPTConfig::moe_shared_d_ff, 0, int64_t(1) << 20},
 };
 
 }  // namespace
@@ -150,6 +168,11 @@ void validate(const GPTConfig& raw) {
            "GPTConfig.context = " + std::to_string(c.context) + " exceeds sliding_window = " +
                std::to_string(c.sliding_window) + "; accepted: context <= sliding_window (attention beyond the "
                "window is not implemented; pass a shorter context)");
+  DT_CHECK(c.moe() || (c.moe_shared_d_ff == 0 && !c.moe_shared_gate),
+           "GPTConfig.moe_shared_d_ff = " + std::to_string(c.moe_shared_d_ff) +
+               " (a shared expert) needs a mixture of experts; accepted: 0 with n_experts = 0");
+  DT_CHECK(!c.moe_shared_gate || c.moe_shared_d_ff > 0,
+           "GPTConfig.moe_shared_gate needs a shared expert; accepted: moe_shared_d_ff > 0 with it");
   if (c.moe()) {
     DT_CHECK(c.top_k <= c.n_experts, "GPTConfig.top_k = " + std::to_string(c.top_k) + "; accepted: 1 to n_experts = " +
                                          std::to_string(c.n_experts));

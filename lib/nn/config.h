@@ -59,6 +59,11 @@ struct GPTConfig {
   float moe_aux_coef = 0.01f;   // load-balancing loss: coef * E * sum_e f_e P_e (Switch Transformer)
   float moe_z_coef = 0.001f;    // router z-loss: coef * mean over tokens of logsumexp(logits)^2 (ST-MoE)
   float moe_capacity = 0.0f;    // capacity factor (tokens an expert takes: factor * R * top_k / E); 0: dropless
+  // A shared expert (Qwen2-MoE, DeepSeek): one more MLP, of width moe_shared_d_ff, that every
+  // token goes through beside its top_k, its output added to theirs; with moe_shared_gate
+  // scaled per token by sigmoid(x . w) first (Qwen2-MoE's shared_expert_gate). 0: none.
+  int64_t moe_shared_d_ff = 0;
+  bool moe_shared_gate = false;
   uint64_t seed = 1337;
   bool checkpoint = false;  // activation checkpointing per block
   // Storage of parameters, gradients, activations and the KV cache: f32, bf16 or f16 (math
@@ -87,6 +92,8 @@ struct GPTConfig {
   // the command line's memory checks and the checkpoint loader's size check all use; exact
   // in int64 for every config validate() accepts.
   int64_t param_count() const;
+  // Elements of one block's shared expert and its gate (0 without one).
+  int64_t shared_expert_params() const;
   // The elements one rank of a tensor-parallel group of `tp` holds (nn::GPT with a TpGroup:
   // heads, MLP features and vocabulary split, the vocabulary padded; every rank holds as
   // many), and in *replicated those it holds whole like every other tp rank (norms,
@@ -102,7 +109,9 @@ void validate(const GPTConfig& c);
 // Named starting points (dt_module_create_gpt's "preset"; explicit fields override them):
 // "gpt-tiny" (2 layers, width 64, 2 heads, context 64: trains in milliseconds), "gpt-small"
 // (the defaults above: 6 layers, width 384, 6 heads, context 256), "llama-tiny" (gpt-tiny,
-// llama style) and "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2). Null for another name; gpt_preset_names lists them all.
+// llama style), "mixtral-tiny" (llama-tiny with 4 experts of d_ff 128, top 2) and
+// "qwen2-moe-tiny" (mixtral-tiny with q/k/v biases, the top-2 gates not renormalised, and a
+// gated shared expert of width 128). Null for another name; gpt_preset_names lists them all.
 const GPTConfig* gpt_preset(const std::string& name);
 std::string gpt_preset_names();  // "\"gpt-small\", \"gpt-tiny\", ..."
 

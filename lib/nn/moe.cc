@@ -73,11 +73,70 @@ MoE::MoE(const std::string& name, const GPTConfig& c, float proj_std, EpGroup ep
   for (int64_t e = first_expert; e < first_expert + local; ++e)
     experts.push_back(std::make_unique<MLP>(name + ".experts." + std::to_string(e), c.d_model, c.d_ff, c.act, c.bias,
                                             c.seed, proj_std, c.dtype));
+  if (c.moe_shared_d_ff > 0)
+    shared = std::make_unique<MLP>(name + ".shared", c.d_model, c.moe_shared_d_ff, c.act, c.bias, c.seed, proj_std, c.dtype);
+  if (c.moe_shared_gate)
+    shared_gate = std::make_unique<Linear>(name + ".shared_gate", c.d_model, 1, /*bias=*/false, c.seed, 0.02f, c.dtype);
 }
 
 void MoE::collect(ParamList& list) {
   router.collect(list);
   for (auto& e : experts) e->collect(list);
+  if (shared) shared->collect(list);
+  if (shared_gate) shared_gate->collect(list);
+}
+
+const Tensor& MoE::row_slots(int64_t R, Device dev) {
+  if (!row_slots_.defined() || row_slots_.dim(0) != R || row_slots_.device() != dev) {
+    Tensor host = Tensor::uninit({R, 1}, DType::I32);
+    for (int64_t r = 0; r < R; ++r) host.data<int32_t>()[r] = static_cast<int32_t>(r);
+    row_slots_ = to_device(host, dev, MemTag::Activation);
+  }
+  return row_slots_;
+}
+
+void MoE::add_shared(const Tensor& x, Acts& a) {
+  const Tensor& ys = shared->forward(x, a.shared);
+  if (!shared_gate) {
+    kernels::add(a.y, ys, a.y);
+    return;
+  }
+  const int64_t R = x.rows();
+  shared_gate->forward(x, a.shared_logit);
+  ensure(a.shared_idx, {R, 1}, DType::I32);
+  ensure(a.shared_gate, {R, 1}, DType::F32);
+  ensure(a.shared_probs, {R, 1}, DType::F32);
+  ensure(a.shared_lse, {R}, DType::F32);
+  kernels::moe_route(a.shared_logit, 1, kernels::MoeGating::Sigmoid, false, a.shared_idx, a.shared_gate, a.shared_probs,
+                     a.shared_lse);
+  ensure(a.shared_out, {R, x.cols()}, x.dtype());
+  kernels::moe_unpermute(ys, row_slots(R, x.device()), a.shared_gate, a.shared_out);
+  kernels::add(a.y, a.shared_out, a.y);
+}
+
+void MoE::backward_shared(const Tensor& x, const Tensor& dy, Acts& a, Tensor& dx) {
+  const int64_t R = x.rows(), C = x.cols();
+  ensure(a.dx_shared, {R, C}, x.dtype());
+  if (!shared_gate) {
+    shared->backward(dy, a.shared, a.dx_shared);
+    kernels::add(dx, a.dx_shared, dx);
+    return;
+  }
+  ensure(a.dshared_y, {R, C}, x.dtype());
+  ensure(a.dshared_gate, {R, 1}, DType::F32);
+  kernels::moe_unpermute_backward(dy, a.shared.y, row_slots(R, x.device()), a.shared_gate, a.dshared_y, a.dshared_gate);
+  if (!no_aux_.defined() || no_aux_.device() != x.device()) {
+    Tensor zero = Tensor::uninit({1}, DType::F32);
+    zero.data<float>()[0] = 0.0f;
+    no_aux_ = to_device(zero, x.device(), MemTag::Activation);
+  }
+  ensure(a.dshared_logit, a.shared_logit.shape(), a.shared_logit.dtype());
+  kernels::moe_route_backward(a.shared_logit, a.shared_idx, a.shared_gate, a.shared_probs, a.shared_lse,
+                              a.dshared_gate, no_aux_, 0.0f, kernels::MoeGating::Sigmoid, false, a.dshared_logit);
+  shared_gate->backward(x, a.dshared_logit, a.dx_shared);
+  kernels::add(dx, a.dx_shared, dx);
+  shared->backward(a.dshared_y, a.shared, a.dx_shared);
+  kernels::add(dx, a.dx_shared, dx);
 }
 
 const Tensor& MoE::forward(const Tensor& x_in, Acts& a) {
@@ -131,6 +190,7 @@ const Tensor& MoE::forward(const Tensor& x_in, Acts& a) {
   }
   ensure(a.y, {R, C}, x.dtype());
   kernels::moe_unpermute(a.yp, a.slots, a.gates, a.y);
+  if (shared) add_shared(x, a);
   return a.y;
 }
 
@@ -170,6 +230,7 @@ void MoE::backward(const Tensor& dy_in, Acts& a, Tensor& dx, float grad_scale) {
   ensure(a.dx_router, {R, C}, dt);
   router.backward(x, a.dlogits, a.dx_router);
   kernels::add(dx2, a.dx_router, dx2);
+  if (shared) backward_shared(x, dy, a, dx2);
 }
 
 void MoE::run_experts(const Tensor& in, const std::vector<int64_t>& rows, Tensor& out, Acts& a) {

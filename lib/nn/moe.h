@@ -11,6 +11,12 @@
 // gate-weighted sum back into token order). Backward runs the same in reverse, and the
 // router's gradient takes the gates' and the auxiliary losses' terms (moe_route_backward).
 //
+// A shared expert (GPTConfig.moe_shared_d_ff, Qwen2-MoE): one more MLP <name>.shared.* that
+// every row goes through, its output added to the routed experts'; with a gate
+// (<name>.shared_gate.weight [1, C]) first scaled by sigmoid(x . w). The gate is a router of
+// one expert with sigmoid gating that every row picks, so the same route and combine ops
+// run it. Under expert parallelism it is held whole on every rank, like attention.
+//
 // Auxiliary losses, per forward (a micro-batch of R rows), weighted into the objective as the
 // language-model loss is (the caller's grad_scale: a micro-batch's share of the batch):
 //   load balancing: aux_coef * E * sum_e f_e * P_e; f_e the fraction of the R * k choices that
@@ -63,6 +69,9 @@ class MoE : public Module {
     ExpertExchange exchange;                       // ep > 1: the rows to and from the experts' ranks
     Tensor xr, yr, dyr, dxr;                       // ep > 1: the rows of this rank's experts, expert-major
     std::vector<int64_t> picked;                   // per expert: choices before dropping (the f_e of the aux loss)
+    MLP::Acts shared;                              // the shared expert's
+    Tensor shared_logit, shared_idx, shared_gate, shared_probs, shared_lse, shared_out;  // its gate: [R, 1] each, out [R, C]
+    Tensor dshared_y, dshared_gate, dshared_logit, dx_shared;                            // backward
     MoEStats stats;
     Tensor dyp, dxp, dgates, dlogits, dx_router, aux_coef;  // backward
   };
@@ -84,8 +93,15 @@ class MoE : public Module {
   int64_t first_expert = 0;
   Linear router;
   std::vector<std::unique_ptr<MLP>> experts;  // this rank's: experts[i] is expert first_expert + i
+  std::unique_ptr<MLP> shared;                // the shared expert, or null
+  std::unique_ptr<Linear> shared_gate;        // its gate, or null
 
  private:
+  // y += the shared expert's output of x (gated), and its backward: dx += its input gradient.
+  void add_shared(const Tensor& x, Acts& a);
+  void backward_shared(const Tensor& x, const Tensor& dy, Acts& a, Tensor& dx);
+  const Tensor& row_slots(int64_t R, Device dev);  // i32 [R, 1]: row r at slot r
+  Tensor row_slots_, no_aux_;                       // cached: the identity slots, a zero aux coefficient [1]
   // Each local expert on its rows of `in` (rows[i] for expert i, in order) into `out`, and back.
   void run_experts(const Tensor& in, const std::vector<int64_t>& rows, Tensor& out, Acts& a);
   void backward_experts(const Tensor& dout, const std::vector<int64_t>& rows, Tensor& din, Acts& a);

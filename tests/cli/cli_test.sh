@@ -77,6 +77,18 @@ hf)
   [ "$a" != "$b" ] || fail "the export generates what the untrained model does: not the trained weights?"
   $D export --model out --hf out_bf16 --precision bf16 --max-shard-mb 1 >/dev/null || fail "export --model"
   $D inspect out_bf16 | grep -q "stored as bf16" || fail "the rewritten export is not bf16"
+  # Qwen2-MoE (a gated shared expert beside the routed ones): fine-tuned with the experts over
+  # ep 2 against one rank running the same rows as 2 micro-batches, then exported as Qwen2-MoE.
+  $D inspect "$HF/qwen2_moe" | grep -q "a shared expert of width 96 (gated)" || fail "inspect qwen2_moe"
+  QM=(--init "hf:$HF/qwen2_moe" --data jsonl:chats.jsonl --context 96 --steps 6 --batch 4 --lr 1e-2 --no-progress --threads 1)
+  $D train "${QM[@]}" --micro-batches 2 --out qm1 >/dev/null 2>&1 || fail "train --init hf qwen2_moe"
+  $D train "${QM[@]}" --ep 2 --out qm2 >/dev/null 2>&1 || fail "train --init hf qwen2_moe --ep 2"
+  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-5 * abs(b))" \
+    "$(loss qm2)" "$(loss qm1)" || fail "qwen2_moe ep 2 final loss $(loss qm2) differs from one rank's $(loss qm1)"
+  $D export --checkpoint qm2/ckpt --hf qmout --precision f32 >/dev/null || fail "export qwen2_moe"
+  grep -q '"Qwen2MoeForCausalLM"' qmout/config.json && grep -q '"shared_expert_intermediate_size": 96' qmout/config.json ||
+    { cat qmout/config.json; fail "the qwen2_moe export's config"; }
+  $D generate --model qmout --prompt "what is" --max-new-tokens 3 --ignore-eos >/dev/null 2>&1 || fail "generate the qwen2_moe export"
   ;;
 help)
   $D --help | grep >/dev/null "train" || fail "top-level help lists no train command"

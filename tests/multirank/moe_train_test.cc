@@ -7,7 +7,8 @@
 // and 4, dp 2 x ep 2, pp 2 x ep 2, dp 2 x ep 2 with ZeRO-1/2/3, dp 2 x pp 2 x ep 2 with
 // ZeRO-1. 10 AdamW steps with clipping and a warmup-cosine
 // schedule; f32 within 2e-5 relative (loss per step, gradient norms, final parameters).
-// tp 2 and ep 2 x tp 2 with sequence parallelism (each tp rank routing its own rows). Also:
+// tp 2 and ep 2 x tp 2 with sequence parallelism (each tp rank routing its own rows); a
+// gated shared expert (Qwen2-MoE) on ep 2, dp 2 x ep 2 ZeRO-2, ep 2 x tp 2 + SP, pp 2 x ep 2. Also:
 // experts with tp > 1 without SP, experts not divisible by ep, ZeRO with ep and dp = 1 and ep
 // without experts are refused by name.
 #include <cstdio>
@@ -161,6 +162,27 @@ TEST(MoeTrain, TensorParallelWithSequenceParallelismMatchesSingleRankTraining) {
     if (kSanitized) return;
     test::expect_run_close(train(mesh(1, 1, 2, 2), c, 1, sp), ref, 2e-5, 2e-5, what + ", ep 2 x tp 2 + SP");
   });
+}
+
+TEST(MoeTrain, AGatedSharedExpertTrainsLikeOneRankOnEveryLayout) {
+  // Qwen2-MoE's block: a shared expert every token goes through, behind a sigmoid gate, held
+  // whole on every ep and tp rank like attention (its gradients summed over dp x ep, and over
+  // tp under SP); top-2 gates not renormalised; q/k/v biases.
+  nn::GPTConfig c = config(2, 0.0f);
+  c.moe_shared_d_ff = 24;
+  c.moe_shared_gate = true;
+  c.moe_renormalize = false;
+  c.qkv_bias = true;
+  const test::TrainRun ref = train(nullptr, c, 4);
+  test::expect_run_close(train(mesh(1, 1, 1, 2), c, 2), ref, 2e-5, 2e-5, "shared expert, ep 2");
+  engine::ParallelOptions zero2;
+  zero2.zero = 2;
+  test::expect_run_close(train(mesh(2, 1, 1, 2), c, 1, zero2), ref, 2e-5, 2e-5, "shared expert, dp 2 x ep 2 zero 2");
+  if (kSanitized) return;
+  engine::ParallelOptions sp;
+  sp.sequence_parallel = true;
+  test::expect_run_close(train(mesh(1, 1, 2, 2), c, 1, sp), ref, 2e-5, 2e-5, "shared expert, ep 2 x tp 2 + SP");
+  test::expect_run_close(train(mesh(1, 2, 1, 2), c, 2), ref, 2e-5, 2e-5, "shared expert, pp 2 x ep 2");
 }
 
 TEST(MoeTrain, ExpertsWithTensorParallelismNeedSequenceParallelism) {

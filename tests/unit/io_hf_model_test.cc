@@ -163,7 +163,7 @@ TEST_P(HfFixture, ExportThenImportIsBitwiseTheSame) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, HfFixture,
-                         ::testing::Values("gpt2", "llama", "llama3", "qwen2", "mistral", "mixtral"));
+                         ::testing::Values("gpt2", "llama", "llama3", "qwen2", "mistral", "mixtral", "qwen2_moe"));
 
 TEST(HfConfig, ReadsEachArchitecture) {
   EXPECT_EQ(io::hf_open(fixture("gpt2")).config.gpt.str(),
@@ -177,7 +177,14 @@ TEST(HfConfig, ReadsEachArchitecture) {
   EXPECT_TRUE(io::hf_open(fixture("qwen2")).config.gpt.qkv_bias);
   EXPECT_EQ(io::hf_open(fixture("mistral")).config.gpt.sliding_window, 128);
   EXPECT_EQ(io::hf_open(fixture("llama")).config.gpt.rope_scaling.kind, nn::RopeScalingKind::Linear);
+  const nn::GPTConfig qwen2_moe = io::hf_open(fixture("qwen2_moe")).config.gpt;
+  EXPECT_EQ(qwen2_moe.n_experts, 4);
+  EXPECT_EQ(qwen2_moe.d_ff, 48);  // moe_intermediate_size (intermediate_size is a dense layer's, and none is)
+  EXPECT_EQ(qwen2_moe.moe_shared_d_ff, 96);
+  EXPECT_TRUE(qwen2_moe.moe_shared_gate && qwen2_moe.qkv_bias);
+  EXPECT_FALSE(qwen2_moe.moe_renormalize);  // norm_topk_prob false
 }
+
 
 // ---- Hostile directories ---------------------------------------------------------------
 
@@ -209,6 +216,22 @@ class HfHostile : public ::testing::Test {
   }
   std::string dir_;
 };
+
+TEST_F(HfHostile, Qwen2MoeLayoutsOtherThanEveryLayerSparseAreNamed) {
+  copy_from("qwen2_moe");
+  auto j = read_json("config.json");
+  j["decoder_sparse_step"] = 2;
+  write("config.json", j.dump());
+  expect_fails(DT_ERR_INVALID_ARGUMENT, "\"decoder_sparse_step\" = 2 is not supported; accepted: 1");
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = {0};
+  write("config.json", j.dump());
+  expect_fails(DT_ERR_INVALID_ARGUMENT, "\"mlp_only_layers\" = [0] is not supported");
+  j["mlp_only_layers"] = nlohmann::json::array();
+  j["norm_topk_prob"] = true;  // read, and changes the model: the reference logits no longer match, the load works
+  write("config.json", j.dump());
+  EXPECT_TRUE(import(dir_)->config().moe_renormalize);
+}
 
 TEST_F(HfHostile, UnknownArchitectureIsNamedWithTheSupportedList) {
   copy_from("llama");

@@ -129,7 +129,9 @@ TEST(MoeRouting, CapacityKeepsEachExpertsEarliestRowsAndCountsTheDrops) {
   EXPECT_EQ(d2, 0);
 }
 
-nn::GPTConfig moe_config(MoeGating g, bool renorm, float capacity, DType dtype = DType::F32) {
+// shared: a shared expert of width 6, gated (Qwen2-MoE) when `shared_gate`.
+nn::GPTConfig moe_config(MoeGating g, bool renorm, float capacity, DType dtype = DType::F32, bool shared = false,
+                         bool shared_gate = false) {
   nn::GPTConfig c;
   c = c.llama_style();
   c.d_model = 8;
@@ -147,6 +149,8 @@ nn::GPTConfig moe_config(MoeGating g, bool renorm, float capacity, DType dtype =
   c.moe_z_coef = 0.05f;
   c.dtype = dtype;
   c.seed = 11;
+  c.moe_shared_d_ff = shared ? 6 : 0;
+  c.moe_shared_gate = shared_gate;
   return c.resolved();
 }
 
@@ -155,8 +159,10 @@ void perturb(nn::Module& m) {
 }
 
 TEST(MoE, ForwardMatchesADenseReferenceOfTheSameExperts) {
+  for (int shared = 0; shared < 3; ++shared)
   for (float capacity : {0.0f, 0.6f}) {
-    const nn::GPTConfig c = moe_config(MoeGating::Softmax, true, capacity);
+    SCOPED_TRACE(shared == 0 ? "no shared expert" : shared == 1 ? "a shared expert" : "a gated shared expert");
+    const nn::GPTConfig c = moe_config(MoeGating::Softmax, true, capacity, DType::F32, shared > 0, shared == 2);
     nn::MoE moe("moe", c, 0.02f);
     perturb(moe);
     const int64_t R = 10, C = c.d_model;
@@ -174,6 +180,17 @@ TEST(MoE, ForwardMatchesADenseReferenceOfTheSameExperts) {
           if (a.idx.data<int32_t>()[r * c.top_k + j] == e && slots[static_cast<size_t>(r * c.top_k + j)] >= 0)
             for (int64_t i = 0; i < C; ++i)
               ref[static_cast<size_t>(r * C + i)] += a.gates.data<float>()[r * c.top_k + j] * ye[static_cast<size_t>(r * C + i)];
+    }
+    if (moe.shared) {  // every row, times sigmoid(x . w) when gated
+      nn::MLP::Acts sa;
+      const std::vector<double> ys = test::to_f64(moe.shared->forward(x, sa));
+      const std::vector<double> w = moe.shared_gate ? test::to_f64(moe.shared_gate->weight.value) : std::vector<double>();
+      for (int64_t r = 0; r < R; ++r) {
+        double z = 0;
+        for (int64_t i = 0; i < C && !w.empty(); ++i) z += w[static_cast<size_t>(i)] * x.data<float>()[r * C + i];
+        const double g = w.empty() ? 1.0 : 1.0 / (1.0 + std::exp(-z));
+        for (int64_t i = 0; i < C; ++i) ref[static_cast<size_t>(r * C + i)] += g * ys[static_cast<size_t>(r * C + i)];
+      }
     }
     test::expect_close(y, ref, 1e-6, 1e-5, capacity > 0 ? "capacity 0.6" : "dropless");
     int64_t kept = 0;
@@ -196,13 +213,16 @@ TEST(MoE, GradientsMatchCentralDifferencesOfOutputAndAuxiliaryLosses) {
     MoeGating g;
     bool renorm;
     float capacity;
+    int shared;  // 1: a shared expert, 2: gated
   };
-  for (Case k : {Case{MoeGating::Softmax, true, 0.0f}, Case{MoeGating::Softmax, false, 0.0f},
-                 Case{MoeGating::Sigmoid, true, 0.0f}, Case{MoeGating::Softmax, true, 0.6f}}) {
+  for (Case k : {Case{MoeGating::Softmax, true, 0.0f, 0}, Case{MoeGating::Softmax, false, 0.0f, 0},
+                 Case{MoeGating::Sigmoid, true, 0.0f, 0}, Case{MoeGating::Softmax, true, 0.6f, 0},
+                 Case{MoeGating::Softmax, true, 0.0f, 1}, Case{MoeGating::Softmax, false, 0.0f, 2}}) {
     const std::string what = std::string(kernels::moe_gating_name(k.g)) + (k.renorm ? " renorm" : "") +
-                             (k.capacity > 0 ? " capacity" : "");
+                             (k.capacity > 0 ? " capacity" : "") +
+                             (k.shared == 1 ? " shared" : k.shared == 2 ? " gated shared" : "");
     SCOPED_TRACE(what);
-    const nn::GPTConfig c = moe_config(k.g, k.renorm, k.capacity);
+    const nn::GPTConfig c = moe_config(k.g, k.renorm, k.capacity, DType::F32, k.shared > 0, k.shared == 2);
     nn::MoE moe("moe", c, 0.02f);
     perturb(moe);
     const int64_t R = 10, C = c.d_model;
@@ -246,7 +266,8 @@ TEST(MoE, GradientsMatchCentralDifferencesOfOutputAndAuxiliaryLosses) {
 }
 
 TEST(MoE, AMixtralStyleGptLearnsAndReportsItsRouting) {
-  nn::GPTConfig c = *nn::gpt_preset("mixtral-tiny");
+  for (const char* preset : {"mixtral-tiny", "qwen2-moe-tiny"}) {
+  nn::GPTConfig c = *nn::gpt_preset(preset);
   c.vocab_size = 32;
   c.context = 16;
   nn::GPT model(c);
@@ -262,8 +283,9 @@ TEST(MoE, AMixtralStyleGptLearnsAndReportsItsRouting) {
     if (s == 0) first = loss;
     last = loss;
   }
-  std::printf("mixtral-tiny: loss %.3f -> %.3f in 40 steps\n", first, last);
-  EXPECT_LT(last, 0.7 * first);
+  std::printf("%s: loss %.3f -> %.3f in 40 steps\n", preset, first, last);
+  EXPECT_LT(last, 0.7 * first) << preset;
+  }
 }
 
 TEST(MoE, BadConfigurationsAreRefusedByName) {
@@ -276,6 +298,12 @@ TEST(MoE, BadConfigurationsAreRefusedByName) {
   c.moe_capacity = 0;
   c.moe_aux_coef = -1;
   test::expect_invalid([&] { nn::validate(c); }, "GPTConfig.moe_aux_coef");
+  c.moe_aux_coef = 0.01f;
+  c.moe_shared_gate = true;
+  test::expect_invalid([&] { nn::validate(c); }, "GPTConfig.moe_shared_gate needs a shared expert");
+  c.moe_shared_d_ff = 16;
+  c.n_experts = 0;
+  test::expect_invalid([&] { nn::validate(c); }, "GPTConfig.moe_shared_d_ff = 16 (a shared expert) needs a mixture");
 }
 
 }  // namespace

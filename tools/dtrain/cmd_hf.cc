@@ -46,9 +46,16 @@ int run_inspect(const InspectArgs& a) {
               (long long)c["d_ff"], (long long)c["vocab_size"], (long long)c["context"],
               c["norm"].get<std::string>().c_str(), c["pos"].get<std::string>().c_str(),
               c["act"].get<std::string>().c_str(), c["tied_embeddings"].get<bool>() ? ", tied head" : "");
-  if (c.contains("moe"))
-    std::printf("  a mixture of experts: %lld experts, top %lld, %s gates\n", (long long)c["moe"]["experts"],
-                (long long)c["moe"]["top_k"], c["moe"]["gating"].get<std::string>().c_str());
+  if (c.contains("moe")) {
+    const nlohmann::json& m = c["moe"];
+    const std::string shared = m.contains("shared_d_ff") ? ", a shared expert of width " +
+                                                               std::to_string(m["shared_d_ff"].get<int64_t>()) +
+                                                               (m.value("shared_gate", false) ? " (gated)" : "")
+                                                         : std::string();
+    std::printf("  a mixture of experts: %lld experts, top %lld, %s gates%s%s\n", (long long)m["experts"],
+                (long long)m["top_k"], m["gating"].get<std::string>().c_str(),
+                m.value("renormalize", true) ? "" : " (not renormalised)", shared.c_str());
+  }
   std::printf("  bos %lld, eos [%s]\n", (long long)info["bos_token_id"], stop_ids_text(info).c_str());
   // Per rank: the weights for serving in bf16, and for training with AdamW (weights,
   // gradients and two moments: 16 bytes a parameter in f32, as in bf16 with f32 masters).

@@ -9,7 +9,7 @@ namespace dtcli {
 bool ModelArgs::given() const {
   if (!parsed) return false;
   for (const char* f : {"--model", "--layers", "--d-model", "--heads", "--kv-heads", "--d-ff", "--vocab", "--norm", "--pos",
-                        "--act", "--experts", "--top-k", "--moe-capacity"})
+                        "--act", "--experts", "--top-k", "--moe-capacity", "--shared-expert"})
     if (parsed->count(f) > 0) return true;
   return false;
 }
@@ -18,7 +18,8 @@ void ModelArgs::add_to(CLI::App& app) {
   parsed = &app;
   app.add_option("--model", preset, "Starting shape: gpt-tiny (2 layers, width 64), gpt-small (6 layers, width 384), "
                                     "llama-tiny (gpt-tiny with RMSNorm, RoPE, SwiGLU), mixtral-tiny (llama-tiny "
-                                    "with 4 experts, top 2); the flags below override it")
+                                    "with 4 experts, top 2), qwen2-moe-tiny (mixtral-tiny with q/k/v biases, gates "
+                                    "not renormalised and a gated shared expert); the flags below override it")
       ->capture_default_str()
       ->group("Model");
   add_int(&app, "--layers", layers, {1, 1024}, "Transformer blocks")->group("Model");
@@ -37,6 +38,10 @@ void ModelArgs::add_to(CLI::App& app) {
       ->group("Model");
   add_int(&app, "--top-k", top_k, {1, 1024}, "With --experts: the experts each token goes to (default 2)")
       ->group("Model");
+  add_int(&app, "--shared-expert", shared_expert, {0, 1048576, "none"},
+          "With --experts: a shared expert of this width that every token goes through beside its top-k "
+          "(Qwen2-MoE, DeepSeek)")
+      ->group("Model");
   add_real(&app, "--moe-capacity", moe_capacity, {0, 1024, "dropless"},
            "With --experts: the capacity factor: an expert takes at most factor x tokens x top-k / experts, the "
            "rest are dropped and counted (default 0: dropless)")
@@ -54,7 +59,8 @@ Options options_from_config(const nlohmann::json& config) {
     for (const auto& [key, name] :
          {std::pair{"experts", "experts"}, std::pair{"top_k", "top_k"}, std::pair{"gating", "moe_gating"},
           std::pair{"renormalize", "moe_renormalize"}, std::pair{"aux_coef", "moe_aux_coef"},
-          std::pair{"z_coef", "moe_z_coef"}, std::pair{"capacity", "moe_capacity"}}) {
+          std::pair{"z_coef", "moe_z_coef"}, std::pair{"capacity", "moe_capacity"},
+          std::pair{"shared_d_ff", "moe_shared_d_ff"}, std::pair{"shared_gate", "moe_shared_gate"}}) {
       if (!m.contains(key)) continue;
       const nlohmann::json& v = m[key];
       if (v.is_boolean()) set_bool(o.get(), name, v.get<bool>());
@@ -96,6 +102,7 @@ Options ModelArgs::options(int64_t context, int64_t seed) const {
   if (experts >= 0) set(o.get(), "experts", experts);
   if (top_k >= 0) set(o.get(), "top_k", top_k);
   if (moe_capacity >= 0) set(o.get(), "moe_capacity", moe_capacity);
+  if (shared_expert >= 0) set(o.get(), "moe_shared_d_ff", shared_expert);
   if (!precision.empty()) set(o.get(), "precision", precision);
   if (!device.empty()) set(o.get(), "device", device);
   return o;

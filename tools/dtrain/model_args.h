@@ -33,6 +33,7 @@ struct ModelArgs {
   int64_t layers = -1, d_model = -1, heads = -1, kv_heads = -1, d_ff = -1, vocab = -1;  // -1: not given
   int64_t experts = -1, top_k = -1;  // -1: not given
   double moe_capacity = -1;          // -1: not given
+  int64_t shared_expert = -1;        // -1: not given
   std::string norm, pos, act, precision, device;
   const CLI::App* parsed = nullptr;  // where add_to put the flags, for given()
   // A Hugging Face model's config (dt_hf_inspect_json's "config", dtrain train --init

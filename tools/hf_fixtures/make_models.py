@@ -67,6 +67,15 @@ def spec():
                                     num_local_experts=4, num_experts_per_tok=2, router_aux_loss_coef=0.02,
                                     tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
          torch.float32, None, "mistral", "mistral"),
+        # Qwen2-MoE: every layer sparse, a shared expert with its sigmoid gate, top-k not renormalised.
+        ("qwen2_moe", T.Qwen2MoeConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                       rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False,
+                                       use_sliding_window=False, decoder_sparse_step=1, num_experts=4,
+                                       num_experts_per_tok=2, moe_intermediate_size=48,
+                                       shared_expert_intermediate_size=96, norm_topk_prob=False,
+                                       router_aux_loss_coef=0.001, bos_token_id=VOCAB - 3, eos_token_id=VOCAB - 1),
+         torch.float32, None, "qwen2", "qwen2"),
     ]
 
 
@@ -74,7 +83,8 @@ def model_class(cfg):
     return getattr(transformers, cfg.architectures[0]) if cfg.architectures else {
         "gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
         "qwen2": transformers.Qwen2ForCausalLM, "mistral": transformers.MistralForCausalLM,
-        "mixtral": transformers.MixtralForCausalLM}[cfg.model_type]
+        "mixtral": transformers.MixtralForCausalLM,
+        "qwen2_moe": transformers.Qwen2MoeForCausalLM}[cfg.model_type]
 
 
 def reference(path, seed):
@@ -122,7 +132,8 @@ def main():
         cls = {"GPT2Config": transformers.GPT2LMHeadModel, "LlamaConfig": transformers.LlamaForCausalLM,
                "Qwen2Config": transformers.Qwen2ForCausalLM,
                "MistralConfig": transformers.MistralForCausalLM,
-               "MixtralConfig": transformers.MixtralForCausalLM}[type(cfg).__name__]
+               "MixtralConfig": transformers.MixtralForCausalLM,
+               "Qwen2MoeConfig": transformers.Qwen2MoeForCausalLM}[type(cfg).__name__]
         model = cls(cfg)
         with torch.no_grad():  # larger than the default init, so the logits are far from uniform
             for pname, p in model.named_parameters():
