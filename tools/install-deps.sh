@@ -12,6 +12,7 @@ demo_packages=(
   build-essential cmake                       # compiler and build
   libdnnl-dev                                 # oneDNN: the default CPU GEMM backend (AVX-512 JIT kernels)
   nlohmann-json3-dev                          # JSON: checkpoint index and headers (lib/io)
+  libxxhash-dev                               # XXH3 checksums of checkpoint chunks (header only, compiled in)
   libcli11-dev                                # the dtrain command line's flags and --help
   libcpp-httplib-dev pkg-config               # dtrain serve's HTTP server (found through its .pc file)
   libpcre2-dev                                # tokenizer.json split regexes (Unicode classes, lookahead, JIT; lib/io/hf_*)

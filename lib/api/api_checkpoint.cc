@@ -67,7 +67,7 @@ dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_module** ou
     // Before building (allocating) the model: can the data files hold it at all?
     uint64_t data_bytes = 0;
     std::set<std::string> files;
-    for (const auto& [name, file] : idx["weight_map"].items()) files.insert(file.get<std::string>());
+    for (const auto& file : idx["files"]) files.insert(file.get<std::string>());
     for (const std::string& f : files) {
       std::error_code ec;
       const uintmax_t n = std::filesystem::file_size(dir + "/" + f, ec);
