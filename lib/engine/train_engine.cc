@@ -357,27 +357,34 @@ void TrainEngine::finish_load() {
   if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
 }
 
-void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
-  for (auto& s : strategies_) s->before_save();
-  // Whatever a strategy gathered for this save alone is freed again once written.
-  struct AfterSave {
-    std::vector<std::unique_ptr<parallel::Strategy>>& all;
-    ~AfterSave() {
-      for (auto& s : all) s->after_save();
-    }
-  } after{strategies_};
-  std::vector<io::CheckpointTensor> state = state_tensors();  // collective when sharded
-  if (!write) return;
-  nlohmann::json meta = {{"step", opt_->steps()},
-                         {"model", model_.config().str()},
-                         {"config", io::config_to_json(model_.config())},
-                         {"extra", extra}};
-  std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
-  std::filesystem::create_directories(dir, ec);
-  io::save_checkpoint(dir, state, meta, stem);
+std::vector<parallel::LocalPiece> TrainEngine::local_state() {
+  std::vector<parallel::LocalPiece> out;
+  if (sharded_state_) {
+    run([&] { out = sharded_state_->local_state(*opt_); });
+  } else {
+    for (nn::Parameter* p : model_.parameters()) out.push_back({p->name, p->value.shape(), 0, p->value.numel(), p->value});
+    for (auto& [name, t] : opt_->state()) out.push_back({name, t.shape(), 0, t.numel(), t});
+  }
+  for (auto& t : scaler_tensors()) out.push_back({t.name, t.tensor.shape(), 0, t.tensor.numel(), t.tensor});
+  return out;
 }
 
-nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem) {
+void TrainEngine::finish_local_load() {
+  if (sharded_state_)
+    run([&] { sharded_state_->finish_local_load(*opt_); });
+  else
+    opt_->after_load();
+  if (scaler_) scaler_->restore(scaler_scale_.data<float>()[0], scaler_good_.data<int64_t>()[0]);
+}
+
+nlohmann::json TrainEngine::checkpoint_metadata(const nlohmann::json& extra) const {
+  return {{"step", opt_->steps()},
+          {"model", model_.config().str()},
+          {"config", io::config_to_json(model_.config())},
+          {"extra", extra}};
+}
+
+void TrainEngine::check_checkpoint(const std::string& dir, const std::string& stem) {
   // The config first: a model of another shape would mostly fail on tensor shapes, but
   // one that differs only in norm, position scheme or activation would load silently.
   const nlohmann::json idx = io::read_checkpoint_index(dir, stem);
@@ -391,6 +398,27 @@ nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem
     optim::DynamicLossScaler probe = *scaler_;
     probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
   }
+}
+
+void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
+  for (auto& s : strategies_) s->before_save();
+  // Whatever a strategy gathered for this save alone is freed again once written.
+  struct AfterSave {
+    std::vector<std::unique_ptr<parallel::Strategy>>& all;
+    ~AfterSave() {
+      for (auto& s : all) s->after_save();
+    }
+  } after{strategies_};
+  std::vector<io::CheckpointTensor> state = state_tensors();  // collective when sharded
+  if (!write) return;
+  const nlohmann::json meta = checkpoint_metadata(extra);
+  std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
+  std::filesystem::create_directories(dir, ec);
+  io::save_checkpoint(dir, state, meta, stem);
+}
+
+nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem) {
+  check_checkpoint(dir, stem);
   const nlohmann::json meta = io::load_checkpoint(dir, load_targets(), stem);
   finish_load();
   return meta.value("extra", nlohmann::json::object());

@@ -146,6 +146,17 @@ class TrainEngine {
   // strategy keeps its shards of them). Nothing is checked between the two.
   std::vector<io::CheckpointTensor> load_targets();
   void finish_load();
+  // Sharded checkpoints (engine/trainer_checkpoint.cc): this rank's own elements of its
+  // state, as views (a state-sharding strategy's shards, else every tensor whole), no
+  // collective; then, after a load wrote into them, finish_local_load() takes them in
+  // (collective where the strategy's is).
+  std::vector<parallel::LocalPiece> local_state();
+  void finish_local_load();
+  // The metadata a save records (step, model config, `extra`), and the checks a load makes
+  // before it writes anything (the model config; the f16 scaler's state against this
+  // engine's options). Not collective.
+  nlohmann::json checkpoint_metadata(const nlohmann::json& extra) const;
+  void check_checkpoint(const std::string& dir, const std::string& stem);
 
   // What train_step ("train_step") or evaluate ("evaluate") checks before any work: shapes,
   // token ids, the split over dp and micro-batches, every strategy's check_micro_batch.

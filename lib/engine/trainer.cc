@@ -160,20 +160,10 @@ std::vector<io::CheckpointTensor> Trainer::state_tensors() {
 
 void Trainer::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
   apply_writes();
-  if (layout_->splits_model()) {  // the gathered whole, from the host of the world's rank 0
-    gather_parts();
-    if (layout_->rank(0) == 0) host_engine_->save(dir, extra, stem);
-    on_all([&](int li, int) { layout_->world(li).barrier(); });  // a load after sees the files
-    return;
-  }
-  if (layout_->single()) return replicas_[0]->save(dir, extra, stem);
-  // Replicas are equal: the world's rank 0 writes; the others wait so that a load after
-  // save sees the files. With sharded state (ZeRO) every replica takes part in gathering it.
-  const bool sharded = replicas_[0]->state_sharded();
-  on_all([&](int li, int rank) {
-    if (rank == 0 || sharded) replicas_[static_cast<size_t>(li)]->save(dir, extra, stem, rank == 0);
-    layout_->world(li).barrier();
-  });
+  // On a mesh every rank writes its own state (trainer_checkpoint.cc); one rank alone writes
+  // the single-rank layout, which is the same format with one writer.
+  if (!layout_->single()) return save_sharded(dir, extra, stem);
+  replicas_[0]->save(dir, extra, stem);
 }
 
 void Trainer::with_whole_model(const std::function<void(nn::GPT&)>& fn) {
@@ -196,15 +186,9 @@ void Trainer::with_whole_model(const std::function<void(nn::GPT&)>& fn) {
 }
 
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
-  if (layout_->splits_model()) {  // into the host (which checks everything before it writes), then in parts
-    nlohmann::json extra = host_engine_->load(dir, stem);
-    scatter_parts();
-    written_.clear();  // the loaded values replace any write not yet carried over
-    host_stale_ = false;
-    return extra;
-  }
-  nlohmann::json extra;
-  for (auto& r : replicas_) extra = r->load(dir, stem);  // each validates before it writes
+  // Any layout's checkpoint: each rank reads the boxes it holds (trainer_checkpoint.cc).
+  if (!layout_->single()) return load_sharded(dir, stem);
+  nlohmann::json extra = replicas_[0]->load(dir, stem);  // validates before it writes
   written_.clear();
   return extra;
 }

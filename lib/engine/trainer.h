@@ -157,6 +157,9 @@ class Trainer {
   void apply_writes();                 // written_ into the parts
   std::map<std::string, Tensor> host_state() const;  // the host's state tensors by name (views)
   void on_all(const std::function<void(int local_index, int rank)>& fn) { layout_->run(fn); }
+  // Sharded checkpoints on a mesh (trainer_checkpoint.cc): each rank writes and reads its own.
+  void save_sharded(const std::string& dir, const nlohmann::json& extra, const std::string& stem);
+  nlohmann::json load_sharded(const std::string& dir, const std::string& stem);
   std::shared_ptr<CancelFlag> cancel_;
   bool cancel_raised() const { return cancel_ && cancel_->requested(); }
   // Throws CANCELLED naming `what` if the flag is raised and every rank is in this process

@@ -60,6 +60,8 @@ class EpStrategy final : public Strategy {
   std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) override { return zero_->whole_state(opt); }
   std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) override { return zero_->load_targets(opt); }
   void finish_load(optim::Optimizer& opt) override { zero_->finish_load(opt); }
+  std::vector<LocalPiece> local_state(optim::Optimizer& opt) override { return zero_->local_state(opt); }
+  void finish_local_load(optim::Optimizer& opt) override { zero_->finish_local_load(opt); }
 
  private:
   void sum_shared_over_ep(int unit);  // ZeRO: the unit's shared gradients all-reduced over ep

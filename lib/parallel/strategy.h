@@ -31,6 +31,7 @@
 #include "comm/communicator.h"
 #include "nn/gpt.h"
 #include "nn/parameter.h"
+#include "parallel/local_piece.h"
 #include "optim/optimizer.h"
 #include "parallel/pipeline_schedule.h"
 
@@ -143,6 +144,14 @@ class Strategy {
   // finish_load keeps this rank's shards of them.
   virtual std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) { return {}; }
   virtual void finish_load(optim::Optimizer& opt) {}
+
+  // --- sharded checkpoints (engine/trainer_checkpoint.cc): each rank writes and reads only
+  // what it holds, no collective. A state-sharding strategy lists its rank's own elements
+  // (LocalPiece::sharded: split over its group, so its group does not dedupe them); after a
+  // load wrote them, finish_local_load rebuilds what derives from them (ZeRO-1/2's whole
+  // values: gathered over its group, collective).
+  virtual std::vector<LocalPiece> local_state(optim::Optimizer& opt) { return {}; }
+  virtual void finish_local_load(optim::Optimizer& opt) {}
 };
 
 // x summed over `group` exactly enough for a loss or a squared norm (a float pair hi + lo,

@@ -332,6 +332,40 @@ std::vector<std::pair<std::string, Tensor>> ZeroSharding::whole_state_templates(
   return out;
 }
 
+std::vector<LocalPiece> ZeroSharding::local_state(optim::Optimizer& shard_opt) {
+  std::vector<LocalPiece> out;
+  // Each parameter's elements inside this rank's range [lo, lo + shard) of the unit's flat
+  // buffer, as a view of `shard` (the values' or an optimizer tensor's shard).
+  auto pieces = [&](const Unit& u, const Tensor& shard, const std::string& suffix) {
+    const int64_t lo = dp_.rank() * u.shard, hi = lo + u.shard;
+    for (size_t i = 0; i < u.params.size(); ++i) {
+      const int64_t a = std::max(lo, u.offsets[i]), b = std::min(hi, u.offsets[i] + u.params[i]->numel());
+      if (a >= b) continue;
+      out.push_back({u.params[i]->name + suffix, u.params[i]->shape, a - u.offsets[i], b - u.offsets[i],
+                     shard.slice0(a - lo, b - lo), true});
+    }
+  };
+  for (auto& u : units_) {
+    wait_gather(*u);  // stages 1/2: a pending gather writes the values
+    pieces(*u, u->shard_value, "");
+  }
+  for (auto& [name, t] : shard_opt.state()) {
+    std::string suffix;
+    const int k = unit_of_state(name, suffix);
+    if (k < 0) out.push_back({name, t.shape(), 0, t.numel(), t, false});  // the step counter
+    else pieces(*units_[static_cast<size_t>(k)], t, "." + suffix);
+  }
+  return out;
+}
+
+void ZeroSharding::after_local_load() {
+  if (stage_ == 3) {
+    release_all();
+    return;
+  }
+  after_step();  // the loaded shards into everyone's whole values
+}
+
 void ZeroSharding::load_whole_state(const Lookup& lookup, optim::Optimizer& shard_opt, bool values) {
   auto find = [&](const std::string& name) {
     const Tensor* t = lookup(name);

@@ -35,6 +35,7 @@
 #include "comm/communicator.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
+#include "parallel/local_piece.h"
 
 namespace dt::parallel {
 
@@ -92,6 +93,13 @@ class ZeroSharding {
   // The per-parameter names load_whole_state asks for, each with its shape and dtype
   // (parameters first), so a caller can make the tensors to read a checkpoint into.
   std::vector<std::pair<std::string, Tensor>> whole_state_templates(const optim::Optimizer& shard_opt) const;
+  // Sharded checkpoints: this rank's own elements of every per-parameter tensor, as views of
+  // its shards (values "<param>", optimizer state "<param>.<suffix>"; padding left out; the
+  // step counter whole, not sharded). Not collective.
+  std::vector<LocalPiece> local_state(optim::Optimizer& shard_opt);
+  // After a load wrote into local_state's views: stages 1/2 gather the whole values from the
+  // shards (collective over dp); stage 3 drops any gathered copy.
+  void after_local_load();
 
  private:
   struct Unit;

@@ -48,6 +48,8 @@ class ZeroStrategy final : public Strategy {
   std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) override;
   std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) override;
   void finish_load(optim::Optimizer& opt) override;
+  std::vector<LocalPiece> local_state(optim::Optimizer& opt) override { return zero_->local_state(opt); }
+  void finish_local_load(optim::Optimizer& opt) override { zero_->after_local_load(); }
 
   const ZeroSharding& sharding() const { return *zero_; }
 
