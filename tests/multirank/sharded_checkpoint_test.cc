@@ -5,6 +5,8 @@
 // rank), dp 2 x tp 2 x pp 2; bitwise where the layout does not change. The optimizer state
 // is resharded exactly: what a layout holds after the load, gathered, equals bit for bit what
 // the saving layout held, gathered. Every rank wrote its own file and none the whole state.
+// Mixture-of-experts layouts (ep 2, ep 4, dp 2 x ep 2 ZeRO-1) and context-parallel ones (cp
+// 2, dp 2 x cp 2 ZeRO-2) resume under one rank and each other the same way.
 #include <filesystem>
 #include <unistd.h>
 
@@ -75,11 +77,11 @@ struct Resumed {
   uintmax_t largest_file = 0, all_files = 0;
 };
 
-Resumed resume(const Case& a, const Case& b, const std::string& dir) {
+Resumed resume(const Case& a, const Case& b, const std::string& dir, const nn::GPTConfig& c = config()) {
   Resumed r;
   std::filesystem::remove_all(dir);
   {
-    nn::GPT model(config());
+    nn::GPT model(c);
     optim::AdamW opt(model.parameters(), test::dp_adamw());
     engine::Trainer t(mesh_of(a), model, opt, test::dp_options(a.micro), par_of(a));
     for (int s = 0; s < kSteps / 2; ++s) r.losses.push_back(t.train_step(batch(s).in, batch(s).tg).loss);
@@ -92,7 +94,7 @@ Resumed resume(const Case& a, const Case& b, const std::string& dir) {
       r.largest_file = std::max(r.largest_file, e.file_size());
       r.all_files += e.file_size();
     }
-  nn::GPT model(config());
+  nn::GPT model(c);
   optim::AdamW opt(model.parameters(), test::dp_adamw());
   engine::Trainer t(mesh_of(b), model, opt, test::dp_options(b.micro), par_of(b));
   const nlohmann::json extra = t.load(dir, "ckpt");
@@ -134,6 +136,40 @@ TEST(ShardedCheckpoint, EveryLayoutResumesUnderEveryOther) {
       ++pairs;
     }
   std::printf("%d layout pairs resumed\n", pairs);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ShardedCheckpoint, ExpertAndContextLayoutsResumeUnderOthers) {
+  // A mixture of experts: each ep rank writes its own experts; the shared tensors once. The
+  // auxiliary losses are per micro-batch, so every layout runs micro-batches of 2 rows.
+  nn::GPTConfig moe = config();
+  moe.n_experts = 4;
+  moe.d_ff = 48;
+  moe.moe_shared_d_ff = 24;
+  moe.moe_shared_gate = true;
+  const Case one{"one rank", {1, 1, 1, 1, 1}, 0, false, 1, 4}, ep2{"ep 2", {1, 1, 2, 1, 1}, 0, false, 1, 2},
+      ep4{"ep 4", {1, 1, 4, 1, 1}, 0, false, 1, 1}, dp_ep{"dp 2 x ep 2 zero 1", {2, 1, 2, 1, 1}, 1, false, 1, 1},
+      cp2{"cp 2", {1, 1, 1, 2, 1}, 0, false, 1, 4}, dp_cp{"dp 2 x cp 2 zero 2", {2, 1, 1, 2, 1}, 2, false, 1, 2};
+  const std::string dir = ::testing::TempDir() + "dtrain_sharded_ep_" + std::to_string(::getpid());
+  const test::TrainRun moe_ref = test::train_layout(nullptr, moe, test::dp_options(4), {}, kSteps, batch);
+  const test::TrainRun ref = test::train_layout(nullptr, config(), test::dp_options(4), {}, kSteps, batch);
+  struct Pair {
+    const Case *a, *b;
+    bool experts;
+  };
+  for (const Pair& p : {Pair{&ep2, &one, true}, Pair{&one, &dp_ep, true}, Pair{&ep4, &ep2, true},
+                        Pair{&dp_ep, &ep4, true}, Pair{&cp2, &one, false}, Pair{&one, &dp_cp, false},
+                        Pair{&dp_cp, &cp2, false}}) {
+    if (kSanitized && p.a != &ep2 && p.a != &cp2) continue;
+    const std::string what = std::string(p.a->name) + " -> " + p.b->name;
+    const Resumed got = resume(*p.a, *p.b, dir, p.experts ? moe : config());
+    const test::TrainRun& r = p.experts ? moe_ref : ref;
+    const double loss = test::worst_rel_loss(got.losses, r.losses), params = test::rel_dist(got.params, r.params);
+    EXPECT_LT(loss, 2e-5) << what;
+    EXPECT_LT(params, 2e-5) << what;
+    for (const auto& [name, t] : got.saved_state) EXPECT_TRUE(test::same_bits(t, got.loaded_state.at(name))) << what << ": " << name;
+    std::printf("%-22s -> %-22s loss %.1e params %.1e; %zu files\n", p.a->name, p.b->name, loss, params, got.files);
+  }
   std::filesystem::remove_all(dir);
 }
 
