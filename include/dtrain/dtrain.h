@@ -647,7 +647,7 @@ typedef struct dt_engine dt_engine;
  *             tp: tensor parallel, each block's attention heads and MLP features split
  *             over tp; the replicas hold the parts, and `module` gets the whole trained
  *             weights back before generation and saving (collective over tp: every
- *             process of an mpirun calls them). Checkpoints keep the single-rank layout.
+ *             process of an mpirun calls them). Checkpoints load into any layout.
  *             ZeRO ("zero" > 0) shards over dp inside each tp group. The vocabulary is
  *             split over tp too (padded when it does not divide), and with fewer KV heads
  *             than tp ranks each KV head is held by the ranks that read it.
@@ -683,7 +683,7 @@ typedef struct dt_engine dt_engine;
  *             vocab / (12 d_model) blocks). "zero" = 3 with pp > 1 is refused.
  *             With zero > 0 the optimizer's own state is released to the shards; train
  *             steps, evaluation, generation and save are collective over dp (every
- *             process of an mpirun calls them). Checkpoints keep the single-rank layout.
+ *             process of an mpirun calls them). Checkpoints load into any layout.
  *  Caller owns *out; release with dt_engine_destroy. */
 DT_API dt_status dt_engine_create(dt_mesh* mesh, dt_module* module, dt_optimizer* optimizer,
                                   const dt_options* options, dt_engine** out);
@@ -726,15 +726,24 @@ DT_API dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tok
                                     const dt_options* options, int32_t* out_tokens,
                                     int64_t out_capacity_per_prompt, int64_t* out_lengths);
 
-/** Saves parameters and optimizer state (step included) as "<path_stem>.index.json" and a
- *  "<path_stem>.<generation>.safetensors" data file, e.g. path_stem "ckpt/run1"; the
- *  directory is created if missing. Crash-safe: the last completed save stays loadable. */
+/** Saves parameters and optimizer state (step included) as "<path_stem>.index.json" and
+ *  its data files, e.g. path_stem "ckpt/run1"; the directory is created if missing. One
+ *  rank writes "<path_stem>.<generation>.safetensors". On a mesh every rank writes what it
+ *  holds to its own "<path_stem>.<generation>.r<rank>.safetensors" (its ZeRO shards, its
+ *  tp part, its pipeline stage's and experts' tensors; a tensor ranks hold alike, once),
+ *  with no gather, in parallel; the world's rank 0 writes the index last. Every chunk has
+ *  a checksum, checked whenever it is read. Collective: every process of an mpirun calls
+ *  it (they must share the directory). Crash-safe: the last completed save stays
+ *  loadable; a failure on any rank fails it on every rank. */
 DT_API dt_status dt_engine_save(dt_engine* engine, const char* path_stem);
 
 /** Loads what dt_engine_save wrote at `path_stem` into the engine's parameters and
- *  optimizer. Everything is validated before anything is written, so on failure nothing
- *  changed: DT_ERR_IO for a missing, unreadable or corrupt file, DT_ERR_NOT_FOUND for a
- *  tensor it lacks, DT_ERR_INVALID_ARGUMENT for one of another dtype or shape. */
+ *  optimizer, whatever layout saved it (one rank or any mesh, any ZeRO stage): each rank
+ *  reads only the parts of the tensors it holds, optimizer state resharded as its
+ *  parameters are. Collective on a mesh. Everything is validated (checksums included)
+ *  before anything is written, on every rank, so on failure nothing changed: DT_ERR_IO for
+ *  a missing, unreadable or corrupt file, DT_ERR_NOT_FOUND for a tensor it lacks,
+ *  DT_ERR_INVALID_ARGUMENT for one of another dtype or shape. */
 DT_API dt_status dt_engine_load(dt_engine* engine, const char* path_stem);
 
 /** The current optimizer step: updates taken so far (restored by dt_engine_load). */

@@ -12,8 +12,8 @@
 // and stay so: they take the same summed gradient, reduced in the same order on every rank.
 //
 // What is per replica and what is replica 0's: a train step runs on all; evaluate, the step
-// count, generation (through model()) and save read replica 0 (the world's rank 0 writes the
-// files); load loads every replica. Axes the layout does not place (cp) must be 1.
+// count and generation (through model()) read replica 0; save and load run on every rank,
+// each writing and reading its own state. Axes the layout does not place (cp) must be 1.
 //
 // Model parallelism (a mesh with tp > 1 or pp > 1; trainer_parts.cc): every
 // replica is its part of the host model, built from the host's weights and optimizer state:
@@ -21,10 +21,9 @@
 // (parallel/pipeline_strategy.h: ParallelOptions::pp_schedule runs them). model(i) is then
 // replica i's part, and gather_model() writes the trained parts back into the host model
 // and optimizer (an all-gather over tp, a broadcast from each stage over pp: under mpirun
-// every process calls it). Checkpoints are the host's, in the single-rank layout: save
-// gathers first (the world's rank 0 writes), load cuts the loaded state into parts, so a
-// checkpoint moves between any layouts. DDP or ZeRO over dp combines with both (ZeRO-3 not
-// with pp > 1: named error). Generation runs on the replicas (engine::generate_pipelined
+// every process calls it). Checkpoints are sharded (trainer_checkpoint.cc): on a mesh each
+// rank writes and reads only what it holds, so a checkpoint moves between any layouts.
+// DDP or ZeRO over dp combines with both (ZeRO-3 not with pp > 1: named error). Generation runs on the replicas (engine::generate_pipelined
 // over pp), except with interleaved stages: then on the gathered host model.
 //
 // ZeRO (ParallelOptions::zero = 1..3, parallel/zero.h): the replicas shard their state
@@ -129,8 +128,9 @@ class Trainer {
   void refresh_host();
   void host_written(const std::string& param_name, bool strict = true);
 
-  // Replica 0's state in the single-rank layout (under ZeRO every replica takes part in
-  // gathering it; at stage 3 the values then stay whole until the next step).
+  // Replica 0's state in the single-rank layout, gathered (under ZeRO every replica takes
+  // part; at stage 3 the values then stay whole until the next step): for exports and
+  // tests. save and load do not gather.
   std::vector<io::CheckpointTensor> state_tensors();
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
             const std::string& stem = "checkpoint");

@@ -621,6 +621,23 @@ print("final loss one rank %.9f, mpirun DDP %.9f, mpirun ZeRO-3 %.9f" % tuple(a)
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   $D generate --checkpoint mz3/ckpt --prompt "12+34=" --max-new-tokens 4 >/dev/null 2>&1 || fail "generate from an mpirun ZeRO-3 run"
+  # Elastic restart: 20 steps of one rank against np 4 (ZeRO-1) stopped at 10, resumed on np 2
+  # (ZeRO-3) to 15 and on np 8 (DDP) to 20. Every save is sharded (each process writes its
+  # own file); each resume reads the boxes its ranks hold, the loader at the saved position.
+  $D train "${TINY[@]}" --steps 20 --eval-problems 0 --out el1 --json el1.json >/dev/null 2>&1 || fail "elastic: one rank"
+  "$MPIEXEC" -np 4 --oversubscribe $D train "${TINY[@]}" --backend mpi --zero 1 --steps 20 --stop-at 10 --eval-problems 0 \
+    --out el >el4.txt 2>&1 || { cat el4.txt; fail "elastic: np 4"; }
+  [ "$(ls el/ckpt.*.r*.safetensors | wc -l)" = 4 ] || { ls el; fail "elastic: np 4 did not write 4 shard files"; }
+  "$MPIEXEC" -np 2 --oversubscribe $D train "${TINY[@]}" --backend mpi --zero 3 --steps 20 --stop-at 15 --eval-problems 0 \
+    --out el --resume >el2.txt 2>&1 || { cat el2.txt; fail "elastic: np 4 -> np 2"; }
+  "$MPIEXEC" -np 8 --oversubscribe $D train "${TINY[@]}" --backend mpi --steps 20 --eval-problems 0 --out el --resume \
+    --json el.json >el8.txt 2>&1 || { cat el8.txt; fail "elastic: np 2 -> np 8"; }
+  python3 - <<'PY' || fail "an elastic restart (np 4 -> 2 -> 8) differs from one rank"
+import json
+a, b = (json.load(open(f))["final_loss"] for f in ("el1.json", "el.json"))
+print("final loss one rank %.9f, np 4 -> np 2 -> np 8 %.9f" % (a, b))
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
   # Tensor parallel across the two processes: one rank's loss; the checkpoint is rank 0's, whole.
   TPM=(--data addition --digits 2 --layers 1 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1)
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out mt1 --json mt1.json >/dev/null 2>&1 || fail "mpi tp: one rank"

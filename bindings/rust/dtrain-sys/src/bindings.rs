@@ -830,7 +830,7 @@ extern "C" {
     #[doc = "             tp: tensor parallel, each block's attention heads and MLP features split"]
     #[doc = "             over tp; the replicas hold the parts, and `module` gets the whole trained"]
     #[doc = "             weights back before generation and saving (collective over tp: every"]
-    #[doc = "             process of an mpirun calls them). Checkpoints keep the single-rank layout."]
+    #[doc = "             process of an mpirun calls them). Checkpoints load into any layout."]
     #[doc = "             ZeRO (\"zero\" > 0) shards over dp inside each tp group. The vocabulary is"]
     #[doc = "             split over tp too (padded when it does not divide), and with fewer KV heads"]
     #[doc = "             than tp ranks each KV head is held by the ranks that read it."]
@@ -866,7 +866,7 @@ extern "C" {
     #[doc = "             vocab / (12 d_model) blocks). \"zero\" = 3 with pp > 1 is refused."]
     #[doc = "             With zero > 0 the optimizer's own state is released to the shards; train"]
     #[doc = "             steps, evaluation, generation and save are collective over dp (every"]
-    #[doc = "             process of an mpirun calls them). Checkpoints keep the single-rank layout."]
+    #[doc = "             process of an mpirun calls them). Checkpoints load into any layout."]
     #[doc = "  Caller owns *out; release with dt_engine_destroy."]
     pub fn dt_engine_create(
         mesh: *mut dt_mesh,
@@ -938,9 +938,15 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
-    #[doc = " Saves parameters and optimizer state (step included) as \"<path_stem>.index.json\" and a"]
-    #[doc = "  \"<path_stem>.<generation>.safetensors\" data file, e.g. path_stem \"ckpt/run1\"; the"]
-    #[doc = "  directory is created if missing. Crash-safe: the last completed save stays loadable."]
+    #[doc = " Saves parameters and optimizer state (step included) as \"<path_stem>.index.json\" and"]
+    #[doc = "  its data files, e.g. path_stem \"ckpt/run1\"; the directory is created if missing. One"]
+    #[doc = "  rank writes \"<path_stem>.<generation>.safetensors\". On a mesh every rank writes what it"]
+    #[doc = "  holds to its own \"<path_stem>.<generation>.r<rank>.safetensors\" (its ZeRO shards, its"]
+    #[doc = "  tp part, its pipeline stage's and experts' tensors; a tensor ranks hold alike, once),"]
+    #[doc = "  with no gather, in parallel; the world's rank 0 writes the index last. Every chunk has"]
+    #[doc = "  a checksum, checked whenever it is read. Collective: every process of an mpirun calls"]
+    #[doc = "  it (they must share the directory). Crash-safe: the last completed save stays"]
+    #[doc = "  loadable; a failure on any rank fails it on every rank."]
     pub fn dt_engine_save(
         engine: *mut dt_engine,
         path_stem: *const ::std::os::raw::c_char,
@@ -948,9 +954,12 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Loads what dt_engine_save wrote at `path_stem` into the engine's parameters and"]
-    #[doc = "  optimizer. Everything is validated before anything is written, so on failure nothing"]
-    #[doc = "  changed: DT_ERR_IO for a missing, unreadable or corrupt file, DT_ERR_NOT_FOUND for a"]
-    #[doc = "  tensor it lacks, DT_ERR_INVALID_ARGUMENT for one of another dtype or shape."]
+    #[doc = "  optimizer, whatever layout saved it (one rank or any mesh, any ZeRO stage): each rank"]
+    #[doc = "  reads only the parts of the tensors it holds, optimizer state resharded as its"]
+    #[doc = "  parameters are. Collective on a mesh. Everything is validated (checksums included)"]
+    #[doc = "  before anything is written, on every rank, so on failure nothing changed: DT_ERR_IO for"]
+    #[doc = "  a missing, unreadable or corrupt file, DT_ERR_NOT_FOUND for a tensor it lacks,"]
+    #[doc = "  DT_ERR_INVALID_ARGUMENT for one of another dtype or shape."]
     pub fn dt_engine_load(
         engine: *mut dt_engine,
         path_stem: *const ::std::os::raw::c_char,
