@@ -963,9 +963,21 @@ DT_API dt_status dt_server_event_logprobs(dt_server* server, float* logprob, int
 DT_API dt_status dt_module_create_from_checkpoint(const char* path_stem, dt_module** out);
 
 /** The checkpoint's metadata as JSON ({"step":..,"config":{<dt_module_create_gpt keys>},
- *  "tensors":<count>,..}), written as dt_memory_report_json writes. Thread-safe. */
+ *  "tensors":<count>,..}), written as dt_memory_report_json writes, plus how it is stored:
+ *  "format_version" (1 or 2), "generation", "chunks" (count), "bytes" (of the data files),
+ *  "files": [{"name", "bytes", "chunks", "tensors"}] (one per writing rank of a sharded
+ *  save), and "layout" ({"world", "dp", "tp", "pp", "ep", "cp", ...}) when a mesh saved
+ *  it. Thread-safe. */
 DT_API dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_t capacity,
                                          size_t* needed);
+
+/** Rewrites the checkpoint at `src_stem` (any layout's) as one writer's at `dst_stem`:
+ *  every tensor whole in one data file, the metadata kept (its "layout" dropped), checksums
+ *  recomputed. It holds the whole state in this process's memory while it works (every
+ *  other save and load reads and writes shards). `dst_stem` may not be `src_stem`.
+ *  DT_ERR_IO for a missing or corrupt source (checked before anything is written).
+ *  Thread-safe for distinct destinations. */
+DT_API dt_status dt_checkpoint_consolidate(const char* src_stem, const char* dst_stem);
 
 /* ------------------------------------------------------------------------------------ */
 /* Hugging Face models                                                                  */

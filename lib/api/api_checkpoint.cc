@@ -90,7 +90,44 @@ dt_status dt_checkpoint_info_json(const char* path_stem, char* buf, size_t capac
     const nlohmann::json idx = dt::io::read_checkpoint_index(dir, stem);
     nlohmann::json info = idx["metadata"];
     info["tensors"] = idx["tensors"].size();
+    info["format_version"] = idx["version"];
+    info["generation"] = idx["generation"];
+    // Per data file: its size and what it holds (a sharded save has one per writing rank).
+    std::vector<int64_t> chunks(idx["files"].size(), 0), tensors(idx["files"].size(), 0);
+    int64_t all_chunks = 0;
+    for (const auto& [name, t] : idx["tensors"].items()) {
+      std::set<int64_t> in;
+      for (const auto& c : t["chunks"]) {
+        const int64_t f = c["file"].get<int64_t>();
+        ++chunks[static_cast<size_t>(f)], ++all_chunks;
+        if (in.insert(f).second) ++tensors[static_cast<size_t>(f)];
+      }
+    }
+    info["files"] = nlohmann::json::array();
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < idx["files"].size(); ++i) {
+      const std::string name = idx["files"][i].get<std::string>();
+      std::error_code ec;
+      const uintmax_t n = std::filesystem::file_size(dir + "/" + name, ec);
+      if (ec) dt::fail(DT_ERR_IO, dir + "/" + name + ": cannot read its size (" + ec.message() + ")");
+      bytes += n;
+      info["files"].push_back({{"name", name}, {"bytes", n}, {"chunks", chunks[i]}, {"tensors", tensors[i]}});
+    }
+    info["chunks"] = all_chunks;
+    info["bytes"] = bytes;
     dt::api::write_text(info.dump(), buf, capacity, needed);
+  });
+}
+
+dt_status dt_checkpoint_consolidate(const char* src_stem, const char* dst_stem) {
+  return guard("dt_checkpoint_consolidate", [&] {
+    auto [src_dir, src] = dt::api::split_stem(src_stem, "src_stem");
+    auto [dst_dir, dst] = dt::api::split_stem(dst_stem, "dst_stem");
+    std::error_code ec;
+    DT_CHECK(!(src == dst && std::filesystem::weakly_canonical(src_dir, ec) == std::filesystem::weakly_canonical(dst_dir, ec)),
+             "dst_stem = \"" + std::string(dst_stem) + "\" is the source; accepted: another stem or directory");
+    std::filesystem::create_directories(dst_dir, ec);
+    dt::io::consolidate_checkpoint(src_dir, src, dst_dir, dst);
   });
 }
 

@@ -322,4 +322,24 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
   return meta;
 }
 
+void consolidate_checkpoint(const std::string& src_dir, const std::string& src_stem, const std::string& dst_dir,
+                            const std::string& dst_stem) {
+  const json idx = read_checkpoint_index(src_dir, src_stem);
+  std::vector<CheckpointTensor> whole;
+  for (const auto& [name, t] : idx["tensors"].items()) {
+    DType dtype = DType::F32;
+    bool known = false;
+    for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64})
+      if (t["dtype"] == st_dtype_name(d)) dtype = d, known = true;
+    if (!known) fail(DT_ERR_IO, checkpoint_index_path(src_dir, src_stem) + ": tensor \"" + name + "\" has dtype " + t["dtype"].dump());
+    nn::ShardSpec spec;
+    spec.dim = t["shard"]["dim"].get<int>();
+    spec.axis = t["shard"]["axis"].get<std::string>();
+    whole.push_back({name, Tensor::zeros(t["shape"].get<Shape>(), dtype), spec});
+  }
+  json meta = load_checkpoint(src_dir, whole, src_stem);
+  meta.erase("layout");
+  save_checkpoint(dst_dir, whole, meta, dst_stem);
+}
+
 }  // namespace dt::io

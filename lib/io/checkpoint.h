@@ -86,6 +86,11 @@ void commit_checkpoint(const std::string& dir, const std::string& stem, int64_t 
 nlohmann::json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets,
                                       const std::string& stem = "checkpoint");
 
+// Rewrites any checkpoint as one writer's (every tensor whole, the metadata's "layout"
+// dropped): dt_checkpoint_consolidate. Holds the whole state in memory while it works.
+void consolidate_checkpoint(const std::string& src_dir, const std::string& src_stem, const std::string& dst_dir,
+                            const std::string& dst_stem);
+
 // The parsed, validated index (for inspection tools). Whatever its version, "files" lists
 // its data files and every tensor has "chunks": [{"file": index into files, "entry": the
 // safetensors entry, "offset", "extent", "xxh3" (version 2)}].

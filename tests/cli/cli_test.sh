@@ -638,6 +638,18 @@ a, b = (json.load(open(f))["final_loss"] for f in ("el1.json", "el.json"))
 print("final loss one rank %.9f, np 4 -> np 2 -> np 8 %.9f" % (a, b))
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
 PY
+  # dtrain checkpoint: the layout that saved it and each writer's file; consolidated into one
+  # rank's checkpoint, which generates what the sharded one does.
+  $D checkpoint inspect el --json eli.json >eli.txt || { cat eli.txt; fail "checkpoint inspect"; }
+  grep -q "saved by 8 ranks: dp 8" eli.txt || { cat eli.txt; fail "checkpoint inspect: the layout"; }
+  python3 -c "import json; i = json.load(open('eli.json')); assert len(i['files']) == 8 and i['layout']['world'] == 8, i" ||
+    fail "checkpoint inspect JSON"
+  $D checkpoint consolidate el elc >/dev/null || fail "checkpoint consolidate"
+  [ "$(ls elc/ckpt.*.safetensors | wc -l)" = 1 ] || fail "consolidate wrote more than one file"
+  a=$($D generate --checkpoint el/ckpt --prompt "12+34=" --max-new-tokens 4 2>/dev/null)
+  b=$($D generate --checkpoint elc/ckpt --prompt "12+34=" --max-new-tokens 4 2>/dev/null)
+  [ -n "$a" ] && [ "$a" == "$b" ] || fail "the consolidated checkpoint generates '$b', the sharded one '$a'"
+  expect_usage "neither a run directory" $D checkpoint inspect not_a_run
   # Tensor parallel across the two processes: one rank's loss; the checkpoint is rank 0's, whole.
   TPM=(--data addition --digits 2 --layers 1 --d-model 32 --heads 4 --batch 16 --no-progress --threads 1)
   $D train "${TPM[@]}" --steps 10 --eval-problems 0 --out mt1 --json mt1.json >/dev/null 2>&1 || fail "mpi tp: one rank"

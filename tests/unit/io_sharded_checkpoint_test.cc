@@ -127,6 +127,18 @@ TEST_F(ShardedCheckpoint, AnyCutLoadsIntoAnyOtherBitwise) {
   EXPECT_EQ(files, idx["files"].size());
 }
 
+TEST_F(ShardedCheckpoint, ConsolidateWritesOneFileOfTheSameTensors) {
+  const auto saved = tensors(1);
+  save_as(saved, "flat", 3);
+  io::consolidate_checkpoint(dir_, "checkpoint", dir_, "whole");
+  const json idx = io::read_checkpoint_index(dir_, "whole");
+  EXPECT_EQ(idx["files"].size(), 1u);
+  EXPECT_EQ(idx["metadata"]["step"], 3);
+  auto back = tensors(99);
+  io::load_checkpoint(dir_, back, "whole");
+  for (size_t i = 0; i < back.size(); ++i) EXPECT_TRUE(test::same_bits(back[i].tensor, saved[i].tensor)) << back[i].name;
+}
+
 TEST_F(ShardedCheckpoint, EverySingleByteFlipInTheDataIsCaught) {
   io::save_checkpoint(dir_, tensors(1), json::object());
   const std::string file = data_file(), good = read(file);

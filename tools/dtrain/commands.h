@@ -19,5 +19,6 @@ void add_serve_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_info_command(CLI::App& app);
+void add_checkpoint_command(CLI::App& app);
 
 }  // namespace dtcli

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   dtcli::add_inspect_command(app);
   dtcli::add_export_command(app);
   dtcli::add_info_command(app);
+  dtcli::add_checkpoint_command(app);
   app.add_subcommand("ranges", "Every numeric flag of every command with its accepted range (a Markdown table)")
       ->callback([] {
         std::fputs(dtcli::ranges_markdown().c_str(), stdout);

@@ -192,44 +192,44 @@ typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
 typedef _gostring_ swig_type_165;
-typedef _goslice_ swig_type_166;
+typedef _gostring_ swig_type_166;
 typedef _gostring_ swig_type_167;
 typedef _gostring_ swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _goslice_ swig_type_169;
 typedef _gostring_ swig_type_170;
-typedef long long swig_type_171;
+typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
-typedef long long swig_type_173;
-typedef _goslice_ swig_type_174;
+typedef _gostring_ swig_type_173;
+typedef long long swig_type_174;
 typedef _gostring_ swig_type_175;
-typedef _gostring_ swig_type_176;
-typedef _gostring_ swig_type_177;
+typedef long long swig_type_176;
+typedef _goslice_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef _goslice_ swig_type_179;
+typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
 typedef _gostring_ swig_type_181;
 typedef _goslice_ swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
+typedef _goslice_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef _goslice_ swig_type_187;
+typedef _gostring_ swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
-typedef _gostring_ swig_type_190;
+typedef _goslice_ swig_type_190;
 typedef _gostring_ swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef long long swig_type_193;
+typedef _gostring_ swig_type_193;
 typedef _gostring_ swig_type_194;
 typedef _gostring_ swig_type_195;
-typedef _gostring_ swig_type_196;
+typedef long long swig_type_196;
 typedef _gostring_ swig_type_197;
 typedef _gostring_ swig_type_198;
-typedef long long swig_type_199;
-typedef long long swig_type_200;
+typedef _gostring_ swig_type_199;
+typedef _gostring_ swig_type_200;
 typedef _gostring_ swig_type_201;
-typedef _gostring_ swig_type_202;
-typedef _gostring_ swig_type_203;
+typedef long long swig_type_202;
+typedef long long swig_type_203;
 typedef _gostring_ swig_type_204;
 typedef _gostring_ swig_type_205;
 typedef _gostring_ swig_type_206;
@@ -238,6 +238,9 @@ typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef _gostring_ swig_type_211;
+typedef _gostring_ swig_type_212;
+typedef _gostring_ swig_type_213;
+typedef _gostring_ swig_type_214;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -381,43 +384,44 @@ extern swig_type_149 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_
 extern swig_type_152 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
 extern swig_type_153 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_154 arg1, swig_voidp arg2);
 extern swig_type_155 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_156 arg1, swig_type_157 arg2, swig_voidp arg3);
-extern swig_type_158 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_159 arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_160 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_161 arg2, uintptr_t arg3);
-extern swig_type_162 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_163 arg2, uintptr_t arg3);
-extern swig_type_164 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_165 arg1, swig_type_166 arg2, swig_voidp arg3);
-extern swig_type_167 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_168 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_158 _wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(swig_type_159 arg1, swig_type_160 arg2);
+extern swig_type_161 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_162 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_163 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_164 arg2, uintptr_t arg3);
+extern swig_type_165 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_166 arg2, uintptr_t arg3);
+extern swig_type_167 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_168 arg1, swig_type_169 arg2, swig_voidp arg3);
+extern swig_type_170 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_171 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_tokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_169 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_170 arg2, int arg3, swig_voidp arg4, swig_type_171 arg5, swig_voidp arg6);
-extern swig_type_172 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_173 arg3, int arg4, swig_type_174 arg5, swig_voidp arg6);
-extern swig_type_175 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_176 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
-extern swig_type_178 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
-extern swig_type_180 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_type_182 arg4, swig_voidp arg5);
-extern swig_type_183 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_172 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_173 arg2, int arg3, swig_voidp arg4, swig_type_174 arg5, swig_voidp arg6);
+extern swig_type_175 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_176 arg3, int arg4, swig_type_177 arg5, swig_voidp arg6);
+extern swig_type_178 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_179 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern swig_type_181 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
+extern swig_type_183 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_184 arg2, int arg3, swig_type_185 arg4, swig_voidp arg5);
+extern swig_type_186 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
 extern void _wrap_dt_detokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_184 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_185 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_186 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3);
-extern swig_type_188 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_189 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_187 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_188 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_189 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
+extern swig_type_191 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_192 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_190 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_191 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_192 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_193 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_194 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_193 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_194 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_195 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_196 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_197 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_195 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_196 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_197 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_198 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3);
-extern swig_type_201 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_202 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_203 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_204 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_205 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_206 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_207 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_208 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_209 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_210 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_211 arg1);
+extern swig_type_198 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_199 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_200 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3);
+extern swig_type_204 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_205 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_206 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_207 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_208 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_209 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_210 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_211 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_212 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_213 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_214 arg1);
 #undef intgo
 */
 import "C"
@@ -2276,13 +2280,30 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	return swig_r_1
 }
 
+func Dt_checkpoint_consolidate(arg1 string, arg2 string) (_swig_ret Status) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_module_create_from_hf(arg1 string, arg2 Options, arg3 *Module) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2299,7 +2320,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2316,7 +2337,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2331,7 +2352,7 @@ func Dt_hf_inspect_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_165)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2350,7 +2371,7 @@ func Dt_tokenizer_create(arg1 string, arg2 Options, arg3 *Tokenizer) (_swig_ret 
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_168)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_171)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2375,7 +2396,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_171(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_174(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2394,7 +2415,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_173(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_176(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
@@ -2422,7 +2443,7 @@ func Dt_tokenizer_token_to_id(arg1 Tokenizer, arg2 string, arg3 *int32) (_swig_r
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2438,7 +2459,7 @@ func Dt_tokenizer_info_json(arg1 Tokenizer, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2456,7 +2477,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2517,7 +2538,7 @@ func Dt_detokenizer_text(arg1 Detokenizer, arg2 []byte, arg3 *int64) (_swig_ret 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2533,7 +2554,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_189)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_192)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2580,7 +2601,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2653,7 +2674,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_type_200(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1), C.swig_type_203(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2720,7 +2741,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_206)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_209)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2766,7 +2787,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_211)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_214)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

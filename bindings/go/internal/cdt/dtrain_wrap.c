@@ -2644,6 +2644,31 @@ _gostring_ _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(_gostring_ _swig_g
 }
 
 
+_gostring_ _wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, _gostring_ _swig_go_1) {
+  char *arg1 = (char *) 0 ;
+  char *arg2 = (char *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (dt_status)dt_checkpoint_consolidate((char const *)arg1,(char const *)arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg1); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, dt_options *_swig_go_1, dt_module **_swig_go_2) {
   char *arg1 = (char *) 0 ;
   dt_options *arg2 = (dt_options *) 0 ;

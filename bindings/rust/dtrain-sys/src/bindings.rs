@@ -1269,12 +1269,28 @@ extern "C" {
 }
 extern "C" {
     #[doc = " The checkpoint's metadata as JSON ({\"step\":..,\"config\":{<dt_module_create_gpt keys>},"]
-    #[doc = "  \"tensors\":<count>,..}), written as dt_memory_report_json writes. Thread-safe."]
+    #[doc = "  \"tensors\":<count>,..}), written as dt_memory_report_json writes, plus how it is stored:"]
+    #[doc = "  \"format_version\" (1 or 2), \"generation\", \"chunks\" (count), \"bytes\" (of the data files),"]
+    #[doc = "  \"files\": [{\"name\", \"bytes\", \"chunks\", \"tensors\"}] (one per writing rank of a sharded"]
+    #[doc = "  save), and \"layout\" ({\"world\", \"dp\", \"tp\", \"pp\", \"ep\", \"cp\", ...}) when a mesh saved"]
+    #[doc = "  it. Thread-safe."]
     pub fn dt_checkpoint_info_json(
         path_stem: *const ::std::os::raw::c_char,
         buf: *mut ::std::os::raw::c_char,
         capacity: usize,
         needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Rewrites the checkpoint at `src_stem` (any layout's) as one writer's at `dst_stem`:"]
+    #[doc = "  every tensor whole in one data file, the metadata kept (its \"layout\" dropped), checksums"]
+    #[doc = "  recomputed. It holds the whole state in this process's memory while it works (every"]
+    #[doc = "  other save and load reads and writes shards). `dst_stem` may not be `src_stem`."]
+    #[doc = "  DT_ERR_IO for a missing or corrupt source (checked before anything is written)."]
+    #[doc = "  Thread-safe for distinct destinations."]
+    pub fn dt_checkpoint_consolidate(
+        src_stem: *const ::std::os::raw::c_char,
+        dst_stem: *const ::std::os::raw::c_char,
     ) -> dt_status;
 }
 extern "C" {
