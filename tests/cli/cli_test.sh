@@ -637,6 +637,8 @@ import json
 a, b = (json.load(open(f))["final_loss"] for f in ("el1.json", "el.json"))
 print("final loss one rank %.9f, np 4 -> np 2 -> np 8 %.9f" % (a, b))
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+io = json.load(open("el.json"))["checkpoint_io"]  # the np 8 run: read np 2's 2 files, wrote 8
+assert io["files"] == 8 and io["loaded_files"] == 2 and io["bytes"] > 0 and io["load_seconds"] >= 0, io
 PY
   # dtrain checkpoint: the layout that saved it and each writer's file; consolidated into one
   # rank's checkpoint, which generates what the sharded one does.

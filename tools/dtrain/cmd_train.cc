@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_meter.h"
 #include "commands.h"
 #include "flags.h"
 #include "hf_args.h"
@@ -239,8 +240,16 @@ int run_train(TrainArgs a) {
   const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
   std::vector<std::pair<int64_t, double>> curve;
   int64_t step = 0;
+  CheckpointMeter ckpt_meter;
+  auto save_checkpoint = [&] {
+    const double t = now_seconds();
+    check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+    ckpt_meter.saved(ckpt, now_seconds() - t);
+  };
   if (a.resume) {  // its checkpoint exists: checked at the start
+    const double load_t0 = now_seconds();
     check(dt_engine_load(engine.get(), ckpt.c_str()), "resuming from the run's checkpoint");
+    ckpt_meter.loaded(ckpt, now_seconds() - load_t0);
     check(dt_engine_step(engine.get(), &step), "dt_engine_step");
     // One batch per step, so the data position is a function of the step.
     int64_t per_epoch = 0;
@@ -298,7 +307,7 @@ int run_train(TrainArgs a) {
       std::string kept = "nothing new to save";
       if (step > first && a.backend != "mpi") {
         if (lead) metrics.flush();
-        check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+        save_checkpoint();
         if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
         kept = "saved step " + std::to_string(step) + " to " + ckpt + ".index.json; go on with --resume once the data is whole";
       } else if (step > first) {
@@ -334,7 +343,7 @@ int run_train(TrainArgs a) {
     bar.update(step, status);
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
       if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
-      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");  // collective
+      save_checkpoint();  // collective
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
   }
@@ -345,7 +354,7 @@ int run_train(TrainArgs a) {
     bar.finish("interrupted");
     if (step > first) {
       if (lead) metrics.flush();
-      check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
+      save_checkpoint();
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
     std::printf("interrupted during step %lld: the step was cancelled and changed nothing; %s\n",
@@ -373,7 +382,12 @@ int run_train(TrainArgs a) {
 
   nlohmann::json summary = {{"steps", step},       {"steps_this_run", step - first}, {"final_loss", loss},
                             {"train_seconds", train_s}, {"tokens_per_s", tokens_per_s}, {"params", params},
-                            {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg}};
+                            {"checkpoint", ckpt},  {"metrics", metrics_path},      {"loss_svg", svg},
+                            {"checkpoint_io", ckpt_meter.json()}};
+  if (a.report) {
+    std::printf("\nreport: checkpoints (every rank writes its own file; dtrain checkpoint inspect %s)\n", a.out.c_str());
+    ckpt_meter.print();
+  }
   if (a.report && a.ep > 1) {
     std::printf("\nreport: with --ep the memory and dp-traffic ledgers are not printed (their formulas place no "
                 "experts); the experts' report follows\n");

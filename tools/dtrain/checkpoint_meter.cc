@@ -1,0 +1,79 @@
+#include "checkpoint_meter.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli.h"
+#include "flags.h"
+
+namespace dtcli {
+namespace {
+
+nlohmann::json info_of(const std::string& stem) {
+  return nlohmann::json::parse(read_text(
+      [&](char* buf, size_t cap, size_t* need) { return dt_checkpoint_info_json(stem.c_str(), buf, cap, need); },
+      "dt_checkpoint_info_json"));
+}
+
+// The bytes in all and the largest writer's (a save's wall time is the slowest writer's).
+std::pair<double, double> bytes_of(const nlohmann::json& info) {
+  double all = 0, largest = 0;
+  for (const nlohmann::json& f : info["files"]) {
+    all += f["bytes"].get<double>();
+    largest = std::max(largest, f["bytes"].get<double>());
+  }
+  return {all, largest};
+}
+
+}  // namespace
+
+void CheckpointMeter::saved(const std::string& stem, double seconds) {
+  ++saves_;
+  save_s_ += seconds;
+  last_save_s_ = seconds;
+  last_ = info_of(stem);
+}
+
+void CheckpointMeter::loaded(const std::string& stem, double seconds) {
+  load_s_ = seconds;
+  loaded_ = info_of(stem);
+}
+
+nlohmann::json CheckpointMeter::json() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (saves_ > 0) {
+    const auto [all, largest] = bytes_of(last_);
+    j["saves"] = saves_;
+    j["save_seconds"] = save_s_;
+    j["last_save_seconds"] = last_save_s_;
+    j["bytes"] = all;
+    j["files"] = last_["files"].size();
+    j["largest_file_bytes"] = largest;
+    j["write_bytes_per_s"] = last_save_s_ > 0 ? all / last_save_s_ : 0.0;
+    j["write_bytes_per_s_per_writer"] = last_save_s_ > 0 ? largest / last_save_s_ : 0.0;
+  }
+  if (load_s_ >= 0) {
+    const auto [all, largest] = bytes_of(loaded_);
+    j["load_seconds"] = load_s_;
+    j["loaded_bytes"] = all;
+    j["loaded_files"] = loaded_["files"].size();
+    j["read_bytes_per_s"] = load_s_ > 0 ? all / load_s_ : 0.0;
+  }
+  return j;
+}
+
+void CheckpointMeter::print() const {
+  const nlohmann::json j = json();
+  if (j.contains("saves"))
+    std::printf("  checkpoint: %d save(s), the last %.3f s: %s in %zu file(s) (the largest writer %s), %s/s in all, "
+                "%s/s for the largest writer\n",
+                saves_, last_save_s_, format_bytes(j["bytes"].get<double>()).c_str(), j["files"].get<size_t>(),
+                format_bytes(j["largest_file_bytes"].get<double>()).c_str(),
+                format_bytes(j["write_bytes_per_s"].get<double>()).c_str(),
+                format_bytes(j["write_bytes_per_s_per_writer"].get<double>()).c_str());
+  if (j.contains("load_seconds"))
+    std::printf("  resume: read %s from %zu file(s) in %.3f s (%s/s)\n", format_bytes(j["loaded_bytes"].get<double>()).c_str(),
+                j["loaded_files"].get<size_t>(), load_s_, format_bytes(j["read_bytes_per_s"].get<double>()).c_str());
+}
+
+}  // namespace dtcli
