@@ -6,14 +6,19 @@
 # file or older generation may be left in the directory.
 #
 #   tools/kill-during-save.sh [--runs N] [--steps S] [--dtrain PATH] [--seed N] [--json FILE] [--keep DIR]
+#                             [--layout "FLAGS"]
+#
+# --layout trains on a mesh in the one process ("--dp 2 --zero 2", "--tp 2 --pp 2"): every
+# save is then sharded, each rank writing its own file, and every file of the final
+# checkpoint must equal the uninterrupted run's.
 #
 # One line per run (the step it was killed at, the temporary files the kill left, what
 # resuming made of them) and a summary; --json writes the figures. Exit status: 0 when every
 # run passed, 1 otherwise, 2 on bad usage. ctest runs 3 runs (kill_during_save_ci).
 set -u
-runs=100 steps=150 seed="" json="" keep=""
+runs=100 steps=150 seed="" json="" keep="" layout=""
 dtrain="$(dirname "$0")/../build/default/dtrain"
-usage() { echo "usage: $0 [--runs N] [--steps S] [--dtrain PATH] [--seed N] [--json FILE] [--keep DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 [--runs N] [--steps S] [--dtrain PATH] [--seed N] [--json FILE] [--keep DIR] [--layout FLAGS]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs=${2-}; shift 2 ;;
@@ -22,6 +27,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=${2-}; shift 2 ;;
     --json) json=${2-}; shift 2 ;;
     --keep) keep=${2-}; shift 2 ;;
+    --layout) layout=${2-}; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -40,14 +46,22 @@ cd "$work" || exit 1
 # The small model of the command line's tests: fast steps, so that saves are most of the time.
 TRAIN=(train --data addition --digits 2 --layers 1 --d-model 32 --heads 2 --batch 16 --no-progress --threads 1
        --eval-problems 0 --steps "$steps" --save-every 1)
+# shellcheck disable=SC2206  # the layout's flags, split on spaces
+TRAIN+=($layout)
 
 ms() { date +%s%3N; }
 t0=$(ms)
 "$dtrain" "${TRAIN[@]}" --out ref >ref.log 2>&1 || { cat ref.log; echo "kill-during-save.sh: the reference run failed" >&2; exit 1; }
 ref_ms=$(( $(ms) - t0 ))
-echo "reference: $steps steps saved every step in $ref_ms ms; kills fall in 100 to $(( ref_ms * 9 / 10 )) ms"
+echo "reference: $steps steps saved every step${layout:+ on $layout} in $ref_ms ms; kills fall in 100 to $(( ref_ms * 9 / 10 )) ms"
 
 temp_count() { find "$1" -maxdepth 1 -name '*.tmp.*' | wc -l; }
+writers=$(ls ref/ckpt.*.safetensors | wc -l)  # one per rank of a sharded save
+# Every data file of the final checkpoint, and its index's chunk tables, as the reference's.
+same_files() {
+  for f in ref/ckpt.*.safetensors; do cmp -s "$f" "run/${f#ref/}" || return 1; done
+  [ "$(grep -v '"train_seconds\|seconds"' ref/ckpt.index.json | md5sum)" = "$(grep -v '"train_seconds\|seconds"' run/ckpt.index.json | md5sum)" ]
+}
 passed=0 failed=0 redone=0 left_by_kills=0 i=0
 kill_steps=()
 while [ $i -lt "$runs" ]; do
@@ -67,9 +81,9 @@ while [ $i -lt "$runs" ]; do
   problem=""
   if ! "$dtrain" "${TRAIN[@]}" --out run --resume >resume.log 2>&1; then
     problem="the checkpoint of step $step did not resume: $(grep -m1 -i error resume.log)"
-  elif ! cmp -s run/ckpt.*.safetensors ref/ckpt.*.safetensors; then
+  elif ! same_files; then
     problem="resumed from step $step, the final checkpoint differs from the uninterrupted run's"
-  elif [ "$(temp_count run)" -ne 0 ] || [ "$(ls run/ckpt.*.safetensors | wc -l)" -ne 1 ]; then
+  elif [ "$(temp_count run)" -ne 0 ] || [ "$(ls run/ckpt.*.safetensors | wc -l)" -ne "$writers" ]; then
     problem="after the resumed run's saves: $(ls run | tr '\n' ' ')"
   fi
   kill_steps+=("$step")
