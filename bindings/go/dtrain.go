@@ -71,6 +71,7 @@ const (
 	MemKVCache    MemTag = 5
 	MemCommBuffer MemTag = 6
 	MemWorkspace  MemTag = 7
+	MemCheckpoint MemTag = 8
 )
 
 // String returns the tag's name ("all", "param", "grad", ...; "unknown").

@@ -47,6 +47,7 @@ func TestConstantsMatchHeader(t *testing.T) {
 		{"MemKVCache", int(MemKVCache), cdt.DT_MEM_KV_CACHE},
 		{"MemCommBuffer", int(MemCommBuffer), cdt.DT_MEM_COMM_BUFFER},
 		{"MemWorkspace", int(MemWorkspace), cdt.DT_MEM_WORKSPACE},
+		{"MemCheckpoint", int(MemCheckpoint), cdt.DT_MEM_CHECKPOINT},
 		{"ReduceSum", int(ReduceSum), cdt.DT_REDUCE_SUM},
 		{"ReduceAvg", int(ReduceAvg), cdt.DT_REDUCE_AVG},
 		{"ReduceMax", int(ReduceMax), cdt.DT_REDUCE_MAX},

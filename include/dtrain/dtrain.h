@@ -109,11 +109,13 @@ enum {
   DT_MEM_ACTIVATION = 4,
   DT_MEM_KV_CACHE = 5,
   DT_MEM_COMM_BUFFER = 6,
-  DT_MEM_WORKSPACE = 7
+  DT_MEM_WORKSPACE = 7,
+  DT_MEM_CHECKPOINT = 8 /* a save's staged copy while it is written (dt_engine_save_async) */
 };
 
 /** Name of a tag ("all", "param", "grad", "optimizer", "activation", "kv_cache",
- *  "comm_buffer", "workspace"; "unknown" otherwise). Static string. Thread-safe. */
+ *  "comm_buffer", "workspace", "checkpoint"; "unknown" otherwise). Static string.
+ *  Thread-safe. */
 DT_API const char* dt_mem_tag_name(dt_mem_tag tag);
 
 /* ------------------------------------------------------------------------------------ */
@@ -736,6 +738,24 @@ DT_API dt_status dt_engine_generate(dt_engine* engine, const int32_t* prompt_tok
  *  it (they must share the directory). Crash-safe: the last completed save stays
  *  loadable; a failure on any rank fails it on every rank. */
 DT_API dt_status dt_engine_save(dt_engine* engine, const char* path_stem);
+
+/** dt_engine_save without the wait: the state is copied to a staging buffer (this rank's
+ *  share, counted under DT_MEM_CHECKPOINT) and the call returns; each rank's file is written
+ *  by a thread of its own while training goes on. The save commits (its index written) at
+ *  the first dt_engine_train_step, dt_engine_save(_async), dt_engine_load or
+ *  dt_engine_save_wait that finds every rank's write done, or when the engine is destroyed.
+ *  A failed write is returned by that call (DT_ERR_IO), and the last committed checkpoint
+ *  stands: never lost. One save is in flight at a time (a second waits for the first).
+ *  The copy itself runs on the writer's thread during the next step's forward and
+ *  backward (which only read the state); that step's update waits for it, so the files
+ *  hold exactly the state at the call. Do not write through dt_module_param views until
+ *  the next dt_engine_train_step or dt_engine_save_wait has returned. The staging buffers
+ *  are kept for the next save. Collective, as dt_engine_save. */
+DT_API dt_status dt_engine_save_async(dt_engine* engine, const char* path_stem);
+
+/** Waits for the engine's save in flight, commits it and returns its result (DT_OK when
+ *  none is in flight). Collective. */
+DT_API dt_status dt_engine_save_wait(dt_engine* engine);
 
 /** Loads what dt_engine_save wrote at `path_stem` into the engine's parameters and
  *  optimizer, whatever layout saved it (one rank or any mesh, any ZeRO stage): each rank

@@ -297,6 +297,18 @@ dt_status dt_engine_save(dt_engine* engine, const char* path_stem) {
   });
 }
 
+dt_status dt_engine_save_async(dt_engine* engine, const char* path_stem) {
+  return guard("dt_engine_save_async", [&] {
+    dt_engine& e = engine_of(engine);
+    auto [dir, stem] = dt::api::split_stem(path_stem);
+    e.engine->save_async(dir, nlohmann::json::object(), stem);
+  });
+}
+
+dt_status dt_engine_save_wait(dt_engine* engine) {
+  return guard("dt_engine_save_wait", [&] { engine_of(engine).engine->wait_save(); });
+}
+
 dt_status dt_engine_save_hf(dt_engine* engine, const char* dir, const dt_options* options) {
   return guard("dt_engine_save_hf", [&] {
     dt_engine& e = engine_of(engine);

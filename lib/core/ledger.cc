@@ -8,7 +8,7 @@ namespace dt {
 namespace {
 
 const char* const kTagNames[kNumMemTags + 1] = {"all", "param", "grad", "optimizer", "activation",
-                                                "kv_cache", "comm_buffer", "workspace"};
+                                                "kv_cache", "comm_buffer", "workspace", "checkpoint"};
 
 void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
@@ -18,7 +18,7 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
 
 int slot(int32_t tag) {
   if (tag < 0 || tag > kNumMemTags)
-    invalid("tag: unknown memory tag " + std::to_string(tag) + "; accepted: DT_MEM_ALL (0) to DT_MEM_WORKSPACE (7)");
+    invalid("tag: unknown memory tag " + std::to_string(tag) + "; accepted: DT_MEM_ALL (0) to DT_MEM_CHECKPOINT (8)");
   return tag;
 }
 
@@ -30,7 +30,7 @@ MemTag parse_mem_tag(const char* name, const char* arg_name) {
   for (int i = 1; i <= kNumMemTags; ++i)
     if (name && std::strcmp(name, kTagNames[i]) == 0) return static_cast<MemTag>(i);
   invalid(std::string(arg_name) + ": unknown memory tag \"" + (name ? name : "(null)") +
-          "\"; accepted: param, grad, optimizer, activation, kv_cache, comm_buffer, workspace");
+          "\"; accepted: param, grad, optimizer, activation, kv_cache, comm_buffer, workspace, checkpoint");
 }
 
 void Ledger::add(MemTag tag, int64_t bytes) {

@@ -17,8 +17,9 @@ enum class MemTag : int32_t {
   KvCache = DT_MEM_KV_CACHE,
   CommBuffer = DT_MEM_COMM_BUFFER,
   Workspace = DT_MEM_WORKSPACE,
+  Checkpoint = DT_MEM_CHECKPOINT,
 };
-constexpr int kNumMemTags = 7;
+constexpr int kNumMemTags = 8;
 
 const char* mem_tag_name(int32_t tag);  // "all" for DT_MEM_ALL, "unknown" when out of range
 // Parses a tag name other than "all"; throws naming `arg_name` and the accepted names.

@@ -242,6 +242,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
 }
 
 void TrainEngine::finish_step(StepStats& st, float loss_scale) {
+  wait_before_update();  // an asynchronous save's copy of the state is complete first
   TraceSpan span("compute", "optimizer step");
   const nn::ParamList& ps = opt_->params();
   // The schedule is a function of the update count, which checkpoints restore.
@@ -381,7 +382,7 @@ nlohmann::json TrainEngine::checkpoint_metadata(const nlohmann::json& extra) con
   return {{"step", opt_->steps()},
           {"model", model_.config().str()},
           {"config", io::config_to_json(model_.config())},
-          {"extra", extra}};
+          {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
 }
 
 void TrainEngine::check_checkpoint(const std::string& dir, const std::string& stem) {

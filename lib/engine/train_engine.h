@@ -152,6 +152,16 @@ class TrainEngine {
   // (collective where the strategy's is).
   std::vector<parallel::LocalPiece> local_state();
   void finish_local_load();
+  // Runs f (once) before the next change of the state (the optimizer's update): an
+  // asynchronous save copying the state meanwhile waits there.
+  void set_before_update(std::function<void()> f) { before_update_ = std::move(f); }
+  // Runs the pending before_update now (a write into the parameters is about to happen).
+  void wait_before_update() {
+    if (auto f = std::move(before_update_)) {
+      before_update_ = nullptr;
+      f();
+    }
+  }
   // The metadata a save records (step, model config, `extra`), and the checks a load makes
   // before it writes anything (the model config; the f16 scaler's state against this
   // engine's options). Not collective.
@@ -216,6 +226,7 @@ class TrainEngine {
   std::vector<std::unique_ptr<parallel::Strategy>> strategies_;
   comm::Communicator* batch_ = nullptr;               // the group the batch is split over
   parallel::Strategy* sharded_state_ = nullptr;       // the strategy that shards the state
+  std::function<void()> before_update_;               // set_before_update
   bool owned_grads_ = false;                          // a strategy zeroes the grads
   std::unique_ptr<optim::DynamicLossScaler> scaler_;  // f16 only
   Tensor scaler_scale_, scaler_good_;                 // its checkpointed state, kept current

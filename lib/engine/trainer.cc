@@ -134,6 +134,7 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
   replicas_[0]->check_batch(inputs, targets, "train_step");
   cancel_at_entry("train_step");
   std::vector<StepStats> stats(replicas_.size());
+  finish_save(false);  // commits an asynchronous save whose writes are done (raising its error)
   apply_writes();
   if (replicas_[0]->runs_alone())
     stats[0] = replicas_[0]->train_step(inputs, targets);
@@ -163,6 +164,7 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
   // On a mesh every rank writes its own state (trainer_checkpoint.cc); one rank alone writes
   // the single-rank layout, which is the same format with one writer.
   if (!layout_->single()) return save_sharded(dir, extra, stem);
+  finish_save(true);  // an asynchronous save in flight commits first
   replicas_[0]->save(dir, extra, stem);
 }
 
@@ -187,6 +189,7 @@ void Trainer::with_whole_model(const std::function<void(nn::GPT&)>& fn) {
 
 nlohmann::json Trainer::load(const std::string& dir, const std::string& stem) {
   // Any layout's checkpoint: each rank reads the boxes it holds (trainer_checkpoint.cc).
+  finish_save(true);  // an asynchronous save in flight commits first (it may be what is loaded)
   if (!layout_->single()) return load_sharded(dir, stem);
   nlohmann::json extra = replicas_[0]->load(dir, stem);  // validates before it writes
   written_.clear();

@@ -139,6 +139,16 @@ class Trainer {
   // (io/hf_model.h). Collective: every process of an mpirun calls it; the others wait.
   void with_whole_model(const std::function<void(nn::GPT&)>& fn);
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
+  // An asynchronous save: the state is copied to staging (the memory ledger's "checkpoint"
+  // tag: this rank's share) and save_async returns; each rank's thread writes its file
+  // while training goes on, and the save commits at the first train_step (or save, load,
+  // wait_save, destruction) that finds every rank's write done. A failed write is raised
+  // there (DT_ERR_IO) and the last committed checkpoint stands. Collective, as save.
+  void save_async(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
+                  const std::string& stem = "checkpoint");
+  // Waits for a save in flight and commits it (its error raised here); nothing in flight: no-op.
+  void wait_save();
+  ~Trainer();
 
  private:
   std::unique_ptr<parallel::Layout> layout_;
@@ -160,6 +170,27 @@ class Trainer {
   // Sharded checkpoints on a mesh (trainer_checkpoint.cc): each rank writes and reads its own.
   void save_sharded(const std::string& dir, const nlohmann::json& extra, const std::string& stem);
   nlohmann::json load_sharded(const std::string& dir, const std::string& stem);
+  // A save in two halves: start_save stages each rank's state and starts writing it on a
+  // thread of its own; finish_save commits it once every rank's write is done (wait: waits
+  // for them; else returns false while any is still writing). Both collective.
+  // async: the state copied to this rank's staging buffers first (reused save after save,
+  // so warm: the copy is the stall), else written from the live state.
+  struct PendingSave;
+  std::unique_ptr<PendingSave> pending_save_;
+  void start_save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool async);
+  bool finish_save(bool wait);
+
+ public:
+  // A local rank's staging buffers for asynchronous saves (MemTag::Checkpoint), handed out
+  // in order and kept for the next save.
+  struct Staging {
+    std::vector<Tensor> buffers;
+    size_t next = 0;
+    Tensor take(const Shape& shape, DType dtype);
+  };
+
+ private:
+  std::vector<Staging> staging_;
   std::shared_ptr<CancelFlag> cancel_;
   bool cancel_raised() const { return cancel_ && cancel_->requested(); }
   // Throws CANCELLED naming `what` if the flag is raised and every rank is in this process

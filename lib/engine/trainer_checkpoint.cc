@@ -8,11 +8,15 @@
 // of each tensor, parallel/layout.h). A tensor several ranks hold alike (dp or cp replicas,
 // tp-replicated norms, what every ep rank or pp stage holds) is written once, by the member
 // a hash of its name picks, so the writes spread over the group.
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <filesystem>
 #include <exception>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "core/tensor_copy.h"
 #include "engine/trainer.h"
 #include "io/checkpoint.h"
@@ -69,16 +73,28 @@ class StateMap {
     return true;
   }
 
-  // p's elements as boxes of the whole tensor, each with a host tensor: filled from p for a
-  // save, to be filled by the loader (then written back) for a load.
-  Mapped map(const parallel::LocalPiece& p, bool save) const {
+  // p's elements as boxes of the whole tensor, each with a host tensor. Load: to be filled
+  // by the loader, then written back. Save: p's own memory where a box is a run of it on the
+  // CPU (a synchronous save writes from the live state), else a copy; with `staging` (an
+  // asynchronous save) always a copy, into staging's reused buffers.
+  enum class Mode { Load, Save };
+  // A copy a save defers (an asynchronous one copies on its writer's thread): the region of
+  // `run` (flat box `box` of a piece) into `dst`.
+  struct Copy {
+    Tensor run, dst;
+    io::Box box, region;
+  };
+  Mapped map(const parallel::LocalPiece& p, Mode mode, Trainer::Staging* staging = nullptr,
+             std::vector<Copy>* deferred = nullptr) const {
+    const bool save = mode == Mode::Save;
     Mapped m;
     nn::ShardSpec spec;
     const Shape whole = whole_shape(p.name, p.shape, spec);
     m.out = {p.name, whole, p.data.dtype(), nn::ShardSpec{}, {}};  // whole in the index: the chunks say who held what
     Tensor host = p.data;
-    if (p.data.device().type != DeviceType::CPU) {
-      host = save ? to_device(p.data, Device::cpu()) : Tensor::uninit(p.data.shape(), p.data.dtype());
+    const bool on_cpu = p.data.device().type == DeviceType::CPU;
+    if (!on_cpu) {
+      host = save ? to_device(p.data, Device::cpu(), MemTag::Checkpoint) : Tensor::uninit(p.data.shape(), p.data.dtype());
       if (!save) m.device_data = p.data;
     }
     m.host = host;
@@ -93,10 +109,17 @@ class StateMap {
         if (!io::intersect(b, pb.part, &region)) continue;
         io::Box in_whole = region;
         for (size_t d = 0; d < region.offset.size(); ++d) in_whole.offset[d] += pb.whole.offset[d] - pb.part.offset[d];
-        Tensor staged = Tensor::uninit(region.extent, p.data.dtype());
-        if (save) io::copy_region(run.raw(), b, staged.raw(), region, region, elem);
-        else m.back.push_back({run, b, region});
-        m.out.pieces.push_back({in_whole, staged});
+        Tensor data;
+        if (save && !staging && region == b) {
+          data = run.reshape(region.extent);  // the live elements themselves
+        } else {
+          data = staging ? staging->take(region.extent, p.data.dtype())
+                         : Tensor::uninit(region.extent, p.data.dtype(), Device::cpu(), MemTag::Workspace);
+          if (save && deferred) deferred->push_back({run, data, b, region});
+          else if (save) io::copy_region(run.raw(), b, data.raw(), region, region, elem);
+        }
+        if (!save) m.back.push_back({run, b, region});
+        m.out.pieces.push_back({in_whole, data});
       }
     }
     return m;
@@ -135,50 +158,171 @@ bool all_ok(comm::Communicator& world, bool ok) {
 
 }  // namespace
 
-void Trainer::save_sharded(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+// A save in flight: each local rank's staged copy being written by a thread of its own; the
+// commit (every writer's table to the world's rank 0, the index) waits for all of them.
+struct Trainer::PendingSave {
+  bool async = false;  // staged copies (the state may change meanwhile), or the live state
+  std::string dir, stem;
+  nlohmann::json meta;
+  int64_t generation = 0;
+  std::vector<std::future<nlohmann::json>> writes;  // per local part: its writer's table
+  std::vector<double> started_us;
+};
+
+void Trainer::start_save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool async) {
+  finish_save(true);  // one save in flight at a time (and the staging buffers free again)
   std::error_code ec;  // a missing directory is created; the writes report what still fails
   std::filesystem::create_directories(dir, ec);
-  std::vector<std::string> errors(replicas_.size());
+  auto p = std::make_unique<PendingSave>();
+  p->async = async;
+  p->dir = dir, p->stem = stem;
+  staging_.resize(replicas_.size());
+  for (Staging& st : staging_) st.next = 0;
+  p->generation = io::checkpoint_next_generation(dir, stem);  // every process reads the same committed index
+  p->meta = replicas_[0]->checkpoint_metadata(extra);
+  if (layout_->mesh())
+    p->meta["layout"] = {{"world", layout_->mesh()->world_size()}, {"dp", dp()}, {"tp", tp()}, {"pp", pp()},
+                         {"ep", layout_->ep()}, {"cp", layout_->cp()}, {"virtual_stages", layout_->virtual_stages()},
+                         {"zero", replicas_[0]->state_sharded()}};
+  p->writes.resize(replicas_.size());
+  p->started_us.resize(replicas_.size());
+  const int writer_of_one = layout_->mesh() ? 0 : -1;  // one rank alone: the single file's name
   on_all([&](int li, int rank) {
+    std::promise<nlohmann::json> failed;
     TrainEngine& r = *replicas_[static_cast<size_t>(li)];
-    comm::Communicator& world = layout_->world(li);
-    nlohmann::json table;
     try {
       const StateMap map(*layout_, li);
       std::vector<io::TensorPieces> mine;
-      for (const parallel::LocalPiece& p : r.local_state())
-        if (map.writes(p)) mine.push_back(map.map(p, true).out);
-      const int64_t generation = io::checkpoint_next_generation(dir, stem);
-      table = io::write_checkpoint_shard(dir, stem, generation, rank, mine);
-      table["generation"] = generation;
-    } catch (const std::exception& e) {
-      table = {{"error", e.what()}};
+      std::vector<StateMap::Copy> copies;  // an asynchronous save's, made on its writer's thread
+      for (const parallel::LocalPiece& piece : r.local_state())
+        if (map.writes(piece))
+          mine.push_back(map.map(piece, StateMap::Mode::Save, async ? &staging_[static_cast<size_t>(li)] : nullptr,
+                                 async ? &copies : nullptr).out);
+      const int writer = layout_->mesh() ? rank : writer_of_one;
+      p->started_us[static_cast<size_t>(li)] = trace_now_us();
+      // The staged copy overlaps the next step's forward and backward, which only read the
+      // state; the update waits for it (TrainEngine::before_update), so the copy is exact.
+      auto copied = std::make_shared<std::promise<void>>();
+      if (async) r.set_before_update([done = copied->get_future().share()] {
+        TraceSpan wait("idle", "wait for the save's staged copy");
+        done.wait();
+      });
+      p->writes[static_cast<size_t>(li)] = std::async(
+          std::launch::async, [p = p.get(), writer, li, rank, copied, mine = std::move(mine), copies = std::move(copies)] {
+            try {  // the update must never wait forever: the copy ends, one way or the other
+              for (const StateMap::Copy& c : copies)
+                io::copy_region(c.run.raw(), c.box, c.dst.raw(), c.region, c.region, dtype_size(c.run.dtype()));
+            } catch (...) {
+              copied->set_value();
+              throw;
+            }
+            copied->set_value();
+            if (trace_enabled())
+              trace_record("checkpoint", "stage the save (" + std::to_string(copies.size()) + " copies)",
+                           trace_track(rank, true), p->started_us[static_cast<size_t>(li)], trace_now_us());
+            const double written_from = trace_now_us();
+            nlohmann::json table = io::write_checkpoint_shard(p->dir, p->stem, p->generation, writer, mine);
+            if (trace_enabled())
+              trace_record("checkpoint", "write the save", trace_track(rank, true), written_from, trace_now_us());
+            return table;
+          });
+    } catch (...) {
+      failed.set_exception(std::current_exception());
+      p->writes[static_cast<size_t>(li)] = failed.get_future();
     }
-    const std::vector<std::string> tables = all_gather_text(world, table.dump());
-    bool ok = true;
-    if (rank == 0) {
-      try {
-        std::vector<nlohmann::json> all;
-        for (const std::string& t : tables) {
-          all.push_back(nlohmann::json::parse(t));
-          if (all.back().contains("error")) fail(DT_ERR_IO, all.back()["error"].get<std::string>());
-        }
-        nlohmann::json meta = r.checkpoint_metadata(extra);
-        meta["layout"] = {{"world", layout_->mesh()->world_size()}, {"dp", dp()}, {"tp", tp()}, {"pp", pp()},
-                          {"ep", layout_->ep()}, {"cp", layout_->cp()}, {"virtual_stages", layout_->virtual_stages()},
-                          {"zero", r.state_sharded()}};
-        io::commit_checkpoint(dir, stem, all[0]["generation"].get<int64_t>(), all, meta);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(li)] = e.what();
-        ok = false;
-      }
-    }
-    if (!all_ok(world, ok && !table.contains("error")) && errors[static_cast<size_t>(li)].empty())
-      errors[static_cast<size_t>(li)] = table.contains("error") ? table["error"].get<std::string>()
-                                                                : "another rank's write or the commit failed";
   });
+  pending_save_ = std::move(p);
+}
+
+bool Trainer::finish_save(bool wait) {
+  if (!pending_save_) return true;
+  PendingSave& p = *pending_save_;
+  auto done = [&](int li) {
+    return wait || p.writes[static_cast<size_t>(li)].wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  std::vector<std::string> errors(replicas_.size());
+  if (!layout_->mesh()) {  // one rank: its one write, and the commit
+    if (!done(0)) return false;
+    std::vector<nlohmann::json> tables;
+    try {
+      tables.push_back(p.writes[0].get());
+      io::commit_checkpoint(p.dir, p.stem, p.generation, tables, p.meta);
+    } catch (const std::exception& e) {
+      errors[0] = e.what();
+    }
+  } else {
+    // Every rank's write done? (Collective: asked at the same call on every rank.)
+    bool all_done = true;
+    on_all([&](int li, int) {
+      const bool mine = done(li);
+      if (!all_ok(layout_->world(li), mine) && li == 0) all_done = false;
+    });
+    if (!all_done) return false;
+    on_all([&](int li, int rank) {
+      comm::Communicator& world = layout_->world(li);
+      nlohmann::json table;
+      try {
+        table = p.writes[static_cast<size_t>(li)].get();
+      } catch (const std::exception& e) {
+        table = {{"error", e.what()}};
+      }
+      const std::vector<std::string> tables = all_gather_text(world, table.dump());
+      bool ok = true;
+      if (rank == 0) {
+        try {
+          std::vector<nlohmann::json> all;
+          for (const std::string& t : tables) {
+            all.push_back(nlohmann::json::parse(t));
+            if (all.back().contains("error")) fail(DT_ERR_IO, all.back()["error"].get<std::string>());
+          }
+          io::commit_checkpoint(p.dir, p.stem, p.generation, all, p.meta);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(li)] = e.what();
+          ok = false;
+        }
+      }
+      if (!all_ok(world, ok && !table.contains("error")) && errors[static_cast<size_t>(li)].empty())
+        errors[static_cast<size_t>(li)] = table.contains("error") ? table["error"].get<std::string>()
+                                                                  : "another rank's write or the commit failed";
+    });
+  }
+  const std::string where = io::checkpoint_index_path(p.dir, p.stem);
+  pending_save_.reset();  // the staged copies go with it
   for (const std::string& e : errors)
-    if (!e.empty()) fail(DT_ERR_IO, "save " + io::checkpoint_index_path(dir, stem) + ": " + e);
+    if (!e.empty()) fail(DT_ERR_IO, "save " + where + ": " + e);
+  return true;
+}
+
+void Trainer::save_async(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+  apply_writes();
+  start_save(dir, extra, stem, true);
+}
+
+Tensor Trainer::Staging::take(const Shape& shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (next < buffers.size() && buffers[next].dtype() == dtype && buffers[next].numel() >= n)
+    return buffers[next++].slice0(0, n).reshape(shape);  // warm memory: no page faults
+  Tensor t = Tensor::uninit({n}, dtype, Device::cpu(), MemTag::Checkpoint);
+  if (next < buffers.size()) buffers[next] = t;
+  else buffers.push_back(t);
+  ++next;
+  return t.reshape(shape);
+}
+
+void Trainer::wait_save() { finish_save(true); }
+
+Trainer::~Trainer() {
+  try {
+    finish_save(true);  // a save in flight is committed, not lost
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "libdtrain: the save in flight when the engine was destroyed failed: %s\n", e.what());
+  }
+}
+
+void Trainer::save_sharded(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+  start_save(dir, extra, stem, false);
+  finish_save(true);
 }
 
 nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& stem) {
@@ -193,7 +337,7 @@ nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& 
     bool ok = true;
     try {  // read and check this rank's boxes into staging; nothing live is written yet
       const StateMap map(*layout_, li);
-      for (const parallel::LocalPiece& p : r.local_state()) mapped.push_back(map.map(p, false));
+      for (const parallel::LocalPiece& p : r.local_state()) mapped.push_back(map.map(p, StateMap::Mode::Load));
       std::vector<io::TensorPieces> want;
       for (const Mapped& m : mapped) want.push_back(m.out);
       const nlohmann::json meta = io::load_checkpoint_pieces(dir, want, stem);

@@ -142,6 +142,15 @@ resume)
   diff <(cut -d, -f1,2 a/metrics.jsonl) <(cut -d, -f1,2 b/metrics.jsonl) || fail "grad norms or losses differ after resume"
   [ "$(grep final_loss a.json)" == "$(grep final_loss b.json)" ] || fail "final loss differs after resume"
   cmp a/ckpt.*.safetensors b/ckpt.*.safetensors || fail "checkpoints differ after resume"
+  # --async-save on dp 2 ZeRO-2 (sharded): saves written while training goes on; the run stopped
+  # at 10 (its last save waits) and resumed ends as the straight run, file for file.
+  Z=(--steps 20 --eval-problems 0 --dp 2 --zero 2 --save-every 3)
+  $D train "${TINY[@]}" "${Z[@]}" --out za --json za.json >/dev/null 2>&1 || fail "zero straight run"
+  $D train "${TINY[@]}" "${Z[@]}" --async-save --out zb --stop-at 10 --report >zb.txt 2>&1 || { cat zb.txt; fail "async first half"; }
+  grep -q "asynchronous saves: 3" zb.txt || { cat zb.txt; fail "the --report of asynchronous saves"; }
+  $D train "${TINY[@]}" "${Z[@]}" --async-save --out zb --resume --json zb.json >/dev/null 2>&1 || fail "async resumed half"
+  [ "$(grep final_loss za.json)" == "$(grep final_loss zb.json)" ] || fail "final loss differs after an async resume"
+  for r in 0 1; do cmp za/ckpt.*.r$r.safetensors zb/ckpt.*.r$r.safetensors || fail "rank $r's file differs after an async resume"; done
   ;;
 interrupt)
   # Ctrl-C mid-run: the running step is cancelled through dt_cancel (no update), the last

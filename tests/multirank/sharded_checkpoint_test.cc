@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <unistd.h>
 
+#include "core/allocator.h"
+#include "io/file_util.h"
 #include "io/checkpoint.h"
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
@@ -169,6 +171,61 @@ TEST(ShardedCheckpoint, ExpertAndContextLayoutsResumeUnderOthers) {
     EXPECT_LT(params, 2e-5) << what;
     for (const auto& [name, t] : got.saved_state) EXPECT_TRUE(test::same_bits(t, got.loaded_state.at(name))) << what << ": " << name;
     std::printf("%-22s -> %-22s loss %.1e params %.1e; %zu files\n", p.a->name, p.b->name, loss, params, got.files);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+int64_t staged_bytes() { return ledger_for(Device::cpu()).current(DT_MEM_CHECKPOINT); }
+std::string bytes_of(const std::string& path) {
+  const std::vector<char> b = io::read_file(path);
+  return std::string(b.begin(), b.end());
+}
+
+TEST(ShardedCheckpoint, AnAsynchronousSaveCommitsWhatASynchronousOneWouldHave) {
+  // save_async after step 3, then steps 4 to 6 while the files are written: the checkpoint
+  // committed holds step 3's state, file for file what save writes, and resumes like it.
+  const std::string dir = ::testing::TempDir() + "dtrain_async_" + std::to_string(::getpid());
+  for (const Case& l : {kLayouts[0], kLayouts[2], kLayouts[6]}) {
+    if (kSanitized && &l != &kLayouts[2]) continue;
+    std::filesystem::remove_all(dir);
+    nn::GPT model(config());
+    optim::AdamW opt(model.parameters(), test::dp_adamw());
+    engine::Trainer t(mesh_of(l), model, opt, test::dp_options(l.micro), par_of(l));
+    for (int s = 0; s < kSteps / 2; ++s) t.train_step(batch(s).in, batch(s).tg);
+    t.save(dir + "/sync", nlohmann::json::object(), "ckpt");
+    const int64_t before = staged_bytes();
+    t.save_async(dir + "/async", nlohmann::json::object(), "ckpt");
+    const int64_t staged = staged_bytes() - before;
+    EXPECT_GT(staged, 0) << l.name << ": the staged copy is in the ledger";
+    for (int s = kSteps / 2; s < kSteps; ++s) t.train_step(batch(s).in, batch(s).tg);
+    t.wait_save();  // committed by a step already, or now
+    t.save_async(dir + "/again", nlohmann::json::object(), "ckpt");
+    t.wait_save();
+    EXPECT_EQ(staged_bytes() - before, staged) << l.name << ": the next save reuses the staging buffers";
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/sync")) {
+      if (e.path().extension() != ".safetensors") continue;
+      const std::string a = bytes_of(e.path().string());
+      EXPECT_EQ(a, bytes_of(dir + "/async/" + e.path().filename().string())) << l.name << " " << e.path().filename();
+    }
+  }
+  // A write that fails is raised by the next call that commits, and the last checkpoint stands.
+  {
+    std::filesystem::remove_all(dir);
+    nn::GPT model(config());
+    optim::AdamW opt(model.parameters(), test::dp_adamw());
+    engine::Trainer t(mesh_of(kLayouts[1]), model, opt, test::dp_options(2), par_of(kLayouts[1]));
+    t.train_step(batch(0).in, batch(0).tg);
+    t.save(dir, nlohmann::json::object(), "ckpt");
+    std::filesystem::create_directories(dir + "/ckpt.000002.r1.safetensors");  // where rank 1's next file goes
+    t.save_async(dir, nlohmann::json::object(), "ckpt");
+    try {
+      t.wait_save();
+      ADD_FAILURE() << "a save whose write failed committed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), DT_ERR_IO) << e.what();
+    }
+    EXPECT_EQ(io::read_checkpoint_index(dir, "ckpt")["metadata"]["step"], 1);
+    t.train_step(batch(1).in, batch(1).tg);  // training goes on
   }
   std::filesystem::remove_all(dir);
 }

@@ -34,6 +34,11 @@ void CheckpointMeter::saved(const std::string& stem, double seconds) {
   last_ = info_of(stem);
 }
 
+void CheckpointMeter::staged(double seconds) {
+  ++async_saves_;
+  stall_s_ += seconds;
+}
+
 void CheckpointMeter::loaded(const std::string& stem, double seconds) {
   load_s_ = seconds;
   loaded_ = info_of(stem);
@@ -51,6 +56,11 @@ nlohmann::json CheckpointMeter::json() const {
     j["largest_file_bytes"] = largest;
     j["write_bytes_per_s"] = last_save_s_ > 0 ? all / last_save_s_ : 0.0;
     j["write_bytes_per_s_per_writer"] = last_save_s_ > 0 ? largest / last_save_s_ : 0.0;
+  }
+  if (async_saves_ > 0) {
+    j["async_saves"] = async_saves_;
+    j["async_stall_seconds"] = stall_s_;  // the time the asynchronous saves held training
+    j["async_stall_seconds_each"] = stall_s_ / async_saves_;
   }
   if (load_s_ >= 0) {
     const auto [all, largest] = bytes_of(loaded_);
@@ -71,6 +81,10 @@ void CheckpointMeter::print() const {
                 format_bytes(j["largest_file_bytes"].get<double>()).c_str(),
                 format_bytes(j["write_bytes_per_s"].get<double>()).c_str(),
                 format_bytes(j["write_bytes_per_s_per_writer"].get<double>()).c_str());
+  if (j.contains("async_saves"))
+    std::printf("  asynchronous saves: %d, each held training %.4f s (staging the state; the files written meanwhile)%s\n",
+                async_saves_, stall_s_ / async_saves_,
+                saves_ > 0 ? (", against " + std::to_string(last_save_s_) + " s for the last, synchronous save").c_str() : "");
   if (j.contains("load_seconds"))
     std::printf("  resume: read %s from %zu file(s) in %.3f s (%s/s)\n", format_bytes(j["loaded_bytes"].get<double>()).c_str(),
                 j["loaded_files"].get<size_t>(), load_s_, format_bytes(j["read_bytes_per_s"].get<double>()).c_str());

@@ -11,13 +11,14 @@ class CheckpointMeter {
  public:
   void saved(const std::string& stem, double seconds);   // after each dt_engine_save
   void loaded(const std::string& stem, double seconds);  // after the resume's dt_engine_load
-  bool any() const { return saves_ > 0 || load_s_ >= 0; }
+  void staged(double seconds);                            // after a dt_engine_save_async: the stall
+  bool any() const { return saves_ > 0 || load_s_ >= 0 || async_saves_ > 0; }
   nlohmann::json json() const;
   void print() const;
 
  private:
-  int saves_ = 0;
-  double save_s_ = 0, last_save_s_ = 0, load_s_ = -1;
+  int saves_ = 0, async_saves_ = 0;
+  double save_s_ = 0, last_save_s_ = 0, load_s_ = -1, stall_s_ = 0;
   nlohmann::json last_, loaded_;  // the info of the last save's checkpoint, of the one loaded
 };
 

@@ -42,7 +42,7 @@ struct TrainArgs {
   std::string out = "runs/latest", json, trace, backend = "local";
   std::string init, chat_template;  // --init hf:DIR: fine-tune a Hugging Face model
   int64_t save_every = 0, stop_at = 0, eval_problems = 500, show = 8;
-  bool resume = false, no_progress = false, report = false;
+  bool resume = false, no_progress = false, report = false, async_save = false;
 };
 
 // " over dp = 2 x tp = 2 ranks, DDP", " over dp = 2 x pp = 2 x tp = 2 ranks, DDP, tensor
@@ -246,6 +246,11 @@ int run_train(TrainArgs a) {
     check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
     ckpt_meter.saved(ckpt, now_seconds() - t);
   };
+  auto save_checkpoint_async = [&] {  // returns once staged; the next step commits it
+    const double t = now_seconds();
+    check(dt_engine_save_async(engine.get(), ckpt.c_str()), "saving the checkpoint (asynchronously)");
+    ckpt_meter.staged(now_seconds() - t);
+  };
   if (a.resume) {  // its checkpoint exists: checked at the start
     const double load_t0 = now_seconds();
     check(dt_engine_load(engine.get(), ckpt.c_str()), "resuming from the run's checkpoint");
@@ -343,7 +348,8 @@ int run_train(TrainArgs a) {
     bar.update(step, status);
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
       if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
-      save_checkpoint();  // collective
+      if (a.async_save && step != last) save_checkpoint_async();  // collective
+      else save_checkpoint();  // collective
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
   }
@@ -507,6 +513,9 @@ void add_train_command(CLI::App& app) {
           "End this run at this step, saved (resume later with --resume)")
       ->group("Output");
   c->add_flag("--resume", a->resume, "Continue from the checkpoint in --out (bitwise the same as not stopping)")->group("Output");
+  c->add_flag("--async-save", a->async_save,
+              "Write the --save-every checkpoints while training goes on (the state copied first; the last save waits)")
+      ->group("Output");
   add_int(c, "--eval-problems", a->eval_problems, {0, kMaxProblems, "none"},
           "Held-out problems to answer at the end (addition)")
       ->group("Output");

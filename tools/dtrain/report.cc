@@ -82,7 +82,8 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
   std::printf("  %-5s %-12s %14s %14s %14s\n", "rank", "tag", "current", "peak", "formula");
   const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
                                                      {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
-                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE}};
+                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE},
+                                                     {"checkpoint", DT_MEM_CHECKPOINT}};
   // This process's ranks (under mpirun one; without a mesh the process is the one rank).
   std::vector<int32_t> mine = {0};
   if (mesh) {

@@ -626,6 +626,18 @@ intgo _wrap_DT_MEM_WORKSPACE_cdt_9ef706f7a1559335() {
 }
 
 
+intgo _wrap_DT_MEM_CHECKPOINT_cdt_9ef706f7a1559335() {
+  int result;
+  intgo _swig_go_result;
+  
+  
+  result = DT_MEM_CHECKPOINT;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_mem_tag_name_cdt_9ef706f7a1559335(int _swig_go_0) {
   dt_mem_tag arg1 ;
   char *result = 0 ;
@@ -2184,6 +2196,39 @@ _gostring_ _wrap_dt_engine_save_cdt_9ef706f7a1559335(dt_engine *_swig_go_0, _gos
   result = (dt_status)dt_engine_save(arg1,(char const *)arg2);
   _swig_go_result = dtgo_status_result(result); 
   free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_engine_save_async_cdt_9ef706f7a1559335(dt_engine *_swig_go_0, _gostring_ _swig_go_1) {
+  dt_engine *arg1 = (dt_engine *) 0 ;
+  char *arg2 = (char *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_engine *)_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (dt_status)dt_engine_save_async(arg1,(char const *)arg2);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_dt_engine_save_wait_cdt_9ef706f7a1559335(dt_engine *_swig_go_0) {
+  dt_engine *arg1 = (dt_engine *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (dt_engine *)_swig_go_0; 
+  
+  result = (dt_status)dt_engine_save_wait(arg1);
+  _swig_go_result = dtgo_status_result(result); 
   return _swig_go_result;
 }
 

@@ -67,10 +67,12 @@ pub const DT_MEM_ACTIVATION: _bindgen_ty_3 = 4;
 pub const DT_MEM_KV_CACHE: _bindgen_ty_3 = 5;
 pub const DT_MEM_COMM_BUFFER: _bindgen_ty_3 = 6;
 pub const DT_MEM_WORKSPACE: _bindgen_ty_3 = 7;
+pub const DT_MEM_CHECKPOINT: _bindgen_ty_3 = 8;
 pub type _bindgen_ty_3 = u32;
 extern "C" {
     #[doc = " Name of a tag (\"all\", \"param\", \"grad\", \"optimizer\", \"activation\", \"kv_cache\","]
-    #[doc = "  \"comm_buffer\", \"workspace\"; \"unknown\" otherwise). Static string. Thread-safe."]
+    #[doc = "  \"comm_buffer\", \"workspace\", \"checkpoint\"; \"unknown\" otherwise). Static string."]
+    #[doc = "  Thread-safe."]
     pub fn dt_mem_tag_name(tag: dt_mem_tag) -> *const ::std::os::raw::c_char;
 }
 #[repr(C)]
@@ -951,6 +953,29 @@ extern "C" {
         engine: *mut dt_engine,
         path_stem: *const ::std::os::raw::c_char,
     ) -> dt_status;
+}
+extern "C" {
+    #[doc = " dt_engine_save without the wait: the state is copied to a staging buffer (this rank's"]
+    #[doc = "  share, counted under DT_MEM_CHECKPOINT) and the call returns; each rank's file is written"]
+    #[doc = "  by a thread of its own while training goes on. The save commits (its index written) at"]
+    #[doc = "  the first dt_engine_train_step, dt_engine_save(_async), dt_engine_load or"]
+    #[doc = "  dt_engine_save_wait that finds every rank's write done, or when the engine is destroyed."]
+    #[doc = "  A failed write is returned by that call (DT_ERR_IO), and the last committed checkpoint"]
+    #[doc = "  stands: never lost. One save is in flight at a time (a second waits for the first)."]
+    #[doc = "  The copy itself runs on the writer's thread during the next step's forward and"]
+    #[doc = "  backward (which only read the state); that step's update waits for it, so the files"]
+    #[doc = "  hold exactly the state at the call. Do not write through dt_module_param views until"]
+    #[doc = "  the next dt_engine_train_step or dt_engine_save_wait has returned. The staging buffers"]
+    #[doc = "  are kept for the next save. Collective, as dt_engine_save."]
+    pub fn dt_engine_save_async(
+        engine: *mut dt_engine,
+        path_stem: *const ::std::os::raw::c_char,
+    ) -> dt_status;
+}
+extern "C" {
+    #[doc = " Waits for the engine's save in flight, commits it and returns its result (DT_OK when"]
+    #[doc = "  none is in flight). Collective."]
+    pub fn dt_engine_save_wait(engine: *mut dt_engine) -> dt_status;
 }
 extern "C" {
     #[doc = " Loads what dt_engine_save wrote at `path_stem` into the engine's parameters and"]

@@ -140,6 +140,8 @@ pub enum MemTag {
     KvCache,
     CommBuffer,
     Workspace,
+    /// A save's staged copy while it is written.
+    Checkpoint,
 }
 
 impl MemTag {
@@ -153,6 +155,7 @@ impl MemTag {
             MemTag::KvCache => sys::DT_MEM_KV_CACHE,
             MemTag::CommBuffer => sys::DT_MEM_COMM_BUFFER,
             MemTag::Workspace => sys::DT_MEM_WORKSPACE,
+            MemTag::Checkpoint => sys::DT_MEM_CHECKPOINT,
         }) as i32
     }
 

@@ -11,7 +11,8 @@ public enum MemTag {
   ACTIVATION(DtrainNative.DT_MEM_ACTIVATION),
   KV_CACHE(DtrainNative.DT_MEM_KV_CACHE),
   COMM_BUFFER(DtrainNative.DT_MEM_COMM_BUFFER),
-  WORKSPACE(DtrainNative.DT_MEM_WORKSPACE);
+  WORKSPACE(DtrainNative.DT_MEM_WORKSPACE),
+  CHECKPOINT(DtrainNative.DT_MEM_CHECKPOINT);
 
   private final int code;
 
