@@ -41,7 +41,7 @@ def worker(rank):
     state = {k: torch.randn(v["shape"]).to(dt[v["dtype"]]) if v["dtype"] in ("F32", "BF16", "F16")
              else torch.zeros(v["shape"], dtype=dt[v["dtype"]]) for k, v in spec.items()}
     best_save = best_load = 1e9
-    for rep in range(3):
+    for rep in range(3):  # best of 3, as ours
         path = os.path.join(out, "dcp%d" % rep)
         dist.barrier(); t = time.perf_counter()
         dcp.save(state, checkpoint_id=path)
@@ -102,21 +102,31 @@ def main():
     ap.add_argument("--d-model", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--dir", default="", help="where to write (default: a temporary directory)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure; the best counts")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench_ckpt_", dir=args.dir or None)
     results = {"np": {}, "async": {}}
     try:
+        # Scripts run from files: the spawned workers import their __main__ again.
+        dcp_script, pc_script = os.path.join(work, "dcp_bench.py"), os.path.join(work, "page_cache.py")
+        open(dcp_script, "w").write(DCP_SCRIPT)
+        open(pc_script, "w").write(PAGE_CACHE_SCRIPT)
         for n in args.np:
             d = os.path.join(work, "np%d" % n)
-            shutil.rmtree(d, ignore_errors=True)
-            save = train(args, n, d, ["--steps", "2"], os.path.join(work, "s%d.json" % n))
-            load = train(args, n, d, ["--steps", "3", "--resume"], os.path.join(work, "l%d.json" % n))
-            nbytes = int(save["bytes"])
-            r = {"bytes": nbytes, "files": save["files"], "save_s": save["last_save_seconds"],
-                 "load_s": load["load_seconds"]}
-            pc = float(subprocess.run([sys.executable, "-c", PAGE_CACHE_SCRIPT, work, str(nbytes), str(n)],
-                                      stdout=subprocess.PIPE, text=True, check=True).stdout)
+            r = {"save_s": 1e9, "load_s": 1e9, "page_cache_write_s": 1e9}
+            for rep in range(args.repeats):  # best of: the disk's writeback makes single figures noisy
+                shutil.rmtree(d, ignore_errors=True)
+                save = train(args, n, d, ["--steps", "2"], os.path.join(work, "s%d.json" % n))
+                load = train(args, n, d, ["--steps", "3", "--resume"], os.path.join(work, "l%d.json" % n))
+                nbytes = int(save["bytes"])
+                r.update(bytes=nbytes, files=save["files"])
+                r["save_s"] = min(r["save_s"], save["last_save_seconds"])
+                r["load_s"] = min(r["load_s"], load["load_seconds"])
+                pc = float(subprocess.run([sys.executable, pc_script, work, str(nbytes), str(n)],
+                                          stdout=subprocess.PIPE, text=True, check=True).stdout)
+                r["page_cache_write_s"] = min(r["page_cache_write_s"], pc)
+            pc = r["page_cache_write_s"]
             r["page_cache_write_s"] = pc
             if args.torch_python:
                 idx = json.load(open(os.path.join(d, "ckpt.index.json")))
@@ -125,7 +135,7 @@ def main():
                 json.dump(spec, open(spec_path, "w"))
                 dcp_dir = os.path.join(work, "dcp_np%d" % n)
                 os.makedirs(dcp_dir, exist_ok=True)
-                out = subprocess.run([args.torch_python, "-c", DCP_SCRIPT, spec_path, dcp_dir, str(n), str(29500 + n)],
+                out = subprocess.run([args.torch_python, dcp_script, spec_path, dcp_dir, str(n), str(29500 + n)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 if out.returncode == 0:
                     r["dcp"] = json.loads(out.stdout.strip().splitlines()[-1])

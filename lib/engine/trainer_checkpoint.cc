@@ -36,6 +36,7 @@ struct Mapped {
   // For a load: where each box's elements go back, in part coordinates: the run of the
   // piece's host data holding flat box `run_box`, and the box's region within it.
   struct Back {
+    size_t piece;  // index in out.pieces
     Tensor run;
     io::Box run_box, region;
   };
@@ -110,15 +111,15 @@ class StateMap {
         io::Box in_whole = region;
         for (size_t d = 0; d < region.offset.size(); ++d) in_whole.offset[d] += pb.whole.offset[d] - pb.part.offset[d];
         Tensor data;
-        if (save && !staging && region == b) {
-          data = run.reshape(region.extent);  // the live elements themselves
+        if (!staging && region == b) {
+          data = run.reshape(region.extent);  // the live elements themselves (read from, or loaded into)
         } else {
           data = staging ? staging->take(region.extent, p.data.dtype())
                          : Tensor::uninit(region.extent, p.data.dtype(), Device::cpu(), MemTag::Workspace);
           if (save && deferred) deferred->push_back({run, data, b, region});
           else if (save) io::copy_region(run.raw(), b, data.raw(), region, region, elem);
         }
-        if (!save) m.back.push_back({run, b, region});
+        if (!save && data.raw() != run.raw()) m.back.push_back({m.out.pieces.size(), run, b, region});
         m.out.pieces.push_back({in_whole, data});
       }
     }
@@ -335,26 +336,39 @@ nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& 
     comm::Communicator& world = layout_->world(li);
     std::vector<Mapped> mapped;
     bool ok = true;
-    try {  // read and check this rank's boxes into staging; nothing live is written yet
+    std::vector<io::TensorPieces> want;
+    try {  // read and check every chunk this rank needs (one reused buffer); nothing is written
       const StateMap map(*layout_, li);
       for (const parallel::LocalPiece& p : r.local_state()) mapped.push_back(map.map(p, StateMap::Mode::Load));
-      std::vector<io::TensorPieces> want;
       for (const Mapped& m : mapped) want.push_back(m.out);
-      const nlohmann::json meta = io::load_checkpoint_pieces(dir, want, stem);
+      const nlohmann::json meta = io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::VerifyOnly);
       if (li == 0) extra = meta.value("extra", nlohmann::json::object());
     } catch (const std::exception& e) {
       errors[static_cast<size_t>(li)] = e.what();
       ok = false;
     }
-    if (!all_ok(world, ok)) {  // every rank read its part, or none writes
+    if (!all_ok(world, ok)) {  // every rank's reads check out, or none writes
       if (errors[static_cast<size_t>(li)].empty()) errors[static_cast<size_t>(li)] = "another rank's read failed";
       return;
     }
-    for (Mapped& m : mapped) {
-      for (size_t k = 0; k < m.back.size(); ++k)  // the staged box holds exactly its region
-        io::copy_region(m.out.pieces[k].data.raw(), m.back[k].region, m.back[k].run.raw(), m.back[k].run_box,
-                        m.back[k].region, dtype_size(m.out.dtype));
-      if (m.device_data.defined()) copy_tensor(m.host, m.device_data);
+    // Then straight into the state (a box that is a run of it) or through staging: no copy of
+    // the rank's share is held. The checksums are checked again as the bytes come: a file
+    // changed between the two passes is an error, after which the state is not to be used.
+    try {
+      io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::Stream);
+      for (Mapped& m : mapped) {
+        for (const Mapped::Back& b : m.back)  // the staged box holds exactly its region
+          io::copy_region(m.out.pieces[b.piece].data.raw(), b.region, b.run.raw(), b.run_box, b.region,
+                          dtype_size(m.out.dtype));
+        if (m.device_data.defined()) copy_tensor(m.host, m.device_data);
+      }
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(li)] = std::string(e.what()) + " (after every rank's check passed: the files changed "
+                                                                "during the load; the engine's state is not to be used)";
+    }
+    if (!all_ok(world, errors[static_cast<size_t>(li)].empty())) {
+      if (errors[static_cast<size_t>(li)].empty()) errors[static_cast<size_t>(li)] = "another rank's read failed";
+      return;
     }
     r.finish_local_load();
   });

@@ -219,7 +219,8 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
 
 void (*g_load_checkpoint_before_copy)() = nullptr;
 
-json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets, const std::string& stem) {
+json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets, const std::string& stem,
+                            LoadMode mode) {
   json idx = read_checkpoint_index(dir, stem);
   // Which chunks each piece needs: (file, entry) -> the chunk, read once for all its pieces.
   struct Need {
@@ -228,7 +229,10 @@ json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPiec
     DType dtype;
     std::vector<std::unique_ptr<ReadOnlyFile>>::size_type file;
     uint64_t offset = 0, bytes = 0;
-    std::vector<unsigned char> data;
+    std::unique_ptr<unsigned char[]> owned;  // the chunk's bytes, read once (not zero-filled)
+    unsigned char* data = nullptr;           // owned, or the one piece it fills exactly (scratch targets)
+    int users = 0;                           // target pieces that intersect the chunk
+    const TensorPieces::Piece* exact = nullptr;
   };
   std::map<std::pair<std::string, size_t>, Need> needs;  // by (tensor, chunk)
   for (const TensorPieces& t : targets) {
@@ -249,6 +253,8 @@ json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPiec
         if (!intersect(cb, p.box)) continue;
         Need& n = needs[{t.name, k}];
         n.chunk = &c, n.box = cb, n.dtype = t.dtype;
+        ++n.users;
+        if (cb == p.box) n.exact = &p;
       }
     }
   }
@@ -275,23 +281,37 @@ json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPiec
     n.bytes = e->end - e->begin;
   }
   if (g_load_checkpoint_before_copy) g_load_checkpoint_before_copy();
+  // The chunk's regions into every target piece it meets.
+  auto copy_out = [&](const std::pair<std::string, size_t>& key, const Need& n) {
+    for (const TensorPieces& t : targets) {
+      if (t.name != key.first) continue;
+      for (const TensorPieces::Piece& p : t.pieces) {
+        Box region;
+        if (intersect(n.box, p.box, &region) && n.data != p.data.raw())
+          copy_region(n.data, n.box, p.data.raw(), p.box, region, dtype_size(t.dtype));
+      }
+    }
+  };
+  std::unique_ptr<unsigned char[]> scratch;  // Stream and VerifyOnly: one buffer, reused
+  uint64_t scratch_bytes = 0;
   for (auto& [key, n] : needs) {
-    n.data = files[n.file]->read(n.offset, n.bytes);
-    if (n.chunk->contains("xxh3") && xxh3_hex(n.data.data(), n.data.size()) != (*n.chunk)["xxh3"].get<std::string>())
+    if (mode == LoadMode::Stream && n.users == 1 && n.exact) {
+      n.data = static_cast<unsigned char*>(n.exact->data.raw());  // straight from the file
+    } else if (mode == LoadMode::Atomic) {
+      n.owned.reset(new unsigned char[n.bytes]);  // kept until every chunk is checked
+      n.data = n.owned.get();
+    } else {
+      if (n.bytes > scratch_bytes) scratch.reset(new unsigned char[n.bytes]), scratch_bytes = n.bytes;
+      n.data = scratch.get();
+    }
+    files[n.file]->copy_to(n.offset, n.data, n.bytes);
+    if (n.chunk->contains("xxh3") && xxh3_hex(n.data, n.bytes) != (*n.chunk)["xxh3"].get<std::string>())
       fail(DT_ERR_IO, files[n.file]->path() + ": tensor \"" + key.first + "\" " + n.box.str() +
                           ": its bytes do not match the checksum in the index (corrupted on disk or in transfer)");
+    if (mode == LoadMode::Stream) copy_out(key, n);
   }
-  for (const TensorPieces& t : targets) {
-    const json& it = idx["tensors"][t.name];
-    const size_t elem = dtype_size(t.dtype);
-    for (const TensorPieces::Piece& p : t.pieces)
-      for (size_t k = 0; k < it["chunks"].size(); ++k) {
-        auto n = needs.find({t.name, k});
-        Box region;
-        if (n != needs.end() && intersect(n->second.box, p.box, &region))
-          copy_region(n->second.data.data(), n->second.box, p.data.raw(), p.box, region, elem);
-      }
-  }
+  if (mode == LoadMode::Atomic)
+    for (auto& [key, n] : needs) copy_out(key, n);
   return idx["metadata"];
 }
 

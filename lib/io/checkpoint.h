@@ -81,10 +81,18 @@ nlohmann::json write_checkpoint_shard(const std::string& dir, const std::string&
 void commit_checkpoint(const std::string& dir, const std::string& stem, int64_t generation,
                        const std::vector<nlohmann::json>& tables, const nlohmann::json& metadata);
 // Fills every piece of `targets` from the chunks it intersects (each tensor's dtype and
-// shape must be the checkpoint's); validates and reads every chunk needed, checksums
-// included, before writing any piece. Returns the metadata.
+// shape must be the checkpoint's) and returns the metadata. Every file, header and entry
+// is checked first in any mode; then, by `mode`:
+//   Atomic: every chunk needed is read and its checksum checked before any piece is
+//     written (memory: all of them at once);
+//   Stream: chunk by chunk, each read (straight into the piece it is exactly, else into one
+//     reused buffer), checked, then copied out; a failure may leave pieces half written;
+//   VerifyOnly: chunk by chunk into one reused buffer, checked; no piece is written. A
+//     caller that must write all or nothing without holding a copy runs VerifyOnly, agrees,
+//     then Stream (engine/trainer_checkpoint.cc).
+enum class LoadMode { Atomic, Stream, VerifyOnly };
 nlohmann::json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets,
-                                      const std::string& stem = "checkpoint");
+                                      const std::string& stem = "checkpoint", LoadMode mode = LoadMode::Atomic);
 
 // Rewrites any checkpoint as one writer's (every tensor whole, the metadata's "layout"
 // dropped): dt_checkpoint_consolidate. Holds the whole state in memory while it works.
