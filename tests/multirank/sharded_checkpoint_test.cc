@@ -197,6 +197,16 @@ TEST(ShardedCheckpoint, AnAsynchronousSaveCommitsWhatASynchronousOneWouldHave) {
     t.save_async(dir + "/async", nlohmann::json::object(), "ckpt");
     const int64_t staged = staged_bytes() - before;
     EXPECT_GT(staged, 0) << l.name << ": the staged copy is in the ledger";
+    // Each rank stages its share only: rank 0's staging is about what rank 0 writes.
+    if (const Ledger* r0 = rank_ledger(Device::cpu(), 0); r0 && mesh_of(l)) {
+      uintmax_t rank0_file = 0;
+      for (const auto& e : std::filesystem::directory_iterator(dir + "/sync"))
+        if (e.path().filename().string().find(".r0.") != std::string::npos) rank0_file = e.file_size();
+      const int64_t mine = r0->current(DT_MEM_CHECKPOINT);
+      EXPECT_LE(static_cast<double>(mine), 1.05 * static_cast<double>(rank0_file)) << l.name;
+      std::printf("%s: rank 0 stages %lld bytes for its %ju-byte file; all ranks %lld\n", l.name, (long long)mine,
+                  rank0_file, (long long)staged);
+    }
     for (int s = kSteps / 2; s < kSteps; ++s) t.train_step(batch(s).in, batch(s).tg);
     t.wait_save();  // committed by a step already, or now
     t.save_async(dir + "/again", nlohmann::json::object(), "ckpt");
