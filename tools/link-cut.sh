@@ -35,25 +35,12 @@ done
 dtrain=$(readlink -f "$dtrain")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# shellcheck source=tools/netns-hosts.sh
+. "$(dirname "$0")/netns-hosts.sh"
 work=$(mktemp -d)
-cleanup() {
-  for ns in dtA dtB; do for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done; done
-  ip netns del dtA 2>/dev/null; ip netns del dtB 2>/dev/null; rm -rf "$work"
-}
+cleanup() { netns_hosts_down; rm -rf "$work"; }
 trap cleanup EXIT
-cleanup; work=$(mktemp -d)
-ip netns add dtA && ip netns add dtB || { echo "link-cut.sh: ip netns add failed (needs root and network namespaces)" >&2; exit 2; }
-ip link add vethA type veth peer name vethB && ip link set vethA netns dtA && ip link set vethB netns dtB
-ip -n dtA addr add 10.16.0.1/24 dev vethA && ip -n dtB addr add 10.16.0.2/24 dev vethB
-for ns in dtA dtB; do ip -n $ns link set lo up; done
-cat >"$work/agent" <<'AGENT'
-#!/bin/bash
-# Open MPI's rsh agent: "HOST COMMAND..." runs COMMAND in HOST's namespace.
-host=$1; shift
-case "$host" in 10.16.0.1) ns=dtA ;; 10.16.0.2) ns=dtB ;; *) echo "agent: unknown host $host" >&2; exit 1 ;; esac
-exec ip netns exec "$ns" bash -c "$*"
-AGENT
-chmod +x "$work/agent"
+netns_hosts_up "$work" || { echo "link-cut.sh: making the namespaces failed (needs root and network namespaces)" >&2; exit 2; }
 
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.1f", a - b }'; }

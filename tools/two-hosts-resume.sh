@@ -14,29 +14,16 @@ dtrain="$(dirname "$0")/../build/default/dtrain"
 [ -x "$dtrain" ] || { echo "two-hosts-resume.sh: --dtrain '$dtrain' is not an executable" >&2; exit 2; }
 dtrain=$(readlink -f "$dtrain")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
+# shellcheck source=tools/netns-hosts.sh
+. "$(dirname "$0")/netns-hosts.sh"
 work=$(mktemp -d)
-cleanup() {
-  for ns in dtA dtB; do for p in $(ip netns pids $ns 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done; done
-  ip netns del dtA 2>/dev/null; ip netns del dtB 2>/dev/null; rm -rf "$work"
-}
+cleanup() { netns_hosts_down; rm -rf "$work"; }
 trap cleanup EXIT
-ip netns del dtA 2>/dev/null; ip netns del dtB 2>/dev/null
-if ! { command -v ip >/dev/null && ip netns add dtA 2>/dev/null && ip netns add dtB 2>/dev/null &&
-        ip link add vethA type veth peer name vethB 2>/dev/null; }; then
+if ! netns_hosts_up "$work"; then
   echo "two-hosts-resume.sh: skipped: no network namespaces here (needs root, iproute2 and netns support)"
   exit 77
 fi
-ip link set vethA netns dtA && ip link set vethB netns dtB
-ip -n dtA addr add 10.16.0.1/24 dev vethA && ip -n dtB addr add 10.16.0.2/24 dev vethB
-for ns in dtA dtB; do ip -n $ns link set lo up; done
 ip -n dtA link set vethA up; ip -n dtB link set vethB up
-cat >"$work/agent" <<'AGENT'
-#!/bin/bash
-host=$1; shift
-case "$host" in 10.16.0.1) ns=dtA ;; 10.16.0.2) ns=dtB ;; *) echo "agent: unknown host $host" >&2; exit 1 ;; esac
-exec ip netns exec "$ns" bash -c "$*"
-AGENT
-chmod +x "$work/agent"
 TRAIN=(train --data addition --digits 2 --layers 1 --d-model 32 --heads 2 --batch 16 --no-progress --threads 1
        --eval-problems 0 --steps 20 --out "$work/run")
 both() {
