@@ -385,7 +385,7 @@ nlohmann::json TrainEngine::checkpoint_metadata(const nlohmann::json& extra) con
           {"extra", extra.is_null() ? nlohmann::json::object() : extra}};
 }
 
-void TrainEngine::check_checkpoint(const std::string& dir, const std::string& stem) {
+nlohmann::json TrainEngine::check_checkpoint(const std::string& dir, const std::string& stem) {
   // The config first: a model of another shape would mostly fail on tensor shapes, but
   // one that differs only in norm, position scheme or activation would load silently.
   const nlohmann::json idx = io::read_checkpoint_index(dir, stem);
@@ -395,23 +395,15 @@ void TrainEngine::check_checkpoint(const std::string& dir, const std::string& st
     // The scaler's state is checked against this engine's options (good_steps must be below
     // its growth_interval) before anything is written: read it alone first, into a probe.
     Tensor scale = Tensor::zeros({1}, DType::F32), good = Tensor::zeros({1}, DType::I64);
-    io::load_checkpoint(dir, {{"loss_scaler.scale", scale, {}}, {"loss_scaler.good_steps", good, {}}}, stem);
+    io::load_checkpoint(dir, {{"loss_scaler.scale", scale, {}}, {"loss_scaler.good_steps", good, {}}}, stem, &idx);
     optim::DynamicLossScaler probe = *scaler_;
     probe.restore(scale.data<float>()[0], good.data<int64_t>()[0]);
   }
+  return idx;
 }
 
-void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool write) {
-  for (auto& s : strategies_) s->before_save();
-  // Whatever a strategy gathered for this save alone is freed again once written.
-  struct AfterSave {
-    std::vector<std::unique_ptr<parallel::Strategy>>& all;
-    ~AfterSave() {
-      for (auto& s : all) s->after_save();
-    }
-  } after{strategies_};
-  std::vector<io::CheckpointTensor> state = state_tensors();  // collective when sharded
-  if (!write) return;
+void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, const std::string& stem) {
+  std::vector<io::CheckpointTensor> state = state_tensors();
   const nlohmann::json meta = checkpoint_metadata(extra);
   std::error_code ec;  // a missing directory is created; save_checkpoint reports what still fails
   std::filesystem::create_directories(dir, ec);
@@ -419,8 +411,8 @@ void TrainEngine::save(const std::string& dir, const nlohmann::json& extra, cons
 }
 
 nlohmann::json TrainEngine::load(const std::string& dir, const std::string& stem) {
-  check_checkpoint(dir, stem);
-  const nlohmann::json meta = io::load_checkpoint(dir, load_targets(), stem);
+  const nlohmann::json idx = check_checkpoint(dir, stem);
+  const nlohmann::json meta = io::load_checkpoint(dir, load_targets(), stem, &idx);
   finish_load();
   return meta.value("extra", nlohmann::json::object());
 }

@@ -135,10 +135,10 @@ class TrainEngine {
   // Writes "<dir>/<stem>.index.json" and its data file. The metadata records the step and
   // the model config (io/model_config.h); `extra` lands there too (e.g. the sampler's epoch
   // and position) and load returns it. load refuses a checkpoint of another model config
-  // (INVALID_ARGUMENT naming the field) before touching anything.
-  // write = false: take part in gathering the state (ZeRO) without writing the files.
+  // (INVALID_ARGUMENT naming the field) before touching anything. One rank's engine (on a
+  // mesh, Trainer::save writes each rank's shard: engine/trainer_checkpoint.cc).
   void save(const std::string& dir, const nlohmann::json& extra = nlohmann::json::object(),
-            const std::string& stem = "checkpoint", bool write = true);
+            const std::string& stem = "checkpoint");
   nlohmann::json load(const std::string& dir, const std::string& stem = "checkpoint");
   // load() in two halves, for a caller that fills the state from memory (a tp Trainer
   // cutting its host's state into parts): the tensors to write, in the single-rank layout
@@ -166,7 +166,8 @@ class TrainEngine {
   // before it writes anything (the model config; the f16 scaler's state against this
   // engine's options). Not collective.
   nlohmann::json checkpoint_metadata(const nlohmann::json& extra) const;
-  void check_checkpoint(const std::string& dir, const std::string& stem);
+  // Returns the checkpoint's index, read once for the loads that follow.
+  nlohmann::json check_checkpoint(const std::string& dir, const std::string& stem);
 
   // What train_step ("train_step") or evaluate ("evaluate") checks before any work: shapes,
   // token ids, the split over dp and micro-batches, every strategy's check_micro_batch.

@@ -162,7 +162,6 @@ bool all_ok(comm::Communicator& world, bool ok) {
 // A save in flight: each local rank's staged copy being written by a thread of its own; the
 // commit (every writer's table to the world's rank 0, the index) waits for all of them.
 struct Trainer::PendingSave {
-  bool async = false;  // staged copies (the state may change meanwhile), or the live state
   std::string dir, stem;
   nlohmann::json meta;
   int64_t generation = 0;
@@ -175,7 +174,6 @@ void Trainer::start_save(const std::string& dir, const nlohmann::json& extra, co
   std::error_code ec;  // a missing directory is created; the writes report what still fails
   std::filesystem::create_directories(dir, ec);
   auto p = std::make_unique<PendingSave>();
-  p->async = async;
   p->dir = dir, p->stem = stem;
   staging_.resize(replicas_.size());
   for (Staging& st : staging_) st.next = 0;
@@ -327,8 +325,8 @@ void Trainer::save_sharded(const std::string& dir, const nlohmann::json& extra, 
 }
 
 nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& stem) {
-  // The config and the scaler, before anything is read.
-  (host_engine_ ? *host_engine_ : *replicas_[0]).check_checkpoint(dir, stem);
+  // The config and the scaler, before anything is read; the index, read once for every rank.
+  const nlohmann::json idx = (host_engine_ ? *host_engine_ : *replicas_[0]).check_checkpoint(dir, stem);
   std::vector<std::string> errors(replicas_.size());
   nlohmann::json extra;
   on_all([&](int li, int) {
@@ -341,7 +339,7 @@ nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& 
       const StateMap map(*layout_, li);
       for (const parallel::LocalPiece& p : r.local_state()) mapped.push_back(map.map(p, StateMap::Mode::Load));
       for (const Mapped& m : mapped) want.push_back(m.out);
-      const nlohmann::json meta = io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::VerifyOnly);
+      const nlohmann::json meta = io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::VerifyOnly, &idx);
       if (li == 0) extra = meta.value("extra", nlohmann::json::object());
     } catch (const std::exception& e) {
       errors[static_cast<size_t>(li)] = e.what();
@@ -355,7 +353,7 @@ nlohmann::json Trainer::load_sharded(const std::string& dir, const std::string& 
     // the rank's share is held. The checksums are checked again as the bytes come: a file
     // changed between the two passes is an error, after which the state is not to be used.
     try {
-      io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::Stream);
+      io::load_checkpoint_pieces(dir, want, stem, io::LoadMode::Stream, &idx);
       for (Mapped& m : mapped) {
         for (const Mapped::Back& b : m.back)  // the staged box holds exactly its region
           io::copy_region(m.out.pieces[b.piece].data.raw(), b.region, b.run.raw(), b.run_box, b.region,

@@ -220,8 +220,9 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
 void (*g_load_checkpoint_before_copy)() = nullptr;
 
 json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets, const std::string& stem,
-                            LoadMode mode) {
-  json idx = read_checkpoint_index(dir, stem);
+                            LoadMode mode, const json* index) {
+  const json read = index ? json() : read_checkpoint_index(dir, stem);
+  const json& idx = index ? *index : read;
   // Which chunks each piece needs: (file, entry) -> the chunk, read once for all its pieces.
   struct Need {
     const json* chunk;
@@ -315,9 +316,11 @@ json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPiec
   return idx["metadata"];
 }
 
-json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest, const std::string& stem) {
+json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest, const std::string& stem,
+                     const json* index) {
   check_names(dest, "load_checkpoint");
-  json idx = read_checkpoint_index(dir, stem);
+  const json read = index ? json() : read_checkpoint_index(dir, stem);
+  const json& idx = index ? *index : read;
   for (const CheckpointTensor& d : dest) {
     if (!idx["tensors"].contains(d.name))
       fail(DT_ERR_NOT_FOUND, "load_checkpoint: " + dir + " has no tensor \"" + d.name + "\"");
@@ -333,7 +336,7 @@ json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
     pieces.push_back({d.name, d.tensor.shape(), d.tensor.dtype(), d.spec,
                       {{whole_box(d.tensor.shape()), cpu ? d.tensor : Tensor::uninit(d.tensor.shape(), d.tensor.dtype())}}});
   }
-  json meta = load_checkpoint_pieces(dir, pieces, stem);
+  json meta = load_checkpoint_pieces(dir, pieces, stem, LoadMode::Atomic, &idx);
   for (size_t i = 0; i < dest.size(); ++i)
     if (dest[i].tensor.device().type != DeviceType::CPU) {
       Tensor dst = dest[i].tensor;

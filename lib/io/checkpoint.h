@@ -59,9 +59,10 @@ void save_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>
                      const nlohmann::json& metadata, const std::string& stem = "checkpoint");
 
 // Fills every tensor of `dest` from the checkpoint (which may hold more) and returns the
-// metadata saved with it.
+// metadata saved with it. index: the checkpoint's index already read (read_checkpoint_index),
+// or null to read it.
 nlohmann::json load_checkpoint(const std::string& dir, const std::vector<CheckpointTensor>& dest,
-                               const std::string& stem = "checkpoint");
+                               const std::string& stem = "checkpoint", const nlohmann::json* index = nullptr);
 // Tests only: called by load_checkpoint after every file is opened and checked, before any
 // byte is copied, so a test can truncate a file in exactly that window. Null in use.
 extern void (*g_load_checkpoint_before_copy)();
@@ -92,7 +93,8 @@ void commit_checkpoint(const std::string& dir, const std::string& stem, int64_t 
 //     then Stream (engine/trainer_checkpoint.cc).
 enum class LoadMode { Atomic, Stream, VerifyOnly };
 nlohmann::json load_checkpoint_pieces(const std::string& dir, const std::vector<TensorPieces>& targets,
-                                      const std::string& stem = "checkpoint", LoadMode mode = LoadMode::Atomic);
+                                      const std::string& stem = "checkpoint", LoadMode mode = LoadMode::Atomic,
+                                      const nlohmann::json* index = nullptr);  // as load_checkpoint's
 
 // Rewrites any checkpoint as one writer's (every tensor whole, the metadata's "layout"
 // dropped): dt_checkpoint_consolidate. Holds the whole state in memory while it works.

@@ -35,6 +35,10 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
   const int64_t rows = p.shape.empty() ? 1 : p.shape[0];
   const bool gpt2 = is_gpt2(arch);
   const auto whole = [&](const std::string& hf, bool t = false) { return std::vector<Piece>{{hf, 0, rows, t}}; };
+  // A SwiGLU fc (gate rows, then up rows, F each) from its two Hugging Face tensors.
+  const auto gate_up = [](const std::string& gate, const std::string& up, int64_t F) {
+    return std::vector<Piece>{{gate, 0, F, false}, {up, F, F, false}};
+  };
   if (n == "wte.weight") return whole(gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight");
   if (n == "wpe.weight") return whole("transformer.wpe.weight");
   if (n == "lm_head.weight") return whole("lm_head.weight");
@@ -64,7 +68,7 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
             {L + "self_attn.v_proj." + kind, q + kv, kv, false}};
   if (rest == "attn.proj.weight") return whole(L + "self_attn.o_proj.weight");
   if (rest == "mlp.fc.weight")
-    return {{L + "mlp.gate_proj.weight", 0, c.d_ff, false}, {L + "mlp.up_proj.weight", c.d_ff, c.d_ff, false}};
+    return gate_up(L + "mlp.gate_proj.weight", L + "mlp.up_proj.weight", c.d_ff);
   if (rest == "mlp.proj.weight") return whole(L + "mlp.down_proj.weight");
   // Qwen2-MoE: mlp.gate is the router; the experts and the shared expert are Llama MLPs.
   if (arch == "Qwen2MoeForCausalLM") {
@@ -78,7 +82,7 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
       mlp = L + "mlp.experts." + rest.substr(12, at - 12) + ".", what = rest.substr(at + 1);
     }
     const int64_t F = rest.rfind("moe.shared.", 0) == 0 ? c.moe_shared_d_ff : c.d_ff;
-    if (what == "fc.weight") return {{mlp + "gate_proj.weight", 0, F, false}, {mlp + "up_proj.weight", F, F, false}};
+    if (what == "fc.weight") return gate_up(mlp + "gate_proj.weight", mlp + "up_proj.weight", F);
     if (what == "proj.weight") return whole(mlp + "down_proj.weight");
     invalid("parameter \"" + n + "\" has no Hugging Face name (" + arch + ")");
   }
@@ -87,7 +91,7 @@ std::vector<Piece> pieces_of(const std::string& arch, const nn::Parameter& p, co
   if (rest.rfind("moe.experts.", 0) == 0) {
     const size_t at = rest.find('.', 12);
     const std::string E = L + "block_sparse_moe.experts." + rest.substr(12, at - 12) + ".", what = rest.substr(at + 1);
-    if (what == "fc.weight") return {{E + "w1.weight", 0, c.d_ff, false}, {E + "w3.weight", c.d_ff, c.d_ff, false}};
+    if (what == "fc.weight") return gate_up(E + "w1.weight", E + "w3.weight", c.d_ff);
     if (what == "proj.weight") return whole(E + "w2.weight");
   }
   invalid("parameter \"" + n + "\" has no Hugging Face name (" + arch + ")");

@@ -125,11 +125,8 @@ void MoE::backward_shared(const Tensor& x, const Tensor& dy, Acts& a, Tensor& dx
   ensure(a.dshared_y, {R, C}, x.dtype());
   ensure(a.dshared_gate, {R, 1}, DType::F32);
   kernels::moe_unpermute_backward(dy, a.shared.y, row_slots(R, x.device()), a.shared_gate, a.dshared_y, a.dshared_gate);
-  if (!no_aux_.defined() || no_aux_.device() != x.device()) {
-    Tensor zero = Tensor::uninit({1}, DType::F32);
-    zero.data<float>()[0] = 0.0f;
-    no_aux_ = to_device(zero, x.device(), MemTag::Activation);
-  }
+  if (!no_aux_.defined() || no_aux_.device() != x.device())
+    no_aux_ = Tensor::zeros({1}, DType::F32, x.device(), MemTag::Activation);
   ensure(a.dshared_logit, a.shared_logit.shape(), a.shared_logit.dtype());
   kernels::moe_route_backward(a.shared_logit, a.shared_idx, a.shared_gate, a.shared_probs, a.shared_lse,
                               a.dshared_gate, no_aux_, 0.0f, kernels::MoeGating::Sigmoid, false, a.dshared_logit);

@@ -54,8 +54,6 @@ class EpStrategy final : public Strategy {
   void before_backward(int unit, Part part) override { if (zero_) zero_->before_backward(unit, part); }
   void after_update() override { if (zero_) zero_->after_update(); }
   void gather_model() override { if (zero_) zero_->gather_model(); }
-  void before_save() override { if (zero_) zero_->before_save(); }
-  void after_save() override { if (zero_) zero_->after_save(); }
   bool shards_state() const override { return zero_ != nullptr; }
   std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) override { return zero_->whole_state(opt); }
   std::vector<nn::StateTensor> load_targets(optim::Optimizer& opt) override { return zero_->load_targets(opt); }

@@ -129,10 +129,8 @@ class Strategy {
   virtual void sum_over_split_tokens(double& x) {}
   virtual void sum_pipe_stats(PipeStats& stats) {}
 
-  // --- whole values (generation, evaluation, save)
+  // --- whole values (generation, evaluation, export)
   virtual void gather_model() {}  // every unit's values whole until the next begin_step
-  virtual void before_save() {}   // around a save's state_tensors (ZeRO-3 frees what it gathered)
-  virtual void after_save() {}
 
   // --- checkpoints, always in the single-rank layout
   // True when this strategy holds the model's and optimizer's state sharded: whole_state

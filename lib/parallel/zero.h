@@ -80,7 +80,6 @@ class ZeroSharding {
   // release_all.
   void gather_all();
   void release_all();  // stage 3: ends a gather_all() now
-  bool pinned() const { return pinned_; }
   // Checkpoints, in the single-rank layout: every parameter and every optimizer state
   // tensor "<param>.<suffix>" whole (gathered over dp: collective, every rank calls it),
   // plus the shard optimizer's "optimizer.step". Values need gather_all() first at stage 3.

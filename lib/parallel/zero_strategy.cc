@@ -70,11 +70,6 @@ void ZeroStrategy::sum_squared_norm(SquaredNorm& sq) {
   sq.replicated = exact_sum(dp_, sq.replicated, device_);
 }
 
-void ZeroStrategy::after_save() {
-  if (release_after_save_) zero_->release_all();  // gathered for this save alone
-  release_after_save_ = false;
-}
-
 std::vector<nn::StateTensor> ZeroStrategy::whole_state(optim::Optimizer& opt) {
   if (zero_->stage() == 3) zero_->gather_all();
   for (int k = 0; k < zero_->num_units(); ++k) zero_->need_values(k);  // stages 1/2: pending gathers

@@ -41,8 +41,6 @@ class ZeroStrategy final : public Strategy {
   void after_update() override { zero_->after_step(); }
 
   void gather_model() override { zero_->gather_all(); }
-  void before_save() override { release_after_save_ = !zero_->pinned(); }
-  void after_save() override;
 
   bool shards_state() const override { return true; }
   std::vector<nn::StateTensor> whole_state(optim::Optimizer& opt) override;
@@ -64,7 +62,6 @@ class ZeroStrategy final : public Strategy {
   int num_blocks_;
   std::unique_ptr<ZeroSharding> zero_;
   std::unique_ptr<optim::Optimizer> opt_;
-  bool release_after_save_ = false;
   std::vector<std::pair<std::string, Tensor>> load_buffers_;  // load_targets to finish_load
 };
 

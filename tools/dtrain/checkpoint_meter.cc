@@ -27,21 +27,27 @@ std::pair<double, double> bytes_of(const nlohmann::json& info) {
 
 }  // namespace
 
-void CheckpointMeter::saved(const std::string& stem, double seconds) {
+void CheckpointMeter::save() {
+  const double t = now_seconds();
+  check(dt_engine_save(engine_, stem_.c_str()), "saving the checkpoint");
+  last_save_s_ = now_seconds() - t;
+  save_s_ += last_save_s_;
   ++saves_;
-  save_s_ += seconds;
-  last_save_s_ = seconds;
-  last_ = info_of(stem);
+  last_ = info_of(stem_);
 }
 
-void CheckpointMeter::staged(double seconds) {
+void CheckpointMeter::save_async() {
+  const double t = now_seconds();
+  check(dt_engine_save_async(engine_, stem_.c_str()), "saving the checkpoint (asynchronously)");
+  stall_s_ += now_seconds() - t;
   ++async_saves_;
-  stall_s_ += seconds;
 }
 
-void CheckpointMeter::loaded(const std::string& stem, double seconds) {
-  load_s_ = seconds;
-  loaded_ = info_of(stem);
+void CheckpointMeter::load() {
+  const double t = now_seconds();
+  check(dt_engine_load(engine_, stem_.c_str()), "resuming from the run's checkpoint");
+  load_s_ = now_seconds() - t;
+  loaded_ = info_of(stem_);
 }
 
 nlohmann::json CheckpointMeter::json() const {

@@ -240,21 +240,9 @@ int run_train(TrainArgs a) {
   const std::string ckpt = a.out + "/ckpt", metrics_path = a.out + "/metrics.jsonl", svg = a.out + "/loss.svg";
   std::vector<std::pair<int64_t, double>> curve;
   int64_t step = 0;
-  CheckpointMeter ckpt_meter;
-  auto save_checkpoint = [&] {
-    const double t = now_seconds();
-    check(dt_engine_save(engine.get(), ckpt.c_str()), "saving the checkpoint");
-    ckpt_meter.saved(ckpt, now_seconds() - t);
-  };
-  auto save_checkpoint_async = [&] {  // returns once staged; the next step commits it
-    const double t = now_seconds();
-    check(dt_engine_save_async(engine.get(), ckpt.c_str()), "saving the checkpoint (asynchronously)");
-    ckpt_meter.staged(now_seconds() - t);
-  };
+  CheckpointMeter ckpt_meter(engine.get(), ckpt);
   if (a.resume) {  // its checkpoint exists: checked at the start
-    const double load_t0 = now_seconds();
-    check(dt_engine_load(engine.get(), ckpt.c_str()), "resuming from the run's checkpoint");
-    ckpt_meter.loaded(ckpt, now_seconds() - load_t0);
+    ckpt_meter.load();
     check(dt_engine_step(engine.get(), &step), "dt_engine_step");
     // One batch per step, so the data position is a function of the step.
     int64_t per_epoch = 0;
@@ -312,7 +300,7 @@ int run_train(TrainArgs a) {
       std::string kept = "nothing new to save";
       if (step > first && a.backend != "mpi") {
         if (lead) metrics.flush();
-        save_checkpoint();
+        ckpt_meter.save();
         if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
         kept = "saved step " + std::to_string(step) + " to " + ckpt + ".index.json; go on with --resume once the data is whole";
       } else if (step > first) {
@@ -348,8 +336,8 @@ int run_train(TrainArgs a) {
     bar.update(step, status);
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
       if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
-      if (a.async_save && step != last) save_checkpoint_async();  // collective
-      else save_checkpoint();  // collective
+      if (a.async_save && step != last) ckpt_meter.save_async();  // collective; the next step commits it
+      else ckpt_meter.save();  // collective
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
   }
@@ -360,7 +348,7 @@ int run_train(TrainArgs a) {
     bar.finish("interrupted");
     if (step > first) {
       if (lead) metrics.flush();
-      save_checkpoint();
+      ckpt_meter.save();
       if (lead) write_loss_svg(svg, curve, "dtrain train: " + a.data);
     }
     std::printf("interrupted during step %lld: the step was cancelled and changed nothing; %s\n",
