@@ -438,6 +438,7 @@ DTJ_REPLACES(server_model_info)
 /* A planning call for tools (dtrain plan): not in the Java API yet. */
 %ignore dt_plan_json;
 %ignore dt_pipeline_schedule_json;
+%ignore dt_cluster_calibrate_json;
 /* Replaced by the typed copies, which keep their dtj_tensor_copy_{from,to}_<type> names. */
 %ignore dt_tensor_copy_from_host;
 %ignore dt_tensor_copy_to_host;

@@ -552,6 +552,30 @@ DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* ou
 DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* buf, size_t capacity,
                               size_t* needed);
 
+/*  The cost model (with "cluster" in dt_plan_json's plan): "cluster" is a built-in name
+ *  ("a100-node", "h100-node", "h200-node", "cpu-default"; ":N" after it for N hosts, e.g.
+ *  "h100-node:16") or a cluster's JSON (what dt_cluster_calibrate_json writes; every
+ *  field in docs/planner.md). With it the JSON gains "cost": per pp rank the bytes it holds
+ *  by ledger tag at its peak ("ranks"[i]."memory", "peak_bytes"), the predicted "step_s",
+ *  "tokens_per_s", "mfu", the step's parts ("time": compute, recompute, tp communication,
+ *  exposed dp communication, pipeline bubble, optimizer) and "fits" (the peak within a
+ *  device's memory). Keys read only with "cluster": "zero" (0 to 3, default 0),
+ *  "recompute" (bool: activation checkpointing per block), "in_process" (bool, default
+ *  true: the ranks are threads of one process, as the local backend runs them; false: a
+ *  process each). "search" (bool) instead returns {"search": ...}: every layout of the
+ *  cluster's devices (dp x tp x pp, tp within a host; schedules, ZeRO stage, micro-batch
+ *  size and count for "global_batch" sequences, sp, recompute) costed, those that do not
+ *  fit dropped, the "top" (1 to 1000, default 5) fastest with what each loses by against
+ *  the first. DT_ERR_NOT_FOUND for an unknown cluster name; DT_ERR_INVALID_ARGUMENT
+ *  naming a malformed cluster's field, or a cost-model key without "cluster". */
+
+/** This machine as a cluster for dt_plan_json's "cluster", measured: GEMM, attention and
+ *  elementwise rates on one core and on all of them, and the local backend's all-reduce
+ *  latency and bandwidth between two rank threads (a few seconds; the best of a few
+ *  repeats after a warm-up). Written as dt_plan_json writes. options: NULL (no keys yet).
+ *  Not thread-safe with other heavy work: it times the cores. */
+DT_API dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t capacity, size_t* needed);
+
 /** A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json
  *  writes), for no model in particular: "actions" per pp rank, in order ("F3" forward of
  *  micro-batch 3, "B3" its backward, "Bi3"/"W3" a split backward's input and weight

@@ -6,7 +6,10 @@
 #include "core/device_scope.h"
 #include "lib/api/firewall.h"
 #include "nn/config.h"
+#include "engine/calibrate.h"
 #include "engine/plan.h"
+#include "engine/plan_cost.h"
+#include "engine/plan_search.h"
 #include "engine/trainer.h"
 #include "nn/gpt.h"
 #include "nn/mlp_model.h"
@@ -204,7 +207,8 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     gpt_device(config, "dt_plan_json");
     dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
                        {"dp", "tp", "ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp",
-                        "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace"});
+                        "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace", "cluster", "zero",
+                        "recompute", "in_process", "search", "global_batch", "top"});
     dt::engine::PlanOptions o;
     o.dp = r.get_int("dp", 1);
     o.tp = r.get_int("tp", 1);
@@ -225,7 +229,41 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     DT_CHECK(o.accumulation >= 1 && o.accumulation <= (1 << 20),
              "option \"accumulation\" = " + std::to_string(o.accumulation) + "; accepted: 1 to 1048576");
     pipeline_plan_options(r, o);
-    dt::api::write_text(dt::engine::plan_json(cfg, o).dump(), buf, capacity, needed);
+    const int64_t zero = r.get_int("zero", 0);
+    DT_CHECK(zero >= 0 && zero <= 3, "option \"zero\" = " + std::to_string(zero) + "; accepted: 0 to 3");
+    o.zero = static_cast<int>(zero);
+    o.recompute = r.get_bool("recompute", false);
+    o.in_process = r.get_bool("in_process", true);
+    for (const char* key : {"zero", "recompute", "in_process", "search"})
+      DT_CHECK(r.has("cluster") || !r.has(key), std::string("option \"") + key + "\" is the cost model's; it needs "
+                                                "\"cluster\" (a built-in name or a cluster's JSON)");
+    nlohmann::json out;
+    if (r.has("cluster")) {
+      const dt::engine::Cluster cl = dt::engine::parse_cluster(r.get_string("cluster", ""), "option \"cluster\"");
+      if (r.get_bool("search", false)) {
+        dt::engine::SearchOptions so;
+        so.global_batch = r.get_int("global_batch", 0);
+        so.seq_len = o.seq_len;
+        so.top = r.get_int("top", 5);
+        out = {{"search", dt::engine::search_json(cfg, so, cl)}};
+      } else {
+        out = dt::engine::plan_json(cfg, o);
+        out["cost"] = dt::engine::cost_json(cfg, o, cl);
+      }
+    } else {
+      for (const char* key : {"global_batch", "top"})
+        DT_CHECK(!r.has(key), std::string("option \"") + key + "\" needs \"search\" and \"cluster\"");
+      out = dt::engine::plan_json(cfg, o);
+    }
+    dt::api::write_text(out.dump(), buf, capacity, needed);
+  });
+}
+
+dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_cluster_calibrate_json", [&] {
+    dt::OptionReader r(dt::api::opts_of(options), "dt_cluster_calibrate_json", {});
+    (void)r;
+    dt::api::write_text(dt::engine::cluster_to_json(dt::engine::calibrate_local()).dump(2), buf, capacity, needed);
   });
 }
 

@@ -167,7 +167,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
                       {"pp_wire_bytes_per_step", boundaries * 2.0 * M * msg},
                       {"tied_table_wire_bytes_per_step", tied * (b.w + b.g)},
                       {"pp_send_bytes_per_step", sends},
-                      {"timeline", parallel::timeline_ascii(s, sim)}};
+                      {"timeline", o.timeline ? parallel::timeline_ascii(s, sim) : std::string()}};
   if (o.timeline_trace) j["chrome_trace"] = parallel::timeline_chrome_trace(s, sim);
   return j;
 }

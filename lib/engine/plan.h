@@ -36,6 +36,12 @@ struct PlanOptions {
   int virtual_stages = 1;
   std::vector<int> pp_blocks;
   bool timeline_trace = false;  // also the simulated Chrome trace, as "pipeline"."chrome_trace"
+  bool timeline = true;         // the text timeline ("pipeline"."timeline"; the search skips it)
+  // For the cost model (engine/plan_cost.h): the ZeRO stage, activation checkpointing, and
+  // whether the ranks are threads of one process (the local backend) or one process each.
+  int zero = 0;
+  bool recompute = false;
+  bool in_process = true;
 };
 
 // INVALID_ARGUMENT naming what does not split (heads, KV heads, MLP width, vocabulary

@@ -1,4 +1,5 @@
 #include "engine/trainer.h"
+#include "engine/pending_save.h"
 
 #include <algorithm>
 #include <cstdlib>

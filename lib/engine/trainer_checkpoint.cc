@@ -19,6 +19,7 @@
 #include "core/trace.h"
 #include "core/tensor_copy.h"
 #include "engine/trainer.h"
+#include "engine/pending_save.h"
 #include "io/checkpoint.h"
 
 namespace dt::engine {
@@ -161,13 +162,6 @@ bool all_ok(comm::Communicator& world, bool ok) {
 
 // A save in flight: each local rank's staged copy being written by a thread of its own; the
 // commit (every writer's table to the world's rank 0, the index) waits for all of them.
-struct Trainer::PendingSave {
-  std::string dir, stem;
-  nlohmann::json meta;
-  int64_t generation = 0;
-  std::vector<std::future<nlohmann::json>> writes;  // per local part: its writer's table
-  std::vector<double> started_us;
-};
 
 void Trainer::start_save(const std::string& dir, const nlohmann::json& extra, const std::string& stem, bool async) {
   finish_save(true);  // one save in flight at a time (and the staging buffers free again)

@@ -326,6 +326,38 @@ plan)
   python3 -c "import json; p = json.load(open('big.json'))['params']; print('params', p); \
 assert 12 * 1024 * 65536**2 < p < 12.01 * 1024 * 65536**2" || fail "plan's parameter count"
   expect_error "--zero" $D plan --params 1e9 --zero 4
+  # The cost model's memory is an inventory of what the library allocates: each layout's
+  # predicted peak per rank against the ledger's over the training steps (bench/bench_plan.py
+  # times them too, on this machine calibrated, with more layouts and models).
+  M=(--layers 2 --d-model 64 --heads 4 --context 32 --precision f32)
+  for layout in "--dp 2 --zero 3" "--tp 2 --sp" "--pp 2 --micro-batches 2" "--dp 2 --tp 2 --pp 2 --micro-batches 2"; do
+    read -r -a L <<<"$layout"
+    dp=1; [[ $layout == *"--dp 2"* ]] && dp=2
+    m=1; [[ $layout == *"--micro-batches 2"* ]] && m=2
+    mb=$((4 / dp / m))  # sequences per rank per micro-batch of --batch 4
+    $D plan "${M[@]}" "${L[@]}" --micro-batch $mb --cluster cpu-default --json pc.json >pc.txt || fail "plan --cluster $layout"
+    $D train --data "text:$(dirname "$0")/../../README.md" --batch 4 --steps 3 --no-progress --threads 1 --report \
+      --eval-problems 0 --show 0 "${M[@]}" "${L[@]}" --out pt --json pt.json >/dev/null 2>&1 || fail "train $layout"
+    python3 - "$layout" <<'PY' || fail "predicted peak memory against the ledger: $layout"
+import json, sys
+p = json.load(open("pc.json"))["cost"]["peak_bytes"]
+m = max(json.load(open("pt.json"))["report"]["training_peak_bytes"].values())
+print("%s: predicted peak %.0f, ledger %.0f (%+.2f%%)" % (sys.argv[1], p, m, 100 * (p / m - 1)))
+assert abs(p / m - 1) <= 0.05
+PY
+  done
+  grep -q "step .* tokens/s" pc.txt || fail "plan --cluster prints no step time"
+  # --auto: a 1.3B GPT on two DGX H100 nodes (docs/planner.md has the seeds' larger cases).
+  $D plan --auto --cluster h100-node:2 --layers 24 --d-model 2048 --heads 16 --vocab 50304 --context 2048 \
+    --global-batch 64 --top 3 --json auto.json >auto.txt || fail "plan --auto"
+  cat auto.txt
+  python3 -c "import json; s = json.load(open('auto.json'))['search']; b = s['best']; print(b[0]['layout']); \
+assert s['devices'] == 16 and len(b) == 3 and b[0]['step_s'] <= b[1]['step_s'] and b[1]['loses_by'] != '-'" \
+    || fail "plan --auto's ranking"
+  expect_error "cluster nosuch h100-node" $D plan --model gpt-tiny --cluster nosuch
+  expect_error "global-batch" $D plan --model gpt-tiny --auto --cluster h100-node
+  echo '{"name": "x", "devices_per_host": 2, "matmul_flops_f32": -1}' >bad.json
+  expect_error "cluster.device_memory" $D plan --model gpt-tiny --cluster bad.json
   ;;
 dp)
   # DDP over 2 and 4 ranks of one process: the same losses as one rank, to rounding.

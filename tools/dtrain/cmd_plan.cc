@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "model_args.h"
+#include "plan_cost_cli.h"
 #include "report.h"
 
 namespace dtcli {
@@ -28,6 +29,10 @@ struct PlanArgs {
   bool sp = false;
   PipelineArgs pipe;
   std::string json, timeline_trace;
+  // The cost model (plan_cost_cli.h): --cluster, --auto, --calibrate.
+  std::string cluster, backend = "local";
+  bool auto_search = false, calibrate = false, recompute = false;
+  int64_t global_batch = 0, seq = 0, top = 5;
   // Micro-batches per step: --micro-batches or --accumulation (the same thing; both given
   // must agree).
   int64_t steps_micro_batches() const {
@@ -156,7 +161,40 @@ int run_schedule_plan(const PlanArgs& a) {
   return 0;
 }
 
+// The cost model's keys of dt_plan_json.
+std::function<void(dt_options*)> cost_keys(const PlanArgs& a) {
+  if (a.cluster.empty()) return nullptr;
+  return [&a](dt_options* o) {
+    set(o, "cluster", cluster_text(a.cluster));
+    set(o, "zero", a.zero > 0 ? a.zero : int64_t{0});
+    set_bool(o, "recompute", a.recompute);
+    set_bool(o, "in_process", a.backend == "local");
+    if (a.auto_search) {
+      set_bool(o, "search", true);
+      set(o, "global_batch", a.global_batch);
+      set(o, "top", a.top);
+    }
+  };
+}
+
+int run_search(const PlanArgs& a) {
+  if (a.cluster.empty()) throw UsageError("--auto searches the layouts of a cluster; accepted with --cluster NAME or FILE");
+  if (a.global_batch < 1) throw UsageError("--auto needs --global-batch (sequences per step)");
+  if (a.params > 0) throw UsageError("--auto needs the model's shape; accepted: --model and its flags, not --params");
+  const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;
+  ModelArgs model = a.model;
+  model.precision = precision;
+  const int64_t context = std::max(a.context, a.seq);
+  const nlohmann::json j = model.plan(context, 1, 1, false, 1, a.seq, 1, nullptr, false, 1, 1, cost_keys(a));
+  print_search(j["search"], "--model " + a.model.preset + " (" + precision + ", " +
+                                std::to_string(model.count_params(context)) + " parameters)");
+  if (!a.json.empty()) write_file(a.json, j.dump(2) + "\n");
+  return 0;
+}
+
 int run_plan(const PlanArgs& a) {
+  if (a.calibrate) return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json);
+  if (a.auto_search) return run_search(a);
   check_pipeline(a);
   if (a.pipe.pp > 1 && !a.model.given() && a.params <= 0 && a.tp == 1) return run_schedule_plan(a);
   const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;  // the paper's case
@@ -173,15 +211,23 @@ int run_plan(const PlanArgs& a) {
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
-  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || (a.params <= 0 && a.model.given())) {  // the library's plan
+  if (!a.cluster.empty() && a.params > 0)
+    throw UsageError("--cluster costs a model's shape, not a raw count; accepted: --model and its flags (without --params)");
+  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || !a.cluster.empty() ||
+      (a.params <= 0 && a.model.given())) {  // the library's plan
     if (a.params > 0)
       throw CliError(std::string(a.tp > 1 ? "--tp" : a.ep > 1 ? "--ep" : a.cp > 1 ? "--cp" : "--pp") +
                      " needs the model's shape, not a raw count; accepted with --tp, --ep, --cp or --pp: --model and "
                      "its flags (without --params)");
     ModelArgs model = a.model;
     model.precision = precision;  // the library's bytes in the precision this page counts
-    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, 0, M, &a.pipe, !a.timeline_trace.empty(), a.ep,
-                         a.cp);
+    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, a.seq, M, &a.pipe, !a.timeline_trace.empty(), a.ep,
+                         a.cp, cost_keys(a));
+  }
+  nlohmann::json cost;
+  if (tp_plan.is_object() && tp_plan.contains("cost")) {
+    cost = tp_plan["cost"];
+    tp_plan.erase("cost");
   }
   nlohmann::json cp;
   if (tp_plan.is_object() && tp_plan.contains("cp")) {
@@ -282,6 +328,7 @@ int run_plan(const PlanArgs& a) {
   std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
               static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(M),
               static_cast<long long>(eff));
+  if (cost.is_object()) print_cost(cost);
   if (!a.json.empty()) {
     nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},
                         {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
@@ -290,6 +337,7 @@ int run_plan(const PlanArgs& a) {
     if (moe.is_object()) j["moe"] = moe;
     if (cp.is_object()) j["cp"] = cp;
     if (a.pipe.pp > 1) j["pipeline"] = pipeline;
+    if (cost.is_object()) j["cost"] = cost;
     write_file(a.json, j.dump(2) + "\n");
   }
   return 0;
@@ -329,7 +377,29 @@ void add_plan_command(CLI::App& app) {
   c->add_option("--timeline-trace", a->timeline_trace,
                 "With --pp: write the simulated schedule as a Chrome trace (chrome://tracing, Perfetto) to this file")
       ->group("Pipeline");
-  c->add_option("--json", a->json, "Also write the figures as JSON to this file");
+  c->add_option("--json", a->json, "Also write the figures as JSON to this file (--calibrate: the cluster's)");
+  c->add_option("--cluster", a->cluster,
+                "Cost the layout on this cluster: a built-in (a100-node, h100-node, h200-node, cpu-default; :N for N "
+                "hosts, e.g. h100-node:16) or a JSON file (--calibrate writes this machine's)")
+      ->group("Cost model");
+  c->add_flag("--auto", a->auto_search, "Search every layout of the --cluster for --global-batch and rank them")
+      ->group("Cost model");
+  c->add_flag("--calibrate", a->calibrate,
+              "Measure this machine's kernel and collective rates; write them as a cluster (--json, default "
+              "local-cluster.json)")
+      ->group("Cost model");
+  c->add_flag("--recompute", a->recompute, "With --cluster: activation checkpointing (each block's forward again in "
+                                           "backward)")
+      ->group("Cost model");
+  add_int(c, "--global-batch", a->global_batch, {1, 16777216, "required with --auto"}, "With --auto: sequences per step")
+      ->group("Cost model");
+  add_int(c, "--seq", a->seq, {0, 1048576, "the --context"}, "Tokens per sequence (default: the --context)")
+      ->group("Cost model");
+  add_int(c, "--top", a->top, {1, 1000}, "With --auto: the layouts printed")->group("Cost model");
+  c->add_option("--backend", a->backend, "With --cluster: local (ranks are threads of one process, the default) or "
+                                         "mpi (a process each)")
+      ->check(CLI::IsMember({"local", "mpi"}))
+      ->group("Cost model");
   c->callback([a] { throw Exit{run_plan(*a)}; });
 }
 

@@ -263,6 +263,7 @@ int run_train(TrainArgs a) {
 
   std::ofstream metrics;  // rank 0's alone under mpirun
   if (lead) metrics.open(metrics_path, std::ios::app);
+  nlohmann::json training_peaks;           // --report: each rank's peak of all memory over the steps
   TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
   PipeMeter pipe_meter;                    // --report with --pp: each step's bubble and activation peaks
   MoeMeter moe_meter;                      // --report with experts: each step's routing
@@ -334,6 +335,7 @@ int run_train(TrainArgs a) {
     char status[96];
     std::snprintf(status, sizeof status, "loss %.4f | %.0f tok/s", smooth, tokens_per_s);
     bar.update(step, status);
+    if (a.report && step == last) training_peaks = rank_peaks(mesh.get());  // before the final save
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
       if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
       if (a.async_save && step != last) ckpt_meter.save_async();  // collective; the next step commits it
@@ -414,6 +416,7 @@ int run_train(TrainArgs a) {
     summary["report"] = print_report(mesh.get(), traffic, held, a.model.precision, a.dp, static_cast<int>(a.zero),
                                      step - first, a.tp > 1 ? &tp_traffic : nullptr,
                                      a.tp > 1 ? tp_plan : nlohmann::json(), pipeline);
+    summary["report"]["training_peak_bytes"] = training_peaks;  // per rank: all memory, before the final save
     if (a.pipe.pp > 1) summary["report"]["pipeline"] = print_pipeline_report(mesh.get(), pipe_meter, pipeline);
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
   }

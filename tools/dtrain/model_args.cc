@@ -125,7 +125,7 @@ Module ModelArgs::create(int64_t context, int64_t seed) const {
 
 nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
                                int64_t accumulation, const PipelineArgs* pipe, bool trace, int64_t ep,
-                               int64_t cp) const {
+                               int64_t cp, const std::function<void(dt_options*)>& extra) const {
   Options po = make_options();
   set(po.get(), "dp", dp);
   set(po.get(), "tp", tp);
@@ -143,6 +143,7 @@ nlohmann::json ModelArgs::plan(int64_t context, int64_t dp, int64_t tp, bool sp,
     // The library's message names its option; this names the flags that set it.
     what += " (" + pipe->flags_text() + " --micro-batches " + std::to_string(accumulation) + ")";
   }
+  if (extra) extra(po.get());
   const Options mo = options(context, 1);
   return nlohmann::json::parse(
       read_text([&](char* b, size_t c, size_t* n) { return dt_plan_json(mo.get(), po.get(), b, c, n); }, what.c_str()));

@@ -1,6 +1,7 @@
 // The model flags that `dtrain train` shares with anything else that builds a GPT: a preset
 // and the fields that override it, turned into dt_module_create_gpt options.
 #pragma once
+#include <functional>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -59,7 +60,8 @@ struct ModelArgs {
   // simulated Chrome trace, as "pipeline"."chrome_trace").
   nlohmann::json plan(int64_t context, int64_t dp, int64_t tp, bool sp, int64_t micro_batch, int64_t seq_len,
                       int64_t accumulation, const PipelineArgs* pipe = nullptr, bool trace = false,
-                      int64_t ep = 1, int64_t cp = 1) const;
+                      int64_t ep = 1, int64_t cp = 1,
+                      const std::function<void(dt_options*)>& extra = nullptr) const;  // extra: more plan keys
 };
 
 // dt_module_create_gpt options from a model config JSON (its keys; the nested rope_scaling,

@@ -53,6 +53,30 @@ int pp_stage_of(dt_mesh* mesh, int32_t rank) {
   return c;
 }
 
+// This process's ranks (under mpirun one; without a mesh the process is the one rank).
+std::vector<int32_t> local_ranks(dt_mesh* mesh) {
+  std::vector<int32_t> mine = {0};
+  if (!mesh) return mine;
+  int32_t count = 0;
+  check(dt_mesh_local_rank_count(mesh, &count), "dt_mesh_local_rank_count");
+  mine.resize(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) check(dt_mesh_local_rank(mesh, i, &mine[static_cast<size_t>(i)]), "dt_mesh_local_rank");
+  return mine;
+}
+
+nlohmann::json rank_peaks(dt_mesh* mesh) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int32_t r : local_ranks(mesh)) {
+    int64_t cur = 0, peak = 0;
+    if (mesh)
+      check(dt_memory_rank_stats("cpu", r, DT_MEM_ALL, &cur, &peak), "rank memory stats");
+    else
+      check(dt_memory_stats("cpu", DT_MEM_ALL, &cur, &peak), "memory stats");
+    out[std::to_string(r)] = peak;
+  }
+  return out;
+}
+
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
                             int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic,
                             const nlohmann::json& tp_plan, const nlohmann::json& pipeline) {
@@ -83,16 +107,9 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
   const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
                                                      {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
                                                      {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE},
-                                                     {"checkpoint", DT_MEM_CHECKPOINT}};
-  // This process's ranks (under mpirun one; without a mesh the process is the one rank).
-  std::vector<int32_t> mine = {0};
-  if (mesh) {
-    int32_t count = 0;
-    check(dt_mesh_local_rank_count(mesh, &count), "dt_mesh_local_rank_count");
-    mine.resize(static_cast<size_t>(count));
-    for (int32_t i = 0; i < count; ++i) check(dt_mesh_local_rank(mesh, i, &mine[static_cast<size_t>(i)]), "dt_mesh_local_rank");
-  }
-  for (int32_t r : mine) {
+                                                     {"checkpoint", DT_MEM_CHECKPOINT},
+                                                     {"all", DT_MEM_ALL}};  // all: the peak of the sum
+  for (int32_t r : local_ranks(mesh)) {
     nlohmann::json row = {{"rank", r}};
     const Formula fr = formula(r);
     const double f_param = fr.param, f_grad = fr.grad, f_opt = fr.opt;

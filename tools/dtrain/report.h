@@ -47,6 +47,11 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                             const nlohmann::json& tp_plan = nlohmann::json(),
                             const nlohmann::json& pipeline = nlohmann::json());
 
+// Each of this process's ranks' peak of all its memory (DT_MEM_ALL) so far: {"rank": peak}.
+// dtrain train takes it after the last step and before the final save, the training's own
+// peak, which the planner predicts (bench/bench_plan.py).
+nlohmann::json rank_peaks(dt_mesh* mesh);
+
 // --report with a pipeline: what the steps measured, from each step's stats JSON
 // (dt_engine_last_stats_json's "pipeline": the step's bubble and each stage's live
 // activations), and the bytes the process's first rank sent on pp during train steps.

@@ -717,6 +717,19 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
+    #[doc = " This machine as a cluster for dt_plan_json's \"cluster\", measured: GEMM, attention and"]
+    #[doc = "  elementwise rates on one core and on all of them, and the local backend's all-reduce"]
+    #[doc = "  latency and bandwidth between two rank threads (a few seconds; the best of a few"]
+    #[doc = "  repeats after a warm-up). Written as dt_plan_json writes. options: NULL (no keys yet)."]
+    #[doc = "  Not thread-safe with other heavy work: it times the cores."]
+    pub fn dt_cluster_calibrate_json(
+        options: *const dt_options,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
     #[doc = " A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json"]
     #[doc = "  writes), for no model in particular: \"actions\" per pp rank, in order (\"F3\" forward of"]
     #[doc = "  micro-batch 3, \"B3\" its backward, \"Bi3\"/\"W3\" a split backward's input and weight"]

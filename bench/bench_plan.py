@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""The planner against measurement: for each configuration (a model and a layout that runs on
+this machine), `dtrain plan --cluster C` predicts the step time and each rank's peak memory,
+and `dtrain train --report` measures them (the median step after two warm-up steps; the
+ledger's peak of all memory per rank over the steps, before the final save). Prints the table,
+the error statistics (mean and worst relative error, how many within 10% for time and 5% for
+memory) and Kendall's tau between the predicted and the measured ranking of the layouts by
+step time (per model, then pooled). The cluster is this machine calibrated in the same run
+(`dtrain plan --calibrate`) unless --cluster names one.
+
+    python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 6]
+        [--quick] [--only SUBSTRING] [--json out.json]
+
+--json writes {"cluster": {...}, "configurations": [{"layout", "model", "predicted_step_s",
+"measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", ...}], "summary": {...}}.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+MODELS = {
+    # name: dtrain model flags (f32, the training default), and the context
+    "gpt-small": (["--model", "gpt-small", "--precision", "f32"], 128),
+    "gpt-4x256": (["--model", "gpt-small", "--layers", "4", "--d-model", "256", "--heads", "4", "--precision", "f32"], 128),
+    "llama-4x256": (["--model", "llama-tiny", "--layers", "4", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
+                     "--vocab", "512", "--precision", "f32"], 128),
+}
+
+# (name, batch per step, layout flags, mpi processes or 0)
+LAYOUTS = [
+    ("1 rank", 8, [], 0),
+    ("1 rank, 2 micro-batches", 8, ["--micro-batches", "2"], 0),
+    ("dp 2 DDP", 8, ["--dp", "2"], 0),
+    ("dp 2 ZeRO-1", 8, ["--dp", "2", "--zero", "1"], 0),
+    ("dp 2 ZeRO-2", 8, ["--dp", "2", "--zero", "2"], 0),
+    ("dp 2 ZeRO-3", 8, ["--dp", "2", "--zero", "3"], 0),
+    ("tp 2", 8, ["--tp", "2"], 0),
+    ("tp 2 + SP", 8, ["--tp", "2", "--sp"], 0),
+    ("pp 2 1f1b M4", 8, ["--pp", "2", "--micro-batches", "4"], 0),
+    ("pp 2 gpipe M4", 8, ["--pp", "2", "--micro-batches", "4", "--pp-schedule", "gpipe"], 0),
+    ("pp 2 zb-h1 M4", 8, ["--pp", "2", "--micro-batches", "4", "--pp-schedule", "zb-h1"], 0),
+    ("pp 2 interleaved v2 M4", 8, ["--pp", "2", "--micro-batches", "4", "--pp-schedule", "interleaved",
+                                   "--virtual-stages", "2"], 0),
+    ("dp 2 x tp 2 x pp 2", 8, ["--dp", "2", "--tp", "2", "--pp", "2", "--micro-batches", "2"], 0),
+    ("dp 2 mpi", 8, [], 2),
+    ("dp 2 x tp 2 x pp 2 mpi", 8, ["--tp", "2", "--pp", "2", "--micro-batches", "2"], 8),
+]
+QUICK = {"1 rank", "dp 2 ZeRO-1", "tp 2", "pp 2 1f1b M4"}
+
+
+def flag(flags, name, default):
+    return flags[flags.index(name) + 1] if name in flags else default
+
+
+def plan_flags(layout, procs, batch):
+    """The same layout for dtrain plan: per-rank micro-batch and count, the backend."""
+    dp = procs // (int(flag(layout, "--tp", 1)) * int(flag(layout, "--pp", 1))) if procs else int(flag(layout, "--dp", 1))
+    m = int(flag(layout, "--micro-batches", 1))
+    out = ["--dp", str(dp), "--micro-batch", str(batch // dp // m), "--micro-batches", str(m)]
+    for f in ("--tp", "--pp", "--zero", "--pp-schedule", "--virtual-stages"):
+        if f in layout:
+            out += [f, flag(layout, f, None)]
+    if "--sp" in layout:
+        out.append("--sp")
+    if procs:
+        out += ["--backend", "mpi"]
+    return out
+
+
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError("failed: " + " ".join(cmd) + "\n" + r.stdout[-2000:] + r.stderr[-2000:])
+    return r.stdout
+
+
+def kendall_tau(a, b):
+    n, s = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            x = (a[i] - a[j]) * (b[i] - b[j])
+            s += 1 if x > 0 else -1 if x < 0 else 0
+    return s / (n * (n - 1) / 2) if n > 1 else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtrain", default="build/default/dtrain")
+    ap.add_argument("--cluster", default="")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="runs per configuration; the fastest run's median step counts (a run here sometimes "
+                         "stays in a slow mode throughout, two rank threads on one core)")
+    ap.add_argument("--quick", action="store_true", help="four layouts of one model (the ctest)")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    dtrain = os.path.abspath(a.dtrain)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.setdefault("OPENBLAS_CORETYPE", "Haswell")
+    tmp = tempfile.mkdtemp(prefix="bench_plan_")
+    cluster = a.cluster
+    if not cluster:
+        cluster = os.path.join(tmp, "local.json")
+        print(run([dtrain, "plan", "--calibrate", "--json", cluster], env).strip(), flush=True)
+    text = open(cluster).read() if os.path.exists(cluster) else "{}"
+    data = os.path.join(tmp, "data.txt")
+    with open(data, "w") as f:
+        f.write(("the planner predicts every layout's step time and memory before it runs. " * 400))
+    rows = []
+    models = [m for m in a.models if m in MODELS][: 1 if a.quick else None]
+    todo = [(m, l) for m in models for l in LAYOUTS if (not a.quick or l[0] in QUICK) and a.only in m + " " + l[0]]
+    print("%-12s %-26s %10s %10s %7s %10s %10s %7s" % ("model", "layout", "pred s", "meas s", "err", "pred MB",
+                                                         "meas MB", "err"), flush=True)
+    for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
+        mflags, ctx = MODELS[mname]
+        out = os.path.join(tmp, "plan%d.json" % i)
+        run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
+            plan_flags(layout, procs, batch), env)
+        cost = json.load(open(out))["cost"]
+        summ = os.path.join(tmp, "train%d.json" % i)
+        train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch", str(batch),
+                                              "--steps", str(a.steps), "--no-progress", "--report", "--json", summ,
+                                              "--eval-problems", "0", "--show", "0", "--out",
+                                              os.path.join(tmp, "run%d" % i)] + layout
+        if procs:
+            train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + ["--backend", "mpi"]
+        medians = []
+        for _ in range(a.repeats):
+            subprocess.run(["rm", "-rf", os.path.join(tmp, "run%d" % i)])
+            run(train, env)
+            secs = [json.loads(l)["seconds"] for l in open(os.path.join(tmp, "run%d" % i, "metrics.jsonl"))]
+            medians.append(statistics.median(secs[2:]) if len(secs) > 2 else secs[-1])
+        measured = min(medians)
+        j = json.load(open(summ))
+        peaks = j["report"].get("training_peak_bytes", {})
+        mpeak = max(peaks.values()) if peaks else 0
+        if procs:  # only rank 0's process reports: its rank's peak; the prediction of that rank's stage
+            ppeak = cost["ranks"][0]["peak_bytes"]
+        else:
+            ppeak = cost["peak_bytes"]
+        row = {"model": mname, "layout": lname, "flags": layout, "mpi_processes": procs,
+               "predicted_step_s": cost["step_s"], "measured_step_s": measured,
+               "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
+               "measured_run_medians_s": medians}
+        row["step_error"] = cost["step_s"] / measured - 1
+        row["peak_error"] = ppeak / mpeak - 1 if mpeak else float("nan")
+        rows.append(row)
+        print("%-12s %-26s %10.4f %10.4f %+6.1f%% %10.1f %10.1f %+6.1f%%" % (
+            mname, lname, cost["step_s"], measured, 100 * row["step_error"], ppeak / 1e6, mpeak / 1e6,
+            100 * row["peak_error"]), flush=True)
+    te = [abs(r["step_error"]) for r in rows]
+    me = [abs(r["peak_error"]) for r in rows]
+    taus = {}
+    for m in models:
+        rs = [r for r in rows if r["model"] == m]
+        taus[m] = kendall_tau([r["predicted_step_s"] for r in rs], [r["measured_step_s"] for r in rs])
+    summary = {"configurations": len(rows),
+               "step_mean_abs_error": statistics.mean(te), "step_max_abs_error": max(te),
+               "step_within_10pct": sum(e <= 0.10 for e in te),
+               "peak_mean_abs_error": statistics.mean(me), "peak_max_abs_error": max(me),
+               "peak_within_5pct": sum(e <= 0.05 for e in me),
+               "kendall_tau_per_model": taus,
+               "kendall_tau_pooled": kendall_tau([r["predicted_step_s"] for r in rows],
+                                                 [r["measured_step_s"] for r in rows])}
+    print("\n%d configurations: step time mean |error| %.1f%%, worst %.1f%%, %d within 10%%;" % (
+        len(rows), 100 * summary["step_mean_abs_error"], 100 * summary["step_max_abs_error"],
+        summary["step_within_10pct"]))
+    print("peak memory mean |error| %.1f%%, worst %.1f%%, %d within 5%%;" % (
+        100 * summary["peak_mean_abs_error"], 100 * summary["peak_max_abs_error"], summary["peak_within_5pct"]))
+    print("Kendall tau of the step-time ranking: %s; pooled %.2f" % (
+        ", ".join("%s %.2f" % kv for kv in taus.items()), summary["kendall_tau_pooled"]))
+    if a.json:
+        json.dump({"cluster": json.loads(text), "configurations": rows, "summary": summary}, open(a.json, "w"), indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

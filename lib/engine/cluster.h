@@ -1,0 +1,61 @@
+// A cluster as the planner sees it (engine/plan_cost.h): hosts of devices, what one device
+// computes and holds, and the links between devices in a host and between hosts. Built-in
+// descriptions of GPU nodes come from their data sheets (docs/planner-hardware.md names the
+// source of every figure); this machine's comes from `dtrain plan --calibrate`
+// (engine/calibrate.h), which measures the rates instead of reading them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dt::engine {
+
+// One kind of link: bytes per second one device sends in one direction (what a ring
+// all-reduce's bus bandwidth reaches), and the fixed cost of one collective call or message.
+struct Link {
+  double bandwidth = 0;  // bytes/s
+  double latency = 0;    // s per call
+};
+
+struct Cluster {
+  std::string name, source;
+  bool cpu = false;            // devices are the host's cores, which in-process ranks share
+  int64_t hosts = 1;
+  int64_t devices_per_host = 1;
+  double device_memory = 0;    // bytes one device (CPU: the host) holds
+  // Achieved rates (what a planner should divide by; the data-sheet peaks x efficiency):
+  double matmul_flops_f32 = 0, matmul_flops_16 = 0;  // FLOP/s of one device's large GEMMs
+  double matmul_call_s = 0;                          // fixed cost per GEMM call (launch, threading)
+  double attention_flops_f32 = 0, attention_flops_16 = 0;  // the fused attention kernel, forward
+  double memory_bandwidth = 0;                       // bytes/s elementwise kernels stream
+  double memory_bandwidth_shared = 0;                // CPU: per core while every core streams (0: as alone)
+  double op_call_s = 0;                              // fixed cost per elementwise kernel call
+  // CPU: one rank alone in a process runs its kernels on every core (a thread pool) at
+  // pool_speedup x one core's rate; ranks beyond the cores share them.
+  double pool_speedup = 1;
+  Link intra, inter;           // between devices of a host; between hosts (per device)
+  bool overlap_comm = true;    // collectives progress beside compute (GPU streams); CPU: they take a core
+  // The data-sheet figures, for the record (peak_* are not used by the cost model).
+  double peak_flops_f32 = 0, peak_flops_16 = 0;
+
+  int64_t devices() const { return hosts * devices_per_host; }
+  // INVALID_ARGUMENT naming the field and its accepted range.
+  void check() const;
+};
+
+nlohmann::json cluster_to_json(const Cluster& c);
+// Every field optional but "name"; unknown keys refused by name (a typo must not silently
+// plan for a different machine). `what` names the source in messages.
+Cluster cluster_from_json(const nlohmann::json& j, const std::string& what);
+
+// "a100-node", "h100-node", "h200-node" (8 GPUs a host; hosts = 1, set by the caller),
+// "cpu-default" (a conservative 2-core host for when nothing was calibrated).
+std::vector<std::string> builtin_cluster_names();
+// NOT_FOUND naming the accepted names.
+Cluster builtin_cluster(const std::string& name);
+// A built-in name, optionally with ":HOSTS" ("h100-node:16"), or a cluster's JSON text.
+Cluster parse_cluster(const std::string& text, const std::string& what);
+
+}  // namespace dt::engine

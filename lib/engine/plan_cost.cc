@@ -1,0 +1,346 @@
+#include "engine/plan_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "nn/activation_bytes.h"
+#include "parallel/layout.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace dt::engine {
+namespace {
+
+// What one rank computes with: its rates after sharing the host's cores (CPU) or alone on
+// its device (GPU).
+struct Rates {
+  double mm = 0, mm_call = 0, attn = 0, bw = 0, op_call = 0;
+};
+
+// A forward and a backward of one micro-batch through some part of the model, and the
+// model FLOPs of its matmuls (for MFU).
+struct Work {
+  double f = 0, b = 0, flops = 0;
+  Work& operator+=(const Work& o) {
+    f += o.f;
+    b += o.b;
+    flops += o.flops;
+    return *this;
+  }
+};
+
+// One rank's share of the layers' shapes.
+struct Shapes {
+  double B, T, R, Rl, C, q, kv, F, Vl, e;
+  int64_t hq;
+  bool swiglu, rope;
+};
+
+double gemm(const Rates& r, double flops, int calls) { return flops / r.mm + calls * r.mm_call; }
+double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + calls * r.op_call; }
+
+// A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
+// output), the fused attention (causal: half of 4 B hq T^2 D forward, its backward 2.5x),
+// and the elementwise passes (norms, residual adds, the activation, RoPE), each from the
+// bytes it streams. Backward: twice the GEMM FLOPs (input and weight gradients).
+Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
+  const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv) + 2.0 * s.R * s.C * s.F * (s.swiglu ? 3.0 : 2.0);
+  const int calls_f = 4 + (s.swiglu ? 3 : 2);
+  const double attn_f = 2.0 * s.B * static_cast<double>(s.hq) * s.T * s.T * (s.q / static_cast<double>(s.hq));
+  const double rope = s.rope ? 4.0 * s.R * (s.q + s.kv) * s.e : 0.0;
+  const double elem_f = 10.0 * s.Rl * s.C * s.e + (s.swiglu ? 3.0 : 2.0) * s.R * s.F * s.e + rope;
+  const double elem_b = 16.0 * s.Rl * s.C * s.e + (s.swiglu ? 5.0 : 3.0) * s.R * s.F * s.e + rope;
+  Work w;
+  w.f = gemm(r, mm_f, calls_f) + attn_f / attn_rate + stream(r, elem_f, s.rope ? 8 : 6);
+  w.b = gemm(r, 2.0 * mm_f, 2 * calls_f) + 2.5 * attn_f / attn_rate + stream(r, elem_b, s.rope ? 10 : 8);
+  w.flops = 3.0 * mm_f + 3.5 * attn_f;
+  return w;
+}
+
+// The final norm, the head's GEMM over this rank's vocabulary rows, and the cross entropy's
+// passes over the logits.
+Work head_work(const Shapes& s, const Rates& r) {
+  const double mm = 2.0 * s.R * s.C * s.Vl;
+  Work w;
+  w.f = gemm(r, mm, 1) + stream(r, 2.0 * s.Rl * s.C * s.e + 3.0 * s.R * s.Vl * s.e, 3);
+  w.b = gemm(r, 2.0 * mm, 2) + stream(r, 4.0 * s.Rl * s.C * s.e + 2.0 * s.R * s.Vl * s.e, 3);
+  w.flops = 3.0 * mm;
+  return w;
+}
+
+Work embed_work(const Shapes& s, const Rates& r, bool learned) {
+  Work w;
+  w.f = stream(r, (learned ? 4.0 : 2.0) * s.Rl * s.C * s.e, learned ? 3 : 1);
+  w.b = stream(r, (learned ? 4.0 : 2.0) * s.R * s.C * s.e, learned ? 2 : 1);
+  return w;
+}
+
+// A collective's time on a link: its calls' latency and its wire bytes at the bandwidth.
+double comm(const Link& l, double wire_bytes, double calls) { return calls * l.latency + wire_bytes / l.bandwidth; }
+
+// The mesh is ordered {dp, pp, ep, cp, tp} (tp fastest) and hosts hold consecutive ranks:
+// a group of `size` ranks `stride` apart crosses hosts when it spans more than a host.
+const Link& link_of(const Cluster& c, int64_t stride, int64_t size) {
+  return stride * size > c.devices_per_host && c.hosts > 1 ? c.inter : c.intra;
+}
+
+// Per rank of a pipeline: the most micro-batches whose activations (one GPTActs each) are
+// alive at once, from its first action to its last, as TrainEngine::run_actions keeps them.
+std::vector<int> live_micro_batches(const parallel::PipeSchedule& s) {
+  std::vector<int> out;
+  for (const auto& acts : s.actions) {
+    std::map<int, size_t> last;
+    for (size_t k = 0; k < acts.size(); ++k) last[acts[k].micro] = k;
+    std::set<int> live;
+    int peak = 0;
+    for (size_t k = 0; k < acts.size(); ++k) {
+      live.insert(acts[k].micro);
+      peak = std::max(peak, static_cast<int>(live.size()));
+      if (last[acts[k].micro] == k) live.erase(acts[k].micro);
+    }
+    out.push_back(peak);
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const Cluster& cl) {
+  cl.check();
+  PlanOptions quiet = o;
+  quiet.timeline = false;
+  const nlohmann::json plan = plan_json(raw, quiet);  // validates the layout, and its formulas
+  const nn::GPTConfig c = [&] {
+    nn::GPTConfig x = raw.resolved();
+    x.checkpoint = o.recompute;
+    return x;
+  }();
+  DT_CHECK(o.zero >= 0 && o.zero <= 3, "zero = " + std::to_string(o.zero) + "; accepted: 0 to 3");
+  DT_CHECK(o.zero < 3 || o.pp == 1, "zero = 3 with pp = " + std::to_string(o.pp) + "; accepted with pp > 1: zero 0 to 2");
+  DT_CHECK(!c.moe() && o.cp == 1, "the cost model covers dense models without context parallelism; accepted: "
+                                  "experts = 0 and cp = 1");
+  const int64_t world = o.dp * o.tp * o.pp;
+  DT_CHECK(cl.cpu || world <= cl.devices(), "dp x tp x pp = " + std::to_string(world) + " ranks on a cluster of " +
+                                      std::to_string(cl.devices()) + " devices; accepted: at most that many");
+  const bool mixed = c.dtype != DType::F32;
+  const double e = static_cast<double>(dtype_size(c.dtype)), k_opt = mixed ? 12.0 : 8.0;
+  const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, M = o.accumulation, P = o.pp;
+  const bool sp = o.sequence_parallel && o.tp > 1;
+
+  // Rates of one rank. CPU: a rank alone in its process runs kernels on the pool; ranks of
+  // one host beyond its cores share them (the step's total work over the cores, below).
+  Rates r;
+  r.mm = mixed ? cl.matmul_flops_16 : cl.matmul_flops_f32;
+  r.mm_call = cl.matmul_call_s;
+  r.bw = cl.memory_bandwidth;
+  r.op_call = cl.op_call_s;
+  double attn_rate = mixed ? cl.attention_flops_16 : cl.attention_flops_f32;
+  // CPU: ranks stream through one memory; a rank alone runs its kernels on the pool.
+  const double shared_bw = cl.memory_bandwidth_shared > 0 ? cl.memory_bandwidth_shared : cl.memory_bandwidth;
+  if (cl.cpu && world > 1) r.bw = shared_bw;
+  if (cl.cpu && world == 1) {
+    r.mm *= cl.pool_speedup;
+    r.bw = shared_bw * static_cast<double>(cl.devices_per_host);
+    attn_rate *= cl.pool_speedup;
+  }
+
+  Shapes s;
+  s.B = static_cast<double>(o.micro_batch);
+  s.T = static_cast<double>(T);
+  s.R = s.B * s.T;
+  s.Rl = sp ? s.R / static_cast<double>(o.tp) : s.R;
+  s.C = static_cast<double>(c.d_model);
+  s.hq = c.n_head / o.tp;
+  s.q = static_cast<double>(s.hq * c.head_dim());
+  s.kv = static_cast<double>((c.n_kv_head % o.tp == 0 ? c.n_kv_head / o.tp : 1) * c.head_dim());
+  s.F = static_cast<double>(c.d_ff / o.tp);
+  s.Vl = static_cast<double>(o.tp == 1 ? c.vocab_size : (c.vocab_size + o.tp - 1) / o.tp);
+  s.e = e;
+  s.swiglu = c.act == nn::Act::SwiGLU;
+  s.rope = c.pos == nn::PosKind::RoPE;
+
+  // The stages: blocks, whether they hold the embedding and head, parameters.
+  struct Stage {
+    int blocks = 0;
+    bool embed = true, head = true;
+    double params = 0, tied_copy = 0, tp_wire = 0;
+  };
+  std::vector<Stage> stages;
+  nlohmann::json pipe;
+  const double psi_tp = plan["params_per_tp_rank"].get<double>();
+  if (P > 1) {
+    pipe = plan["pipeline"];
+    for (const nlohmann::json& st : pipe["stages"])
+      stages.push_back({st["blocks"].get<int>(), st["embedding"].get<bool>(), st["head"].get<bool>(),
+                        st["params"].get<double>(), st["tied_copy_params"].get<double>(),
+                        st["tp_wire_bytes_per_step"].get<double>()});
+  } else {
+    stages.push_back({static_cast<int>(c.n_layer), true, true, psi_tp, 0.0,
+                      plan["tp_comm"]["wire_bytes_per_step"].get<double>()});
+  }
+  // One block's parameters on a tp rank, and the embedding-and-head unit's (ZeRO's units).
+  nn::GPTConfig one = c, none = c;
+  one.n_layer = 1;
+  none.n_layer = 0;
+  const double block_params = static_cast<double>(one.param_count(o.tp, nullptr) - none.param_count(o.tp, nullptr));
+  const double unit0_params = static_cast<double>(none.param_count(o.tp, nullptr));
+
+  // Links: tp is the fastest axis, then pp, then dp.
+  const Link& tp_link = link_of(cl, 1, o.tp);
+  const Link& pp_link = link_of(cl, o.tp, o.pp);
+  const Link& dp_link = link_of(cl, o.tp * o.pp, o.dp);
+  const double n = static_cast<double>(o.dp);
+
+  // The schedule: one stage is a schedule of one rank (forward, backward per micro-batch).
+  const parallel::PipeSchedule sched =
+      parallel::make_pipe_schedule(P > 1 ? o.pp_schedule : "gpipe", static_cast<int>(P), static_cast<int>(M),
+                                   P > 1 ? o.virtual_stages : 1);
+  const std::vector<int> live = P > 1 ? live_micro_batches(sched) : std::vector<int>{1};
+
+  nlohmann::json ranks = nlohmann::json::array();
+  double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
+         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0;
+  for (size_t st = 0; st < stages.size(); ++st) {
+    const Stage& g = stages[st];
+    // Time of one micro-batch through this stage, forward and backward (recompute: the
+    // forward again before the backward).
+    const Work blk = block_work(s, r, attn_rate);
+    Work mb;
+    for (int b = 0; b < g.blocks; ++b) mb += blk;
+    if (o.recompute) mb.b += g.blocks * blk.f;
+    if (g.head) mb += head_work(s, r);
+    if (g.embed) mb += embed_work(s, r, c.pos == nn::PosKind::Learned);
+    // tp: the stage's collectives per micro-batch, on the critical path.
+    const double tp_calls = o.tp > 1 ? g.blocks * (sp ? 10.0 : 4.0) + (g.embed ? 1.0 : 0.0) + (g.head ? 3.0 : 0.0) : 0.0;
+    const double tp_time = o.tp > 1 ? comm(tp_link, g.tp_wire / static_cast<double>(M), tp_calls) : 0.0;
+    // pp: a micro-batch's message each way across each of the rank's boundaries.
+    const double msg = P > 1 ? pipe["pp_message_bytes"].get<double>() : 0.0;
+    if (P > 1) msg_time = pp_link.latency + msg / pp_link.bandwidth;
+    const double fb = mb.f + mb.b + tp_time;
+    // dp: the gradients (DDP all-reduce in 25 MiB buckets; ZeRO-1/2 reduce-scatter and
+    // all-gather per unit; ZeRO-3 also the weights gathered for forward and backward).
+    const double held = g.params, grads_bytes = held * e;
+    const double units = g.blocks + ((g.embed || g.head) ? 1.0 : 0.0);
+    double dp_time = 0;
+    if (o.dp > 1) {
+      const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes;
+      const double calls = o.zero == 0 ? std::ceil(grads_bytes / (25.0 * (1 << 20))) : (o.zero == 3 ? 3.0 : 2.0) * units;
+      dp_time = comm(dp_link, wire, calls);
+      // Devices whose collectives run beside compute hide the reduction under the backward
+      // (ZeRO-3 its gathers under forward and backward too); what sticks out is exposed.
+      if (cl.overlap_comm) {
+        const double window = M * (o.zero == 3 ? mb.f + mb.b : mb.b);
+        dp_time = std::max(dp_time - window, comm(dp_link, wire / std::max(1.0, units), o.zero == 0 ? 1.0 : 2.0));
+      }
+    }
+    // The optimizer over the state this rank steps, the gradient norm and the zeroing.
+    const double stepped = o.zero >= 1 && o.dp > 1 ? held / n : held;
+    const double opt_time = stream(r, stepped * (mixed ? 30.0 : 28.0) + held * 2.0 * e, 3 * static_cast<int>(units) * 4);
+    const double work = M * fb + dp_time + opt_time + (P > 1 ? 2.0 * M * msg_time : 0.0);
+    work_sum += work * static_cast<double>(o.dp * o.tp);
+    if (fb > slowest_fb) compute_fb = mb.f + mb.b;
+    slowest_fb = std::max(slowest_fb, fb);
+    recompute_max = std::max(recompute_max, o.recompute ? M * g.blocks * blk.f : 0.0);
+    post_max = std::max(post_max, dp_time + opt_time);
+    tp_max = std::max(tp_max, M * tp_time);
+    dp_max = std::max(dp_max, dp_time);
+    opt_max = std::max(opt_max, opt_time);
+    flops_step += M * mb.flops * static_cast<double>(o.dp * o.tp);
+
+    // Memory by ledger tag.
+    const double psi_sharded = o.dp > 1 ? held / n : held;
+    const double param = e * (o.zero >= 3 ? psi_sharded : held) + e * g.tied_copy;
+    const double grad = e * (o.zero >= 2 ? psi_sharded : held) + e * g.tied_copy;
+    double opt = k_opt * (o.zero >= 1 ? psi_sharded : held) + 8.0 + (mixed ? 12.0 : 0.0);
+    // A split model (tp or pp) keeps the whole model's optimizer state on the host's first
+    // rank: each process's first rank (Trainer::build_engines).
+    const bool host_copy = (o.tp > 1 || P > 1) && (st == 0 || !o.in_process);
+    if (host_copy) opt += k_opt * static_cast<double>(c.param_count()) + 8.0;
+    const double comm_buffer = o.zero == 0 && o.dp > 1 ? grads_bytes : 0.0;
+    nn::ActsLayout al;
+    al.batch = o.micro_batch;
+    al.seq = T;
+    al.tp = o.tp;
+    al.sp = sp;
+    al.embed = g.embed;
+    al.head = g.head;
+    int first = 0;
+    for (size_t q = 0; q < st; ++q) first += stages[q].blocks;
+    al.begin = P > 1 && o.virtual_stages == 1 ? first : 0;
+    al.end = al.begin + g.blocks;
+    const nn::ActsBytes ab = nn::activation_bytes(c, al);
+    const double act = ab.per_micro_batch * live[std::min(st, live.size() - 1)] + ab.shared;
+    // Peaks within a step, as the ledger sees them: ZeRO-2 holds the embedding unit's whole
+    // gradients and two blocks' (one computing, one being reduced); ZeRO-3 two blocks'
+    // gathered weights (one prefetched) beside the embedding unit's and one block's whole
+    // gradients (its reductions keep up with the gathers: measured, gpt-small and smaller).
+    double transient = 0;
+    if (o.dp > 1 && o.zero == 2) transient = e * (2.0 * block_params + unit0_params);
+    if (o.dp > 1 && o.zero == 3) transient = e * (3.0 * block_params + unit0_params);
+    const double total = param + grad + opt + comm_buffer + act + transient;
+    peak_all = std::max(peak_all, total);
+    ranks.push_back({{"pp_stage", st},
+                     {"blocks", g.blocks},
+                     {"memory", {{"param", param},
+                                 {"grad", grad},
+                                 {"optimizer", opt},
+                                 {"activation", act},
+                                 {"comm_buffer", comm_buffer},
+                                 {"transient", transient}}},
+                     {"activation_per_micro_batch", ab.per_micro_batch},
+                     {"live_micro_batches", live[std::min(st, live.size() - 1)]},
+                     {"peak_bytes", total},
+                     {"step_work_s", work}});
+  }
+  // The step: a pipeline's makespan from the simulator at this stage's costs (the slowest
+  // stage's, as a chunk of it), else one rank's micro-batches; then the reductions and the
+  // update. Ranks sharing cores (more ranks than a host's cores) fill each other's idle
+  // time, so the step is at least their total work over the cores.
+  double critical = M * slowest_fb;
+  double bubble = 0;
+  if (P > 1) {
+    // Per-stage costs: the simulator divides them over a rank's chunks itself.
+    parallel::PipeCosts pc;
+    pc.forward = slowest_fb / 3.0;
+    pc.backward = 2.0 * slowest_fb / 3.0;
+    pc.backward_input = pc.backward_weight = slowest_fb / 3.0;
+    pc.send = msg_time;
+    const parallel::PipeSimulation sim = parallel::simulate(sched, pc);
+    critical = sim.makespan;
+    bubble = sim.bubble_fraction;
+  }
+  critical += post_max;
+  double step = critical;
+  const double cores = static_cast<double>(cl.devices_per_host);
+  const bool shared = cl.cpu && static_cast<double>(world) > cores;
+  if (shared) step = std::max(critical, work_sum / cores);
+  const double tokens = static_cast<double>(o.micro_batch * M * o.dp * T);
+  // CPU: a device is a core; a process of one rank runs on all of them.
+  const double used = cl.cpu ? static_cast<double>(world == 1 ? cl.devices_per_host : std::min<int64_t>(world, cl.devices_per_host))
+                             : static_cast<double>(world);
+  const double peak_rate = (mixed ? cl.peak_flops_16 : cl.peak_flops_f32) * used;
+  return {{"cluster", cl.name},
+          {"step_s", step},
+          {"tokens_per_s", tokens / step},
+          {"model_flops_per_step", flops_step},
+          {"mfu", peak_rate > 0 ? flops_step / step / peak_rate : 0.0},
+          {"time", {{"critical_path_s", critical},
+                    {"compute_s", M * compute_fb},
+                    {"recompute_s", recompute_max},
+                    {"pp_bubble_s", P > 1 ? critical - post_max - M * slowest_fb : 0.0},
+                    {"shared_cores_extra_s", step - critical},
+                    {"tp_comm_s", tp_max},
+                    {"dp_comm_exposed_s", dp_max},
+                    {"optimizer_s", opt_max},
+                    {"pp_bubble_fraction", bubble},
+                    {"total_work_s", work_sum},
+                    {"shared_cores", shared}}},
+          {"ranks", ranks},
+          {"peak_bytes", peak_all},
+          {"device_memory", cl.device_memory},
+          {"fits", peak_all <= cl.device_memory}};
+}
+
+}  // namespace dt::engine

@@ -1,0 +1,33 @@
+// What one rank's activations take, by inventory rather than estimate: every tensor the Acts
+// structs (GPTActs, TransformerBlock::Acts and the layers' Acts) hold after a forward and a
+// backward, and the scratch the model shares across micro-batches (sequence parallelism's
+// gathered and partial buffers, activation checkpointing's one block). The planner's memory
+// model (engine/plan_cost.h) is built on it; tests/unit/activation_bytes_test.cc holds it to
+// the ledger's MemTag::Activation bytes exactly, so a change to an Acts that forgets this file
+// fails there.
+#pragma once
+#include <cstdint>
+
+#include "nn/config.h"
+
+namespace dt::nn {
+
+struct ActsLayout {
+  int64_t batch = 1, seq = 1;   // one micro-batch: sequences (B) and tokens per sequence (T, this rank's under cp)
+  int64_t tp = 1;
+  bool sp = false;              // sequence parallel over tp (tp > 1)
+  int begin = 0, end = -1;      // the blocks this rank runs, [begin, end); end -1: every block
+  bool embed = true, head = true;  // this rank holds the embedding (first stage) / the head (last)
+};
+
+struct ActsBytes {
+  double per_micro_batch = 0;  // one GPTActs after a forward and a backward of this rank's part
+  double shared = 0;           // once per model: SP buffers, the checkpointed block's scratch
+  double recompute_saved = 0;  // per micro-batch: what checkpointing drops (included above when cfg.checkpoint)
+};
+
+// cfg: validated and resolved. A dense model (a mixture of experts' routing is data-dependent:
+// its experts' rows are counted as if the router spread them evenly).
+ActsBytes activation_bytes(const GPTConfig& cfg, const ActsLayout& layout);
+
+}  // namespace dt::nn
