@@ -128,8 +128,9 @@ def main():
                                               "--steps", str(a.steps), "--no-progress", "--report", "--json", summ,
                                               "--eval-problems", "0", "--show", "0", "--out",
                                               os.path.join(tmp, "run%d" % i)] + layout
-        if procs:
-            train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + ["--backend", "mpi"]
+        if procs:  # a process per rank, one kernel thread each (as rank threads run in one process)
+            train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
+                ["--backend", "mpi", "--threads", "1"]
         medians = []
         for _ in range(a.repeats):
             subprocess.run(["rm", "-rf", os.path.join(tmp, "run%d" % i)])

@@ -149,9 +149,17 @@ func CheckpointInfoJSON(pathStem string) (string, error) {
 
 // readJSON runs a (buf, capacity, needed) report function until the whole text fits.
 func readJSON(call func(buf []byte, needed *int64) cdt.Status) (string, error) {
-	var needed int64
-	if err := check(call(nil, &needed)); err != nil {
-		return "", err
+	return readJSONFrom(0, call)
+}
+
+// readJSONFrom is readJSON starting from a buffer of capacity bytes (0: ask for the size
+// first), so that a report costly to make (a calibration) is made once where it fits.
+func readJSONFrom(capacity int64, call func(buf []byte, needed *int64) cdt.Status) (string, error) {
+	needed := capacity
+	if needed <= 0 {
+		if err := check(call(nil, &needed)); err != nil {
+			return "", err
+		}
 	}
 	for {
 		if needed <= 1 {

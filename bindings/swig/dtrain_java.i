@@ -204,6 +204,9 @@ DTJ_RETURNS(dtj_tokenizer_decode, jstring, String)
 DTJ_RETURNS(dtj_tokenizer_info_json, jstring, String)
 DTJ_RETURNS(dtj_tokenizer_apply_chat_template, jstring, String)
 DTJ_RETURNS(dtj_detokenizer_text, jstring, String)
+DTJ_RETURNS(dtj_plan_json, jstring, String)
+DTJ_RETURNS(dtj_pipeline_schedule_json, jstring, String)
+DTJ_RETURNS(dtj_cluster_calibrate_json, jstring, String)
 
 DTJ_RETURNS(dtj_tokenizer_encode, jintArray, int[])
 

@@ -56,11 +56,16 @@ static dt_status dtj_mesh_comm_stats(dt_mesh* mesh, int32_t rank, const char* ax
 /* The JSON writers: ask for the size, then write; *out is malloc'ed (freed by the wrapper). */
 typedef dt_status (*dtj_json_fn)(const void* arg, char* buf, size_t capacity, size_t* needed);
 
-static dt_status dtj_json(dtj_json_fn fn, const void* arg, char** out) {
-  size_t need = 0;
+/* dtj_json starting from a buffer of `first` bytes (0: ask for the size first): a writer
+ * whose report is costly to make (a calibration) then runs once where its text fits. */
+static dt_status dtj_json_from(dtj_json_fn fn, const void* arg, size_t first, char** out) {
+  size_t need = first;
   int attempt;
-  dt_status s = fn(arg, NULL, 0, &need);
-  if (s != DT_OK) return s;
+  dt_status s = DT_OK;
+  if (need == 0) {
+    s = fn(arg, NULL, 0, &need);
+    if (s != DT_OK) return s;
+  }
   for (attempt = 0; attempt < 8; ++attempt) {
     size_t capacity = need > 0 ? need : 1, again = 0;
     char* buf = (char*)malloc(capacity);
@@ -73,6 +78,8 @@ static dt_status dtj_json(dtj_json_fn fn, const void* arg, char** out) {
   }
   return dtj_fail(DT_ERR_INTERNAL, "a JSON report kept growing while it was read");
 }
+
+static dt_status dtj_json(dtj_json_fn fn, const void* arg, char** out) { return dtj_json_from(fn, arg, 0, out); }
 
 /* Each writer as a dtj_json_fn: dtj_json_NAME calls CFUNC with its argument as ARGTYPE. */
 #define DTJ_JSON_FN(NAME, CFUNC, ARGTYPE)                                     \
@@ -435,10 +442,6 @@ DTJ_REPLACES(server_model_info)
  * request's tokens with dt_server_poll. */
 %ignore dt_server_poll_logprobs;
 %ignore dt_server_event_logprobs;
-/* A planning call for tools (dtrain plan): not in the Java API yet. */
-%ignore dt_plan_json;
-%ignore dt_pipeline_schedule_json;
-%ignore dt_cluster_calibrate_json;
 /* Replaced by the typed copies, which keep their dtj_tensor_copy_{from,to}_<type> names. */
 %ignore dt_tensor_copy_from_host;
 %ignore dt_tensor_copy_to_host;
@@ -655,3 +658,42 @@ dt_status dtj_tokenizer_apply_chat_template(dt_tokenizer* tokenizer, const char*
 %apply (const int8_t* ELEMS_IN, int64_t LEN) { (const int8_t* text, int64_t text_len) };
 dt_status dtj_tokenizer_encode(dt_tokenizer* tokenizer, const int8_t* text, int64_t text_len,
                                int32_t add_special_tokens, JNIEnv* env, jintArray* ids_out);
+
+/* ---------------------------------------------------------------------------------- */
+/* The layout planner                                                                   */
+/* ---------------------------------------------------------------------------------- */
+/* Its JSON writers as Strings: dt_plan_json's two option bags as a struct, and the
+ * calibration read into a first buffer large enough for a cluster's JSON, so that it
+ * measures the machine once rather than once for the size and again for the text. */
+%{
+typedef struct {
+  const dt_options* config;
+  const dt_options* plan;
+} dtj_plan_args;
+static dt_status dtj_json_plan(const void* a, char* b, size_t c, size_t* n) {
+  const dtj_plan_args* d = (const dtj_plan_args*)a;
+  return dt_plan_json(d->config, d->plan, b, c, n);
+}
+static dt_status dtj_plan_json(const dt_options* config, const dt_options* plan, char** json_out) {
+  dtj_plan_args d;
+  d.config = config;
+  d.plan = plan;
+  return dtj_json(dtj_json_plan, &d, json_out);
+}
+DTJ_JSON_FN(pipeline_schedule, dt_pipeline_schedule_json, const dt_options*)
+DTJ_JSON_FN(cluster_calibrate, dt_cluster_calibrate_json, const dt_options*)
+static dt_status dtj_pipeline_schedule_json(const dt_options* options, char** json_out) {
+  return dtj_json(dtj_json_pipeline_schedule, options, json_out);
+}
+static dt_status dtj_cluster_calibrate_json(const dt_options* options, char** json_out) {
+  return dtj_json_from(dtj_json_cluster_calibrate, options, 65536, json_out);
+}
+%}
+
+DTJ_REPLACES(plan_json)
+DTJ_REPLACES(pipeline_schedule_json)
+DTJ_REPLACES(cluster_calibrate_json)
+
+dt_status dtj_plan_json(const dt_options* config, const dt_options* plan, char** json_out);
+dt_status dtj_pipeline_schedule_json(const dt_options* options, char** json_out);
+dt_status dtj_cluster_calibrate_json(const dt_options* options, char** json_out);

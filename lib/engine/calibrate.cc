@@ -4,11 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "comm/mesh.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "engine/plan_cost.h"
+#include "engine/train_engine.h"
+#include "nn/gpt.h"
+#include "optim/optimizer.h"
 
 namespace dt::engine {
 namespace {
@@ -71,12 +76,31 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     c.matmul_call_s = std::max(0.0, t1 - f1 / c.matmul_flops_f32);
     const double t16 = time_gemm(1024, 384, 1536, DType::BF16, 5);
     c.matmul_flops_16 = f2 / std::max(t16 - c.matmul_call_s, 1e-9);
+    // Smaller GEMMs (fewer tokens on a rank, a narrower model) run below that rate: the
+    // fraction at each size (cube root of M K N), on the shapes of small layers.
+    const int64_t shapes[][3] = {{64, 128, 512}, {128, 256, 256}, {256, 256, 1024}, {1024, 256, 1024}};
+    std::vector<std::pair<double, double>> curve;
+    for (const auto& sh : shapes) {
+      const double t = time_gemm(sh[0], sh[1], sh[2], DType::F32, 10), f = 2.0 * sh[0] * sh[1] * sh[2];
+      curve.push_back({std::cbrt(static_cast<double>(sh[0] * sh[1] * sh[2])),
+                       std::min(1.0, f / std::max(t - c.matmul_call_s, 1e-9) / c.matmul_flops_f32)});
+    }
+    curve.push_back({std::cbrt(1024.0 * 384 * 1536), 1.0});
+    std::sort(curve.begin(), curve.end());
+    for (const auto& [size, eff] : curve) {
+      c.matmul_sizes.push_back(size);
+      c.matmul_efficiency.push_back(eff);
+    }
     say("attention on one core");
-    const int64_t B = 2, T = 128, H = 6, D = 64;
+    const int64_t B = 8, T = 128, H = 6, D = 64;  // a training micro-batch's heads, past the caches
     Tensor q = filled({B, T, H, D}, DType::F32), k = filled({B, T, H, D}, DType::F32), v = filled({B, T, H, D}, DType::F32);
     Tensor out = filled({B, T, H, D}, DType::F32), lse = filled({B, H, T}, DType::F32);
     const double ta = best_of(3, [&] { kernels::attention_forward(q, k, v, 0.0f, out, lse); });
+    Tensor dout = filled({B, T, H, D}, DType::F32), dq = filled({B, T, H, D}, DType::F32),
+           dk = filled({B, T, H, D}, DType::F32), dv = filled({B, T, H, D}, DType::F32);
+    const double tab = best_of(3, [&] { kernels::attention_backward(q, k, v, out, lse, dout, 0.0f, dq, dk, dv); });
     c.attention_flops_f32 = 2.0 * B * H * T * T * D / ta;
+    c.attention_backward_ratio = tab / ta;
     c.attention_flops_16 = c.attention_flops_f32 * c.matmul_flops_16 / c.matmul_flops_f32;
     say("elementwise kernels on one core");
     Tensor x = filled({1 << 22}, DType::F32), y = filled({1 << 22}, DType::F32), z = filled({1 << 22}, DType::F32);
@@ -86,24 +110,48 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     c.memory_bandwidth = 3.0 * 4.0 * (1 << 22) / tb;
     c.op_call_s = std::max(0.0, ts - 3.0 * 4.0 * 256 / c.memory_bandwidth);
   }
-  say("GEMMs on every core");
-  const double tp = time_gemm(1024, 384, 1536, DType::F32, 5);
-  c.pool_speedup = std::max(1.0, 2.0 * 1024 * 384 * 1536 / tp / c.matmul_flops_f32);
-  say("elementwise kernels on every core at once");
-  {
+  // A small GPT's training step (4 x 128 tokens through 3 blocks of width 320, AdamW with
+  // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
+  // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
+  // ranks side by side run it).
+  say("a small model's training step: one core, the pool, every core at once");
+  nn::GPTConfig ref = *nn::gpt_preset("gpt-small");
+  ref.n_layer = 3;
+  ref.d_model = 320;
+  ref.n_head = 5;
+  ref.d_ff = 1280;
+  ref.context = 128;
+  auto step_time = [&ref](bool serial) {
+    std::unique_ptr<ScopedSerialKernels> one_core;
+    if (serial) one_core = std::make_unique<ScopedSerialKernels>();
+    nn::GPT model(ref.resolved());
+    optim::AdamW adamw(model.parameters(), optim::AdamWOptions{});
+    TrainOptions to;
+    to.max_grad_norm = 1.0;
+    TrainEngine eng(nullptr, model, adamw, to);
+    Tensor ids = Tensor::zeros({4, 128}, DType::I32, Device::cpu(), MemTag::Workspace);
+    int32_t* p = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % ref.vocab_size);
+    eng.train_step(ids, ids);  // the first touches fresh memory
+    return best_of(3, [&] { eng.train_step(ids, ids); });
+  };
+  const double alone = step_time(true);
+  c.pool_speedup = std::max(1.0, alone / step_time(false));
+  {  // every core at once, a rank thread each; the best of three tries (a try here sometimes
+     // has two threads share a core throughout, which a run would not keep either)
     comm::BackendOptions each;
     each.world_size = static_cast<int>(c.devices_per_host);
     comm::Coords all{};
     all.fill(1);
     all[comm::kDp] = each.world_size;
     auto cores = comm::Mesh::create("local", all, each);
-    std::vector<double> t(static_cast<size_t>(each.world_size), 0.0);
-    cores->run([&](int li, int) {
-      ScopedSerialKernels one_core;
-      Tensor x = filled({1 << 22}, DType::F32), y = filled({1 << 22}, DType::F32), z = filled({1 << 22}, DType::F32);
-      t[static_cast<size_t>(li)] = best_of(3, [&] { kernels::add(x, y, z); });
-    });
-    c.memory_bandwidth_shared = 3.0 * 4.0 * (1 << 22) / *std::max_element(t.begin(), t.end());
+    double slowest = 1e30;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::vector<double> t(static_cast<size_t>(each.world_size), 0.0);
+      cores->run([&](int li, int) { t[static_cast<size_t>(li)] = step_time(true); });
+      slowest = std::min(slowest, *std::max_element(t.begin(), t.end()));
+    }
+    c.shared_core_speed = std::min(1.0, alone / slowest);
   }
   say("all-reduce between two rank threads");
   comm::BackendOptions bo;
@@ -113,20 +161,45 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   axes[comm::kDp] = 2;
   auto mesh = comm::Mesh::create("local", axes, bo);
   const int64_t big = 1 << 22;
-  double t_big = 0, t_small = 0;
+  double t_big = 0, t_small = 0, t_gather = 0, t_scatter = 0, t_p2p = 0;
   mesh->run([&](int li, int rank) {
     ScopedSerialKernels one_core;
     comm::Communicator& cm = mesh->comm(rank, "dp");
-    std::vector<float> buf(static_cast<size_t>(big), 1.0f), small(16, 1.0f);
+    std::vector<float> buf(static_cast<size_t>(big), 1.0f), half(static_cast<size_t>(big / 2), 1.0f), small(16, 1.0f);
     const double b = best_of(3, [&] { cm.all_reduce(buf.data(), buf.data(), big, DType::F32, kernels::ReduceOp::Sum); });
     const double s = best_of(50, [&] { cm.all_reduce(small.data(), small.data(), 16, DType::F32, kernels::ReduceOp::Sum); });
-    if (li == 0) t_big = b, t_small = s;
+    const double g = best_of(3, [&] { cm.all_gather(half.data(), buf.data(), big / 2, DType::F32); });
+    const double r = best_of(3, [&] { cm.reduce_scatter(buf.data(), half.data(), big / 2, DType::F32, kernels::ReduceOp::Sum); });
+    const double p = best_of(3, [&] {  // one message each way
+      if (li == 0) {
+        cm.send(buf.data(), big, DType::F32, 1);
+        cm.recv(buf.data(), big, DType::F32, 1);
+      } else {
+        cm.recv(buf.data(), big, DType::F32, 0);
+        cm.send(buf.data(), big, DType::F32, 0);
+      }
+    }) / 2.0;
+    if (li == 0) t_big = b, t_small = s, t_gather = g, t_scatter = r, t_p2p = p;
   });
+  // Wire bytes at n = 2: an all-reduce moves the buffer, an all-gather and a reduce-scatter half.
   c.intra.latency = t_small;
-  c.intra.bandwidth = 4.0 * big / std::max(t_big - t_small, 1e-9);  // a ring's wire bytes at n = 2: the buffer
+  c.intra.bandwidth = 4.0 * big / std::max(t_big - t_small, 1e-9);
+  c.intra.all_gather = 2.0 * big / std::max(t_gather - t_small, 1e-9);
+  c.intra.reduce_scatter = 2.0 * big / std::max(t_scatter - t_small, 1e-9);
+  c.intra.p2p = 4.0 * big / std::max(t_p2p - t_small, 1e-9);
   c.inter = c.intra;  // one host
   c.peak_flops_f32 = c.matmul_flops_f32;  // a device is a core: its measured GEMM rate, for MFU
   c.peak_flops_16 = c.matmul_flops_16;
+  {  // the cost model's step for the same model on one core, against the measured one
+    Cluster serial = c;
+    serial.pool_speedup = 1;
+    serial.compute_efficiency = 1;
+    PlanOptions one;
+    one.micro_batch = 4;
+    one.seq_len = 128;
+    const double predicted = cost_json(ref, one, serial)["step_s"].get<double>();
+    c.compute_efficiency = predicted / alone;
+  }
   c.check();
   return c;
 }

@@ -27,9 +27,11 @@ const std::vector<Field>& fields() {
       {"attention_flops_f32", &Cluster::attention_flops_f32, nullptr, 1e6, 1e18},
       {"attention_flops_16", &Cluster::attention_flops_16, nullptr, 1e6, 1e18},
       {"memory_bandwidth", &Cluster::memory_bandwidth, nullptr, 1e6, 1e15},
-      {"memory_bandwidth_shared", &Cluster::memory_bandwidth_shared, nullptr, 0, 1e15},
       {"op_call_s", &Cluster::op_call_s, nullptr, 0, 1},
       {"pool_speedup", &Cluster::pool_speedup, nullptr, 1, 1e4},
+      {"shared_core_speed", &Cluster::shared_core_speed, nullptr, 0.01, 1},
+      {"attention_backward_ratio", &Cluster::attention_backward_ratio, nullptr, 0.1, 100},
+      {"compute_efficiency", &Cluster::compute_efficiency, nullptr, 0.01, 10},
       {"peak_flops_f32", &Cluster::peak_flops_f32, nullptr, 0, 1e18},
       {"peak_flops_16", &Cluster::peak_flops_16, nullptr, 0, 1e18},
   };
@@ -41,17 +43,37 @@ void check_range(const std::string& what, double v, double lo, double hi) {
                                                        std::to_string(lo) + " to " + std::to_string(hi));
 }
 
-nlohmann::json link_json(const Link& l) { return {{"bandwidth", l.bandwidth}, {"latency", l.latency}}; }
+nlohmann::json link_json(const Link& l) {
+  return {{"bandwidth", l.bandwidth}, {"latency", l.latency},       {"all_gather", l.all_gather},
+          {"reduce_scatter", l.reduce_scatter}, {"p2p", l.p2p}};
+}
 Link link_from(const nlohmann::json& j, const std::string& what) {
-  DT_CHECK(j.is_object(), what + ": expected an object {\"bandwidth\": bytes/s, \"latency\": s}");
+  DT_CHECK(j.is_object(), what + ": expected an object {\"bandwidth\": bytes/s, \"latency\": s, ...}");
   Link l;
   for (const auto& [k, v] : j.items()) {
     DT_CHECK(v.is_number(), what + "." + k + ": expected a number");
-    if (k == "bandwidth") l.bandwidth = v.get<double>();
-    else if (k == "latency") l.latency = v.get<double>();
-    else dt::invalid(what + ": unknown key \"" + k + "\"; accepted: bandwidth, latency");
+    const double x = v.get<double>();
+    if (k == "bandwidth") l.bandwidth = x;
+    else if (k == "latency") l.latency = x;
+    else if (k == "all_gather") l.all_gather = x;
+    else if (k == "reduce_scatter") l.reduce_scatter = x;
+    else if (k == "p2p") l.p2p = x;
+    else dt::invalid(what + ": unknown key \"" + k + "\"; accepted: bandwidth, latency, all_gather, reduce_scatter, p2p");
+    if (k != "latency") check_range(what + "." + k, x, k == "bandwidth" ? 1e3 : 0, 1e15);
   }
   return l;
+}
+
+// A list of numbers in [lo, hi].
+std::vector<double> numbers(const nlohmann::json& j, const std::string& what, double lo, double hi) {
+  DT_CHECK(j.is_array() && j.size() <= 64, what + ": expected an array of at most 64 numbers");
+  std::vector<double> out;
+  for (const auto& v : j) {
+    DT_CHECK(v.is_number(), what + ": expected numbers");
+    check_range(what + "[" + std::to_string(out.size()) + "]", v.get<double>(), lo, hi);
+    out.push_back(v.get<double>());
+  }
+  return out;
 }
 
 // A node of 8 GPUs from its data sheet (docs/planner-hardware.md): the achieved fractions
@@ -81,7 +103,23 @@ Cluster gpu_node(const std::string& name, double memory, double f32, double f16,
 
 }  // namespace
 
+double Cluster::matmul_rate_at(double size) const {
+  if (matmul_sizes.empty()) return 1.0;
+  if (size <= matmul_sizes.front()) return matmul_efficiency.front();
+  for (size_t i = 1; i < matmul_sizes.size(); ++i) {
+    if (size <= matmul_sizes[i]) {
+      const double t = std::log(size / matmul_sizes[i - 1]) / std::log(matmul_sizes[i] / matmul_sizes[i - 1]);
+      return matmul_efficiency[i - 1] + t * (matmul_efficiency[i] - matmul_efficiency[i - 1]);
+    }
+  }
+  return matmul_efficiency.back();
+}
+
 void Cluster::check() const {
+  DT_CHECK(matmul_sizes.size() == matmul_efficiency.size(),
+           "cluster.matmul_sizes and cluster.matmul_efficiency: expected as many numbers in each");
+  for (size_t i = 1; i < matmul_sizes.size(); ++i)
+    DT_CHECK(matmul_sizes[i] > matmul_sizes[i - 1], "cluster.matmul_sizes: expected increasing sizes");
   check_range("cluster.hosts", static_cast<double>(hosts), 1, 1e6);
   check_range("cluster.devices_per_host", static_cast<double>(devices_per_host), 1, 1e4);
   for (const Field& f : fields())
@@ -96,7 +134,8 @@ void Cluster::check() const {
 
 nlohmann::json cluster_to_json(const Cluster& c) {
   nlohmann::json j = {{"name", c.name}, {"source", c.source}, {"cpu", c.cpu}, {"overlap_comm", c.overlap_comm},
-                      {"intra", link_json(c.intra)}, {"inter", link_json(c.inter)}};
+                      {"intra", link_json(c.intra)}, {"inter", link_json(c.inter)},
+                      {"matmul_sizes", c.matmul_sizes}, {"matmul_efficiency", c.matmul_efficiency}};
   for (const Field& f : fields()) {
     if (f.real) j[f.name] = c.*f.real;
     else j[f.name] = c.*f.integer;
@@ -108,7 +147,7 @@ Cluster cluster_from_json(const nlohmann::json& j, const std::string& what) {
   DT_CHECK(j.is_object(), what + ": expected a JSON object describing a cluster");
   DT_CHECK(j.contains("name") && j["name"].is_string(), what + ": \"name\" (a string) is required");
   Cluster c;
-  std::string accepted = "name, source, cpu, overlap_comm, intra, inter";
+  std::string accepted = "name, source, cpu, overlap_comm, intra, inter, matmul_sizes, matmul_efficiency";
   for (const Field& f : fields()) accepted += std::string(", ") + f.name;
   for (const auto& [k, v] : j.items()) {
     const std::string at = what + "." + k;
@@ -120,6 +159,10 @@ Cluster cluster_from_json(const nlohmann::json& j, const std::string& what) {
       (k == "cpu" ? c.cpu : c.overlap_comm) = v.get<bool>();
     } else if (k == "intra" || k == "inter") {
       (k == "intra" ? c.intra : c.inter) = link_from(v, at);
+    } else if (k == "matmul_sizes") {
+      c.matmul_sizes = numbers(v, at, 1, 1e9);
+    } else if (k == "matmul_efficiency") {
+      c.matmul_efficiency = numbers(v, at, 1e-3, 10);
     } else {
       const Field* f = nullptr;
       for (const Field& x : fields())

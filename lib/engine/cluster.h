@@ -15,8 +15,14 @@ namespace dt::engine {
 // One kind of link: bytes per second one device sends in one direction (what a ring
 // all-reduce's bus bandwidth reaches), and the fixed cost of one collective call or message.
 struct Link {
-  double bandwidth = 0;  // bytes/s
+  double bandwidth = 0;  // bytes/s: an all-reduce's wire bytes (2 (n-1)/n of the buffer) per second
   double latency = 0;    // s per call
+  // Other kinds where they differ (0: as bandwidth): wire bytes ((n-1)/n of the whole) per
+  // second of an all-gather and a reduce-scatter, and a point-to-point message's bytes.
+  double all_gather = 0, reduce_scatter = 0, p2p = 0;
+  double gather_bw() const { return all_gather > 0 ? all_gather : bandwidth; }
+  double scatter_bw() const { return reduce_scatter > 0 ? reduce_scatter : bandwidth; }
+  double p2p_bw() const { return p2p > 0 ? p2p : bandwidth; }
 };
 
 struct Cluster {
@@ -28,13 +34,24 @@ struct Cluster {
   // Achieved rates (what a planner should divide by; the data-sheet peaks x efficiency):
   double matmul_flops_f32 = 0, matmul_flops_16 = 0;  // FLOP/s of one device's large GEMMs
   double matmul_call_s = 0;                          // fixed cost per GEMM call (launch, threading)
+  // Small GEMMs run below the large ones' rate: the fraction of it at each size (the cube
+  // root of M K N), interpolated on log size; empty: every GEMM at the rate.
+  std::vector<double> matmul_sizes, matmul_efficiency;
+  double matmul_rate_at(double size) const;  // the fraction at `size` (1 when no curve)
   double attention_flops_f32 = 0, attention_flops_16 = 0;  // the fused attention kernel, forward
   double memory_bandwidth = 0;                       // bytes/s elementwise kernels stream
-  double memory_bandwidth_shared = 0;                // CPU: per core while every core streams (0: as alone)
   double op_call_s = 0;                              // fixed cost per elementwise kernel call
   // CPU: one rank alone in a process runs its kernels on every core (a thread pool) at
   // pool_speedup x one core's rate; ranks beyond the cores share them.
   double pool_speedup = 1;
+  // CPU: a core's speed while every core computes (ranks side by side share caches, memory
+  // and clocks), as a fraction of its speed alone.
+  double shared_core_speed = 1;
+  double attention_backward_ratio = 2.5;  // the fused attention's backward time over its forward's
+  // What a whole forward and backward reaches of the rates above (kernels in a step run on
+  // colder caches than alone): the cost model's time for a reference model over the measured
+  // time (dtrain plan --calibrate); 1 for data-sheet clusters, whose rates are achieved ones.
+  double compute_efficiency = 1;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   bool overlap_comm = true;    // collectives progress beside compute (GPU streams); CPU: they take a core
   // The data-sheet figures, for the record (peak_* are not used by the cost model).

@@ -17,6 +17,7 @@ namespace {
 // its device (GPU).
 struct Rates {
   double mm = 0, mm_call = 0, attn = 0, bw = 0, op_call = 0;
+  const Cluster* cluster = nullptr;  // its GEMM efficiency by size
 };
 
 // A forward and a backward of one micro-batch through some part of the model, and the
@@ -38,7 +39,11 @@ struct Shapes {
   bool swiglu, rope;
 };
 
-double gemm(const Rates& r, double flops, int calls) { return flops / r.mm + calls * r.mm_call; }
+// `calls` GEMMs of [m, k] x [k, n] at the rate of their size.
+double gemm(const Rates& r, double m, double k, double n, int calls = 1) {
+  const double eff = r.cluster->matmul_rate_at(std::cbrt(m * k * n));
+  return calls * (2.0 * m * k * n / (r.mm * eff) + r.mm_call);
+}
 double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + calls * r.op_call; }
 
 // A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
@@ -47,14 +52,17 @@ double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + c
 // bytes it streams. Backward: twice the GEMM FLOPs (input and weight gradients).
 Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
   const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv) + 2.0 * s.R * s.C * s.F * (s.swiglu ? 3.0 : 2.0);
-  const int calls_f = 4 + (s.swiglu ? 3 : 2);
+  // q, k, v, the projection; the MLP's input (two for SwiGLU) and output. A backward runs
+  // each GEMM's two gradients, of the same size.
+  const double gemm_f = gemm(r, s.R, s.C, s.q) + gemm(r, s.R, s.C, s.kv, 2) + gemm(r, s.R, s.q, s.C) +
+                        gemm(r, s.R, s.C, s.F, s.swiglu ? 2 : 1) + gemm(r, s.R, s.F, s.C);
   const double attn_f = 2.0 * s.B * static_cast<double>(s.hq) * s.T * s.T * (s.q / static_cast<double>(s.hq));
   const double rope = s.rope ? 4.0 * s.R * (s.q + s.kv) * s.e : 0.0;
   const double elem_f = 10.0 * s.Rl * s.C * s.e + (s.swiglu ? 3.0 : 2.0) * s.R * s.F * s.e + rope;
   const double elem_b = 16.0 * s.Rl * s.C * s.e + (s.swiglu ? 5.0 : 3.0) * s.R * s.F * s.e + rope;
   Work w;
-  w.f = gemm(r, mm_f, calls_f) + attn_f / attn_rate + stream(r, elem_f, s.rope ? 8 : 6);
-  w.b = gemm(r, 2.0 * mm_f, 2 * calls_f) + 2.5 * attn_f / attn_rate + stream(r, elem_b, s.rope ? 10 : 8);
+  w.f = gemm_f + attn_f / attn_rate + stream(r, elem_f, s.rope ? 8 : 6);
+  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / attn_rate + stream(r, elem_b, s.rope ? 10 : 8);
   w.flops = 3.0 * mm_f + 3.5 * attn_f;
   return w;
 }
@@ -64,8 +72,8 @@ Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
 Work head_work(const Shapes& s, const Rates& r) {
   const double mm = 2.0 * s.R * s.C * s.Vl;
   Work w;
-  w.f = gemm(r, mm, 1) + stream(r, 2.0 * s.Rl * s.C * s.e + 3.0 * s.R * s.Vl * s.e, 3);
-  w.b = gemm(r, 2.0 * mm, 2) + stream(r, 4.0 * s.Rl * s.C * s.e + 2.0 * s.R * s.Vl * s.e, 3);
+  w.f = gemm(r, s.R, s.C, s.Vl) + stream(r, 2.0 * s.Rl * s.C * s.e + 3.0 * s.R * s.Vl * s.e, 3);
+  w.b = 2.0 * gemm(r, s.R, s.C, s.Vl) + stream(r, 4.0 * s.Rl * s.C * s.e + 2.0 * s.R * s.Vl * s.e, 3);
   w.flops = 3.0 * mm;
   return w;
 }
@@ -136,15 +144,14 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   r.mm_call = cl.matmul_call_s;
   r.bw = cl.memory_bandwidth;
   r.op_call = cl.op_call_s;
+  r.cluster = &cl;
   double attn_rate = mixed ? cl.attention_flops_16 : cl.attention_flops_f32;
-  // CPU: ranks stream through one memory; a rank alone runs its kernels on the pool.
-  const double shared_bw = cl.memory_bandwidth_shared > 0 ? cl.memory_bandwidth_shared : cl.memory_bandwidth;
-  if (cl.cpu && world > 1) r.bw = shared_bw;
-  if (cl.cpu && world == 1) {
-    r.mm *= cl.pool_speedup;
-    r.bw = shared_bw * static_cast<double>(cl.devices_per_host);
-    attn_rate *= cl.pool_speedup;
-  }
+  // CPU: ranks side by side run below a core's speed alone (shared caches, memory, clocks);
+  // a rank alone runs its kernels on the pool. Both factors are measured on a step's mix.
+  const double speed = (cl.cpu ? (world == 1 ? cl.pool_speedup : cl.shared_core_speed) : 1.0) * cl.compute_efficiency;
+  r.mm *= speed;
+  r.bw *= speed;
+  attn_rate *= speed;
 
   Shapes s;
   s.B = static_cast<double>(o.micro_batch);
@@ -201,7 +208,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
 
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
-         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0;
+         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, peak_released = 0;
   for (size_t st = 0; st < stages.size(); ++st) {
     const Stage& g = stages[st];
     // Time of one micro-batch through this stage, forward and backward (recompute: the
@@ -214,10 +221,12 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     if (g.embed) mb += embed_work(s, r, c.pos == nn::PosKind::Learned);
     // tp: the stage's collectives per micro-batch, on the critical path.
     const double tp_calls = o.tp > 1 ? g.blocks * (sp ? 10.0 : 4.0) + (g.embed ? 1.0 : 0.0) + (g.head ? 3.0 : 0.0) : 0.0;
-    const double tp_time = o.tp > 1 ? comm(tp_link, g.tp_wire / static_cast<double>(M), tp_calls) : 0.0;
+    // Without SP all-reduces; with it all-gathers and reduce-scatters, 6 and 4 per block.
+    const double tp_bw = sp ? 10.0 / (6.0 / tp_link.gather_bw() + 4.0 / tp_link.scatter_bw()) : tp_link.bandwidth;
+    const double tp_time = o.tp > 1 ? tp_calls * tp_link.latency + g.tp_wire / static_cast<double>(M) / tp_bw : 0.0;
     // pp: a micro-batch's message each way across each of the rank's boundaries.
     const double msg = P > 1 ? pipe["pp_message_bytes"].get<double>() : 0.0;
-    if (P > 1) msg_time = pp_link.latency + msg / pp_link.bandwidth;
+    if (P > 1) msg_time = pp_link.latency + msg / pp_link.p2p_bw();
     const double fb = mb.f + mb.b + tp_time;
     // dp: the gradients (DDP all-reduce in 25 MiB buckets; ZeRO-1/2 reduce-scatter and
     // all-gather per unit; ZeRO-3 also the weights gathered for forward and backward).
@@ -225,9 +234,13 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     const double units = g.blocks + ((g.embed || g.head) ? 1.0 : 0.0);
     double dp_time = 0;
     if (o.dp > 1) {
-      const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes;
+      const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes, share = (n - 1) / n * grads_bytes;
       const double calls = o.zero == 0 ? std::ceil(grads_bytes / (25.0 * (1 << 20))) : (o.zero == 3 ? 3.0 : 2.0) * units;
-      dp_time = comm(dp_link, wire, calls);
+      // DDP all-reduces; ZeRO reduce-scatters the gradients and all-gathers the weights
+      // (ZeRO-3 twice: for the forward and again for the backward).
+      dp_time = o.zero == 0 ? comm(dp_link, wire, calls)
+                            : calls * dp_link.latency + share / dp_link.scatter_bw() +
+                                  (o.zero == 3 ? 2.0 : 1.0) * share / dp_link.gather_bw();
       // Devices whose collectives run beside compute hide the reduction under the backward
       // (ZeRO-3 its gathers under forward and backward too); what sticks out is exposed.
       if (cl.overlap_comm) {
@@ -257,7 +270,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // A split model (tp or pp) keeps the whole model's optimizer state on the host's first
     // rank: each process's first rank (Trainer::build_engines).
     const bool host_copy = (o.tp > 1 || P > 1) && (st == 0 || !o.in_process);
-    if (host_copy) opt += k_opt * static_cast<double>(c.param_count()) + 8.0;
+    const double host_bytes = host_copy ? k_opt * static_cast<double>(c.param_count()) + 8.0 : 0.0;
+    opt += host_bytes;
     const double comm_buffer = o.zero == 0 && o.dp > 1 ? grads_bytes : 0.0;
     nn::ActsLayout al;
     al.batch = o.micro_batch;
@@ -271,7 +285,16 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     al.begin = P > 1 && o.virtual_stages == 1 ? first : 0;
     al.end = al.begin + g.blocks;
     const nn::ActsBytes ab = nn::activation_bytes(c, al);
-    const double act = ab.per_micro_batch * live[std::min(st, live.size() - 1)] + ab.shared;
+    double act = ab.per_micro_batch * live[std::min(st, live.size() - 1)] + ab.shared;
+    // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
+    // output gradient and input (nn/module.cc): rank r keeps up to r passes waiting besides
+    // the one it runs.
+    if (sched.split_backward()) {
+      const double block_copies = s.R * e * (2.0 * s.q + 2.0 * s.kv + (s.swiglu ? 7.0 : 6.0) * s.C +
+                                             (s.swiglu ? 3.0 : 2.0) * s.F);
+      act += (std::min<double>(static_cast<double>(st), static_cast<double>(M - 1)) + 1.0) *
+             (g.blocks * block_copies + (g.head ? s.R * e * (s.Vl + s.C) : 0.0));
+    }
     // Peaks within a step, as the ledger sees them: ZeRO-2 holds the embedding unit's whole
     // gradients and two blocks' (one computing, one being reduced); ZeRO-3 two blocks'
     // gathered weights (one prefetched) beside the embedding unit's and one block's whole
@@ -281,6 +304,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     if (o.dp > 1 && o.zero == 3) transient = e * (3.0 * block_params + unit0_params);
     const double total = param + grad + opt + comm_buffer + act + transient;
     peak_all = std::max(peak_all, total);
+    peak_released = std::max(peak_released, total - host_bytes);
     ranks.push_back({{"pp_stage", st},
                      {"blocks", g.blocks},
                      {"memory", {{"param", param},
@@ -289,6 +313,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                  {"activation", act},
                                  {"comm_buffer", comm_buffer},
                                  {"transient", transient}}},
+                     {"host_optimizer_copy", host_bytes},
                      {"activation_per_micro_batch", ab.per_micro_batch},
                      {"live_micro_batches", live[std::min(st, live.size() - 1)]},
                      {"peak_bytes", total},
@@ -339,6 +364,9 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                     {"shared_cores", shared}}},
           {"ranks", ranks},
           {"peak_bytes", peak_all},
+          // Without the split model's whole optimizer state on the host's rank (optimizer
+          // above): what a layout would need once the Trainer releases it.
+          {"peak_bytes_without_host_copy", peak_released},
           {"device_memory", cl.device_memory},
           {"fits", peak_all <= cl.device_memory}};
 }

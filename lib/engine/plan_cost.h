@@ -21,4 +21,5 @@ namespace dt::engine {
 //  any rank), "fits", "device_memory"}. cfg: as plan_json takes it; o: validated there first.
 nlohmann::json cost_json(const nn::GPTConfig& cfg, const PlanOptions& o, const Cluster& cluster);
 
+
 }  // namespace dt::engine

@@ -92,6 +92,13 @@ void print_search(const nlohmann::json& s, const std::string& model) {
                 bytes_text(r["peak_bytes"].get<double>()).c_str());
     if (i > 1) std::printf("     loses to 1. by: %s\n", r["loses_by"].get<std::string>().c_str());
   }
+  if (s.contains("best_without_host_copy")) {
+    const nlohmann::json& r = s["best_without_host_copy"][0];
+    std::printf("\n  faster once split layouts stop keeping the whole model's optimizer state on each process's\n"
+                "  first rank (the Trainer's host copy, today counted above): %s\n     step %s, peak %s per device\n",
+                layout_text(r["layout"]).c_str(), seconds_text(r["step_s"].get<double>()).c_str(),
+                bytes_text(r["peak_bytes"].get<double>()).c_str());
+  }
   if (s.contains("smallest_that_does_not_fit")) {
     const nlohmann::json& r = s["smallest_that_does_not_fit"];
     std::printf("\n  nothing fits: the smallest peak is %s of %s per device (%s)\n",

@@ -20,13 +20,15 @@ Every handle has close() and works as a context manager; a failed call raises th
 DtrainError subclass of its status (InvalidArgumentError is also a ValueError, ...;
 CancelledError for a cancelled call).
 """
-from typing import Any, Dict, Optional, Tuple
+import contextlib
+import json
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from . import native
 from ._json import read_json
 from .errors import *  # noqa: F401,F403
 from .tensor import BF16, F16, F32, I32, I64, Tensor, from_dlpack  # noqa: F401
-from ._handle import Options  # noqa: F401
+from ._handle import Options, options_ptr  # noqa: F401
 from .cancel import CancelToken  # noqa: F401
 from .mesh import Mesh  # noqa: F401
 from .model import GPT, MLP, Model, Optimizer, Sequential, gpt_param_count, loss  # noqa: F401
@@ -73,3 +75,30 @@ def runtime_info() -> Dict[str, Any]:
     "gemm": {"f32", "bf16", "bf16_native", "bf16_reason", ...}}, "cuda_devices"} (the GEMM
     path each dtype takes, chosen at run time from the CPU; dtrain info prints the same)."""
     return read_json(native.dt_runtime_info_json)
+
+
+def plan(config: Optional[Mapping[str, Any]] = None, plan: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The layout planner (dt_plan_json), without building the model: config is a GPT's keys
+    (those of dtrain.GPT), plan the layout's ("dp", "tp", "pp", "micro_batch", "seq_len",
+    "accumulation", "sequence_parallel", "pp_schedule", "virtual_stages", ...). With
+    "cluster" (a built-in name such as "h100-node" or "h100-node:16", or a cluster's JSON:
+    text, or the dict calibrate_cluster returns) the result gains "cost" (per rank "memory"
+    and "peak_bytes", "step_s", "tokens_per_s", "mfu", "time", "fits"), read with "zero",
+    "recompute" and "in_process"; "search": True instead returns {"search": ...}, the "top"
+    fastest layouts of the cluster's devices for "global_batch" sequences. An unknown
+    cluster name raises NotFoundError naming the built-in ones."""
+    values = dict(plan or {})
+    if isinstance(values.get("cluster"), Mapping):
+        values["cluster"] = json.dumps(values["cluster"])
+    with contextlib.ExitStack() as stack:
+        cfg, opts = options_ptr(config, stack), options_ptr(values, stack)
+        return read_json(lambda buf: native.dt_plan_json(cfg, opts, buf))
+
+
+def calibrate_cluster() -> Dict[str, Any]:
+    """This machine measured as a cluster for plan()'s "cluster" (dt_cluster_calibrate_json):
+    GEMM, attention and elementwise rates on one core and on all, and the local backend's
+    all-reduce latency and bandwidth. Takes a few seconds and times the cores: run it with
+    nothing else heavy going on."""
+    # A first buffer that holds a cluster's JSON: the cores are timed once, not twice.
+    return read_json(lambda buf: native.dt_cluster_calibrate_json(None, buf), capacity=65536)

@@ -52,6 +52,9 @@
 //!   [`hf_inspect_json`] read and write model directories; a [`Tokenizer`] (`Send + Sync`:
 //!   it is immutable) encodes, decodes and applies chat templates, and a [`Detokenizer`]
 //!   turns a stream of ids into text as it becomes final.
+//! * Planning: [`plan_json`] costs a GPT's parallel layout on a cluster (built in, or this
+//!   machine's from [`calibrate_cluster_json`]) or searches its layouts, without building
+//!   the model.
 //! * Serving: a [`Server`] (`Send + Sync`: its calls are thread-safe) runs continuous
 //!   batching on its own thread; [`Server::submit`] returns a [`Request`], an iterator over
 //!   its new token ids.
@@ -227,6 +230,35 @@ pub fn checkpoint_info_json(path_stem: impl AsRef<Path>) -> Result<String> {
     })
 }
 
+/// The layout planner's report (`dt_plan_json`) as JSON, without building the model:
+/// `config` holds [`Model::gpt`]'s keys, `plan` the layout's ("dp", "tp", "pp",
+/// "micro_batch", "seq_len", "accumulation", "sequence_parallel", "pp_schedule",
+/// "virtual_stages", ...). With "cluster" (a built-in name such as "h100-node" or
+/// "h100-node:16", or a cluster's JSON text, e.g. [`calibrate_cluster_json`]'s) the report
+/// gains "cost" (per rank "memory" and "peak_bytes", "step_s", "tokens_per_s", "mfu",
+/// "time", "fits"), read with "zero", "recompute" and "in_process"; "search": true instead
+/// returns {"search": ...}, the "top" fastest layouts of the cluster's devices for
+/// "global_batch" sequences. An unknown cluster name is `Status::NOT_FOUND`, its message
+/// naming the built-in ones.
+pub fn plan_json(config: &Pairs, plan: &Pairs) -> Result<String> {
+    let c = CallOptions::new(config)?;
+    let p = CallOptions::new(plan)?;
+    // SAFETY: valid options (or NULL); read_json passes a buffer of `cap` bytes.
+    read_json(|buf, cap, needed| unsafe { sys::dt_plan_json(c.ptr(), p.ptr(), buf, cap, needed) })
+}
+
+/// This machine measured as a cluster for [`plan_json`]'s "cluster"
+/// (`dt_cluster_calibrate_json`): GEMM, attention and elementwise rates on one core and on
+/// all of them, and the local backend's all-reduce latency and bandwidth, as JSON. It takes
+/// a few seconds and times the cores: run it with nothing else heavy going on.
+pub fn calibrate_cluster_json() -> Result<String> {
+    // A first buffer that holds a cluster's JSON: the cores are timed once, not twice.
+    // SAFETY: NULL options; read_json_from passes a buffer of `cap` bytes.
+    read_json_from(65536, |buf, cap, needed| unsafe {
+        sys::dt_cluster_calibrate_json(std::ptr::null(), buf, cap, needed)
+    })
+}
+
 /// Starts (clearing what was recorded) or stops recording the timeline.
 pub fn trace_enable(on: bool) -> Result<()> {
     // SAFETY: no pointers.
@@ -243,10 +275,21 @@ pub fn trace_write(path: impl AsRef<Path>) -> Result<()> {
 /// Calls a "write JSON into buf" function twice: once for the size, once to fill (again
 /// if it grew in between).
 pub(crate) fn read_json(
+    f: impl FnMut(*mut c_char, usize, *mut usize) -> sys::dt_status,
+) -> Result<String> {
+    read_json_from(0, f)
+}
+
+/// [`read_json`] starting from a buffer of `capacity` bytes (0: ask for the size first), so
+/// that a report costly to make (a calibration) is made once where it fits.
+pub(crate) fn read_json_from(
+    capacity: usize,
     mut f: impl FnMut(*mut c_char, usize, *mut usize) -> sys::dt_status,
 ) -> Result<String> {
-    let mut needed = 0usize;
-    check(f(std::ptr::null_mut(), 0, &mut needed))?;
+    let mut needed = capacity;
+    if needed == 0 {
+        check(f(std::ptr::null_mut(), 0, &mut needed))?;
+    }
     loop {
         let mut buf = vec![0u8; needed.max(1)];
         let cap = buf.len();

@@ -92,6 +92,41 @@ public final class Dtrain {
     DtrainNative.dt_trace_write(Handle.requireArg(path, "path"));
   }
 
+  /**
+   * The layout planner's report as JSON ({@code dt_plan_json}), without building the model:
+   * {@code config} holds {@link Model#gpt}'s keys, {@code plan} the layout's ("dp", "tp",
+   * "pp", "micro_batch", "seq_len", "accumulation", "sequence_parallel", "pp_schedule",
+   * "virtual_stages", ...; null for none). With "cluster" (a built-in name such as
+   * "h100-node" or "h100-node:16", or a cluster's JSON text, e.g. {@link
+   * #calibrateClusterJson}'s) the report gains "cost" (per rank "memory" and "peak_bytes",
+   * "step_s", "tokens_per_s", "mfu", "time", "fits"), read with "zero", "recompute" and
+   * "in_process"; "search" true instead returns {"search": ...}, the "top" fastest layouts of
+   * the cluster's devices for "global_batch" sequences. An unknown cluster name throws
+   * {@link Status#NOT_FOUND}, the message naming the built-in ones.
+   */
+  public static String planJson(Options config, Options plan) {
+    try {
+      return DtrainNative.dt_plan_json(Handle.optional(config), Handle.optional(plan));
+    } finally {
+      reachabilityFence(config);
+      reachabilityFence(plan);
+    }
+  }
+
+  public static String planJson(Map<String, ?> config, Map<String, ?> plan) {
+    return Options.with(config, c -> Options.with(plan, p -> planJson(c, p)));
+  }
+
+  /**
+   * This machine measured as a cluster for {@link #planJson}'s "cluster", as JSON
+   * ({@code dt_cluster_calibrate_json}): GEMM, attention and elementwise rates on one core and
+   * on all of them, and the local backend's all-reduce latency and bandwidth. It takes a few
+   * seconds and times the cores: call it with nothing else heavy running.
+   */
+  public static String calibrateClusterJson() {
+    return DtrainNative.dt_cluster_calibrate_json(0);
+  }
+
   /** A loss ("mse" or "cross_entropy") of pred against target. */
   public static double loss(String kind, Tensor pred, Tensor target) {
     try {
