@@ -5,13 +5,14 @@ and `dtrain train --report` measures them (the median step after two warm-up ste
 ledger's peak of all memory per rank over the steps, before the final save). Prints the table,
 the error statistics (mean and worst relative error, how many within 10% for time and 5% for
 memory) and Kendall's tau between the predicted and the measured ranking of the layouts by
-step time (per model, then pooled). The cluster is this machine calibrated in the same run
-(`dtrain plan --calibrate`) unless --cluster names one.
+step time (per model, then pooled). The cluster is this machine calibrated in the same run,
+again before each model's layouts (`dtrain plan --calibrate`, and under mpirun -np 2 its
+processes' link), unless --cluster names one.
 
     python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 6]
         [--quick] [--only SUBSTRING] [--json out.json]
 
---json writes {"cluster": {...}, "configurations": [{"layout", "model", "predicted_step_s",
+--json writes {"clusters": [{"model", "cluster"}], "configurations": [{"layout", "model", "predicted_step_s",
 "measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", ...}], "summary": {...}}.
 """
 import argparse
@@ -46,6 +47,9 @@ LAYOUTS = [
     ("pp 2 interleaved v2 M4", 8, ["--pp", "2", "--micro-batches", "4", "--pp-schedule", "interleaved",
                                    "--virtual-stages", "2"], 0),
     ("dp 2 x tp 2 x pp 2", 8, ["--dp", "2", "--tp", "2", "--pp", "2", "--micro-batches", "2"], 0),
+    ("1 rank, recompute", 8, ["--recompute"], 0),
+    ("dp 2 ZeRO-1, recompute", 8, ["--dp", "2", "--zero", "1", "--recompute"], 0),
+    ("pp 2 1f1b M4, recompute", 8, ["--pp", "2", "--micro-batches", "4", "--recompute"], 0),
     ("dp 2 mpi", 8, [], 2),
     ("dp 2 x tp 2 x pp 2 mpi", 8, ["--tp", "2", "--pp", "2", "--micro-batches", "2"], 8),
 ]
@@ -64,8 +68,9 @@ def plan_flags(layout, procs, batch):
     for f in ("--tp", "--pp", "--zero", "--pp-schedule", "--virtual-stages"):
         if f in layout:
             out += [f, flag(layout, f, None)]
-    if "--sp" in layout:
-        out.append("--sp")
+    for f in ("--sp", "--recompute"):
+        if f in layout:
+            out.append(f)
     if procs:
         out += ["--backend", "mpi"]
     return out
@@ -93,8 +98,8 @@ def main():
     ap.add_argument("--cluster", default="")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=2,
-                    help="runs per configuration; the fastest run's median step counts (a run here sometimes "
-                         "stays in a slow mode throughout, two rank threads on one core)")
+                    help="passes over every configuration; the fastest pass's median step counts, against its "
+                         "pass's prediction (a run here sometimes stays in a slow mode throughout)")
     ap.add_argument("--quick", action="store_true", help="four layouts of one model (the ctest)")
     ap.add_argument("--only", default="")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
@@ -104,51 +109,68 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")
     tmp = tempfile.mkdtemp(prefix="bench_plan_")
-    cluster = a.cluster
-    if not cluster:
-        cluster = os.path.join(tmp, "local.json")
-        print(run([dtrain, "plan", "--calibrate", "--json", cluster], env).strip(), flush=True)
-    text = open(cluster).read() if os.path.exists(cluster) else "{}"
+
+    def calibrate():
+        """This machine now: before each model's layouts, since a shared host's speed drifts."""
+        path = os.path.join(tmp, "local.json")
+        print(run([dtrain, "plan", "--calibrate", "--json", path], env).strip(), flush=True)
+        if any(l[3] for l in LAYOUTS):  # the processes' link, for the mpirun layouts
+            print(run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
+                       "--backend", "mpi", "--json", path], env).strip(), flush=True)
+        return path
+
+    clusters = []
     data = os.path.join(tmp, "data.txt")
     with open(data, "w") as f:
         f.write(("the planner predicts every layout's step time and memory before it runs. " * 400))
     rows = []
     models = [m for m in a.models if m in MODELS][: 1 if a.quick else None]
     todo = [(m, l) for m in models for l in LAYOUTS if (not a.quick or l[0] in QUICK) and a.only in m + " " + l[0]]
+    # Passes over every configuration (--repeats), each model's layouts after its own
+    # calibration: a shared host's speed drifts over minutes, so a configuration's
+    # prediction is paired with the measurement of its own pass, and the pass that ran it
+    # fastest counts.
+    tries = {}
+    for rep in range(a.repeats):
+        cluster, calibrated_for = a.cluster, None
+        for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
+            mflags, ctx = MODELS[mname]
+            if not a.cluster and calibrated_for != mname:
+                cluster, calibrated_for = calibrate(), mname
+                clusters.append({"pass": rep, "model": mname, "cluster": json.load(open(cluster))})
+            out = os.path.join(tmp, "plan%d.json" % i)
+            run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
+                plan_flags(layout, procs, batch), env)
+            cost = json.load(open(out))["cost"]
+            summ = os.path.join(tmp, "train%d.json" % i)
+            rundir = os.path.join(tmp, "run%d" % i)
+            train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch",
+                                                  str(batch), "--steps", str(a.steps), "--no-progress", "--report",
+                                                  "--json", summ, "--eval-problems", "0", "--show", "0", "--out",
+                                                  rundir] + layout
+            if procs:  # a process per rank, one kernel thread each (as rank threads run in one process)
+                train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
+                    ["--backend", "mpi", "--threads", "1"]
+            subprocess.run(["rm", "-rf", rundir])
+            run(train, env)
+            secs = [json.loads(l)["seconds"] for l in open(os.path.join(rundir, "metrics.jsonl"))]
+            measured = statistics.median(secs[2:]) if len(secs) > 2 else secs[-1]
+            peaks = json.load(open(summ))["report"].get("training_peak_bytes", {})
+            tries.setdefault(i, []).append((measured, cost, max(peaks.values()) if peaks else 0))
+            print("pass %d/%d %-12s %-26s predicted %.4f s, measured %.4f s" % (
+                rep + 1, a.repeats, mname, lname, cost["step_s"], measured), flush=True)
+    print()
     print("%-12s %-26s %10s %10s %7s %10s %10s %7s" % ("model", "layout", "pred s", "meas s", "err", "pred MB",
                                                          "meas MB", "err"), flush=True)
     for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
-        mflags, ctx = MODELS[mname]
-        out = os.path.join(tmp, "plan%d.json" % i)
-        run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
-            plan_flags(layout, procs, batch), env)
-        cost = json.load(open(out))["cost"]
-        summ = os.path.join(tmp, "train%d.json" % i)
-        train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch", str(batch),
-                                              "--steps", str(a.steps), "--no-progress", "--report", "--json", summ,
-                                              "--eval-problems", "0", "--show", "0", "--out",
-                                              os.path.join(tmp, "run%d" % i)] + layout
-        if procs:  # a process per rank, one kernel thread each (as rank threads run in one process)
-            train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
-                ["--backend", "mpi", "--threads", "1"]
-        medians = []
-        for _ in range(a.repeats):
-            subprocess.run(["rm", "-rf", os.path.join(tmp, "run%d" % i)])
-            run(train, env)
-            secs = [json.loads(l)["seconds"] for l in open(os.path.join(tmp, "run%d" % i, "metrics.jsonl"))]
-            medians.append(statistics.median(secs[2:]) if len(secs) > 2 else secs[-1])
-        measured = min(medians)
-        j = json.load(open(summ))
-        peaks = j["report"].get("training_peak_bytes", {})
-        mpeak = max(peaks.values()) if peaks else 0
-        if procs:  # only rank 0's process reports: its rank's peak; the prediction of that rank's stage
-            ppeak = cost["ranks"][0]["peak_bytes"]
-        else:
-            ppeak = cost["peak_bytes"]
+        measured, cost, mpeak = min(tries[i], key=lambda t: t[0])
+        # Under mpirun only rank 0's process reports: its rank's peak, against its stage's.
+        ppeak = cost["ranks"][0]["peak_bytes"] if procs else cost["peak_bytes"]
         row = {"model": mname, "layout": lname, "flags": layout, "mpi_processes": procs,
                "predicted_step_s": cost["step_s"], "measured_step_s": measured,
                "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
-               "measured_run_medians_s": medians}
+               "measured_step_s_per_pass": [t[0] for t in tries[i]],
+               "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]]}
         row["step_error"] = cost["step_s"] / measured - 1
         row["peak_error"] = ppeak / mpeak - 1 if mpeak else float("nan")
         rows.append(row)
@@ -177,7 +199,8 @@ def main():
     print("Kendall tau of the step-time ranking: %s; pooled %.2f" % (
         ", ".join("%s %.2f" % kv for kv in taus.items()), summary["kendall_tau_pooled"]))
     if a.json:
-        json.dump({"cluster": json.loads(text), "configurations": rows, "summary": summary}, open(a.json, "w"), indent=1)
+        json.dump({"clusters": clusters or [{"cluster": json.load(open(a.cluster))}], "configurations": rows,
+                   "summary": summary}, open(a.json, "w"), indent=1)
     return 0
 
 

@@ -572,8 +572,11 @@ DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, 
 /** This machine as a cluster for dt_plan_json's "cluster", measured: GEMM, attention and
  *  elementwise rates on one core and on all of them, and the local backend's all-reduce
  *  latency and bandwidth between two rank threads (a few seconds; the best of a few
- *  repeats after a warm-up). Written as dt_plan_json writes. options: NULL (no keys yet).
- *  Not thread-safe with other heavy work: it times the cores. */
+ *  repeats after a warm-up). Written as dt_plan_json writes. options: NULL or "backend":
+ *  "local" (the default: the above) or "mpi" (under mpirun -np 2, called by both processes:
+ *  {"processes": the same collectives between the two processes through Open MPI}, the
+ *  link a CPU cluster's ranks use with in_process false). Not thread-safe with other heavy
+ *  work: it times the cores. */
 DT_API dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t capacity, size_t* needed);
 
 /** A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json

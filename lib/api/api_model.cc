@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 
+#include "comm/mesh.h"
 #include "core/device_scope.h"
 #include "lib/api/firewall.h"
 #include "nn/config.h"
@@ -46,7 +47,7 @@ const std::vector<std::string>& gpt_keys() {
                                                 "qkv_bias", "norm_eps", "rope_base", "sliding_window",
                                                 "experts", "top_k", "moe_gating", "moe_renormalize",
                                                 "moe_aux_coef", "moe_z_coef", "moe_capacity", "moe_shared_d_ff", "moe_shared_gate",
-                                                "seed", "precision", "device"};
+                                                "seed", "precision", "device", "recompute"};
   return keys;
 }
 
@@ -108,6 +109,8 @@ dt::nn::GPTConfig gpt_config(const dt_options* options, const char* fn) {
   c.moe_shared_d_ff = positive_int(r, "moe_shared_d_ff", c.moe_shared_d_ff, 0);
   c.moe_shared_gate = r.get_bool("moe_shared_gate", c.moe_shared_gate);
   c.seed = static_cast<uint64_t>(r.get_int("seed", static_cast<int64_t>(c.seed)));
+  // Activation checkpointing: a block keeps only its input; backward runs its forward again.
+  c.checkpoint = r.get_bool("recompute", c.checkpoint);
   using dt::DType;
   c.dtype = pick<DType>("precision", r.get_string("precision", dt::dtype_name(c.dtype)),
                         {{"f32", DType::F32}, {"bf16", DType::BF16}, {"f16", DType::F16}});
@@ -261,9 +264,23 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
 
 dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t capacity, size_t* needed) {
   return guard("dt_cluster_calibrate_json", [&] {
-    dt::OptionReader r(dt::api::opts_of(options), "dt_cluster_calibrate_json", {});
-    (void)r;
-    dt::api::write_text(dt::engine::cluster_to_json(dt::engine::calibrate_local()).dump(2), buf, capacity, needed);
+    dt::OptionReader r(dt::api::opts_of(options), "dt_cluster_calibrate_json", {"backend"});
+    const std::string backend = r.get_string("backend", "local");
+    DT_CHECK(backend == "local" || backend == "mpi",
+             "option \"backend\" = \"" + backend + "\"; accepted: \"local\" (this host), \"mpi\" (under mpirun -np 2)");
+    if (backend == "local") {
+      dt::api::write_text(dt::engine::cluster_to_json(dt::engine::calibrate_local()).dump(2), buf, capacity, needed);
+      return;
+    }
+    dt::comm::BackendOptions bo;
+    dt::comm::Coords axes{};
+    axes.fill(1);
+    axes[dt::comm::kDp] = 0;  // the MPI world
+    auto mesh = dt::comm::Mesh::create("mpi", axes, bo);
+    DT_CHECK(mesh->world_size() == 2, "option \"backend\" = \"mpi\" times the collectives between two processes; "
+                                     "accepted: mpirun -np 2 (the world has " + std::to_string(mesh->world_size()) + ")");
+    const nlohmann::json out = {{"processes", dt::engine::link_to_json(dt::engine::time_link(*mesh))}};
+    dt::api::write_text(out.dump(2), buf, capacity, needed);
   });
 }
 

@@ -8,10 +8,12 @@
 #include <thread>
 
 #include "comm/mesh.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "engine/plan_cost.h"
 #include "engine/train_engine.h"
+#include "engine/trainer.h"
 #include "nn/gpt.h"
 #include "optim/optimizer.h"
 
@@ -54,6 +56,40 @@ double time_gemm(int64_t m, int64_t k, int64_t n, DType dt, int reps) {
 }
 
 }  // namespace
+
+Link time_link(comm::Mesh& mesh) {
+  const int64_t big = 1 << 22;
+  double t_big = 0, t_small = 0, t_gather = 0, t_scatter = 0, t_p2p = 0;
+  mesh.run([&](int li, int rank) {
+    ScopedSerialKernels one_core;
+    comm::Communicator& cm = mesh.comm(rank, "dp");
+    DT_CHECK(cm.size() == 2, "timing a link: expected 2 ranks, got " + std::to_string(cm.size()));
+    std::vector<float> buf(static_cast<size_t>(big), 1.0f), half(static_cast<size_t>(big / 2), 1.0f), small(16, 1.0f);
+    const double b = best_of(3, [&] { cm.all_reduce(buf.data(), buf.data(), big, DType::F32, kernels::ReduceOp::Sum); });
+    const double s = best_of(50, [&] { cm.all_reduce(small.data(), small.data(), 16, DType::F32, kernels::ReduceOp::Sum); });
+    const double g = best_of(3, [&] { cm.all_gather(half.data(), buf.data(), big / 2, DType::F32); });
+    const double r = best_of(3, [&] { cm.reduce_scatter(buf.data(), half.data(), big / 2, DType::F32, kernels::ReduceOp::Sum); });
+    const int other = 1 - cm.rank();
+    const double p = best_of(3, [&] {  // one message each way
+      if (cm.rank() == 0) {
+        cm.send(buf.data(), big, DType::F32, other);
+        cm.recv(buf.data(), big, DType::F32, other);
+      } else {
+        cm.recv(buf.data(), big, DType::F32, other);
+        cm.send(buf.data(), big, DType::F32, other);
+      }
+    }) / 2.0;
+    if (li == 0) t_big = b, t_small = s, t_gather = g, t_scatter = r, t_p2p = p;
+  });
+  // Wire bytes at n = 2: an all-reduce moves the buffer, an all-gather and a reduce-scatter half.
+  Link l;
+  l.latency = t_small;
+  l.bandwidth = 4.0 * big / std::max(t_big - t_small, 1e-9);
+  l.all_gather = 2.0 * big / std::max(t_gather - t_small, 1e-9);
+  l.reduce_scatter = 2.0 * big / std::max(t_scatter - t_small, 1e-9);
+  l.p2p = 4.0 * big / std::max(t_p2p - t_small, 1e-9);
+  return l;
+}
 
 Cluster calibrate_local(const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& what) {
@@ -114,91 +150,100 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("a small model's training step: one core, the pool, every core at once");
+  say("two small models' training steps on one core, and one on the kernel pool");
   nn::GPTConfig ref = *nn::gpt_preset("gpt-small");
   ref.n_layer = 3;
   ref.d_model = 320;
   ref.n_head = 5;
   ref.d_ff = 1280;
   ref.context = 128;
-  auto step_time = [&ref](bool serial) {
+  // A second, small reference (2 blocks of width 128, 2 x 64 tokens): its step is mostly the
+  // kernels' fixed costs, which the large one's is not; the two fit both below.
+  nn::GPTConfig small = ref;
+  small.n_layer = 2;
+  small.d_model = 128;
+  small.n_head = 2;
+  small.d_ff = 512;
+  small.context = 64;
+  auto train_step_time = [](const nn::GPTConfig& g, int64_t B, bool serial) {
     std::unique_ptr<ScopedSerialKernels> one_core;
     if (serial) one_core = std::make_unique<ScopedSerialKernels>();
-    nn::GPT model(ref.resolved());
+    nn::GPT model(g.resolved());
     optim::AdamW adamw(model.parameters(), optim::AdamWOptions{});
     TrainOptions to;
     to.max_grad_norm = 1.0;
     TrainEngine eng(nullptr, model, adamw, to);
-    Tensor ids = Tensor::zeros({4, 128}, DType::I32, Device::cpu(), MemTag::Workspace);
+    Tensor ids = Tensor::zeros({B, g.context}, DType::I32, Device::cpu(), MemTag::Workspace);
     int32_t* p = ids.data<int32_t>();
-    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % ref.vocab_size);
+    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % g.vocab_size);
     eng.train_step(ids, ids);  // the first touches fresh memory
     return best_of(3, [&] { eng.train_step(ids, ids); });
   };
-  const double alone = step_time(true);
+  auto step_time = [&](bool serial) { return train_step_time(ref, 4, serial); };
+  const double alone = step_time(true), small_alone = train_step_time(small, 2, true);
   c.pool_speedup = std::max(1.0, alone / step_time(false));
-  {  // every core at once, a rank thread each; the best of three tries (a try here sometimes
-     // has two threads share a core throughout, which a run would not keep either)
-    comm::BackendOptions each;
-    each.world_size = static_cast<int>(c.devices_per_host);
-    comm::Coords all{};
-    all.fill(1);
-    all[comm::kDp] = each.world_size;
-    auto cores = comm::Mesh::create("local", all, each);
-    double slowest = 1e30;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      std::vector<double> t(static_cast<size_t>(each.world_size), 0.0);
-      cores->run([&](int li, int) { t[static_cast<size_t>(li)] = step_time(true); });
-      slowest = std::min(slowest, *std::max_element(t.begin(), t.end()));
-    }
-    c.shared_core_speed = std::min(1.0, alone / slowest);
-  }
-  say("all-reduce between two rank threads");
+
+  say("all-reduce, all-gather, reduce-scatter and send/recv between two rank threads");
   comm::BackendOptions bo;
   bo.world_size = 2;
   comm::Coords axes{};
   axes.fill(1);
   axes[comm::kDp] = 2;
   auto mesh = comm::Mesh::create("local", axes, bo);
-  const int64_t big = 1 << 22;
-  double t_big = 0, t_small = 0, t_gather = 0, t_scatter = 0, t_p2p = 0;
-  mesh->run([&](int li, int rank) {
-    ScopedSerialKernels one_core;
-    comm::Communicator& cm = mesh->comm(rank, "dp");
-    std::vector<float> buf(static_cast<size_t>(big), 1.0f), half(static_cast<size_t>(big / 2), 1.0f), small(16, 1.0f);
-    const double b = best_of(3, [&] { cm.all_reduce(buf.data(), buf.data(), big, DType::F32, kernels::ReduceOp::Sum); });
-    const double s = best_of(50, [&] { cm.all_reduce(small.data(), small.data(), 16, DType::F32, kernels::ReduceOp::Sum); });
-    const double g = best_of(3, [&] { cm.all_gather(half.data(), buf.data(), big / 2, DType::F32); });
-    const double r = best_of(3, [&] { cm.reduce_scatter(buf.data(), half.data(), big / 2, DType::F32, kernels::ReduceOp::Sum); });
-    const double p = best_of(3, [&] {  // one message each way
-      if (li == 0) {
-        cm.send(buf.data(), big, DType::F32, 1);
-        cm.recv(buf.data(), big, DType::F32, 1);
-      } else {
-        cm.recv(buf.data(), big, DType::F32, 0);
-        cm.send(buf.data(), big, DType::F32, 0);
-      }
-    }) / 2.0;
-    if (li == 0) t_big = b, t_small = s, t_gather = g, t_scatter = r, t_p2p = p;
-  });
-  // Wire bytes at n = 2: an all-reduce moves the buffer, an all-gather and a reduce-scatter half.
-  c.intra.latency = t_small;
-  c.intra.bandwidth = 4.0 * big / std::max(t_big - t_small, 1e-9);
-  c.intra.all_gather = 2.0 * big / std::max(t_gather - t_small, 1e-9);
-  c.intra.reduce_scatter = 2.0 * big / std::max(t_scatter - t_small, 1e-9);
-  c.intra.p2p = 4.0 * big / std::max(t_p2p - t_small, 1e-9);
+  c.intra = time_link(*mesh);
   c.inter = c.intra;  // one host
   c.peak_flops_f32 = c.matmul_flops_f32;  // a device is a core: its measured GEMM rate, for MFU
   c.peak_flops_16 = c.matmul_flops_16;
-  {  // the cost model's step for the same model on one core, against the measured one
+  {  // The cost model's steps for the two references on one core, against the measured ones:
+     // t = p / efficiency + calls x op_call, p the time at the rates without fixed costs and
+     // calls the kernel calls (the model's time with each call costing 1 us, less p).
     Cluster serial = c;
     serial.pool_speedup = 1;
     serial.compute_efficiency = 1;
-    PlanOptions one;
-    one.micro_batch = 4;
-    one.seq_len = 128;
-    const double predicted = cost_json(ref, one, serial)["step_s"].get<double>();
-    c.compute_efficiency = predicted / alone;
+    auto predicted = [&](const nn::GPTConfig& g, int64_t B, double call_s) {
+      serial.matmul_call_s = serial.op_call_s = call_s;
+      PlanOptions one;
+      one.micro_batch = B;
+      one.seq_len = g.context;
+      return cost_json(g, one, serial)["step_s"].get<double>();
+    };
+    const double p1 = predicted(ref, 4, 0), n1 = (predicted(ref, 4, 1e-6) - p1) / 1e-6;
+    const double p2 = predicted(small, 2, 0), n2 = (predicted(small, 2, 1e-6) - p2) / 1e-6;
+    // Solve t1 = p1 a + n1 x, t2 = p2 a + n2 x for a = 1 / efficiency and x = the call's cost.
+    const double det = p1 * n2 - p2 * n1;
+    double a = alone / p1, x = 0;
+    if (std::abs(det) > 1e-12) {
+      a = (alone * n2 - small_alone * n1) / det;
+      x = (p1 * small_alone - p2 * alone) / det;
+    }
+    if (!(a > 0.1 && a < 10 && x >= 0 && x < 1e-3)) a = alone / p1, x = 0;  // a fit out of reason: the ratio alone
+    c.compute_efficiency = 1.0 / a;
+    c.matmul_call_s = c.op_call_s = x;
+  }
+  // Ranks side by side: the first reference trained by two rank threads over dp (DDP),
+  // against the cost model's step for that layout at full speed. It takes in what two ranks
+  // pay beside each other (shared caches and memory, the gradient reduction's threads, each
+  // waiting for the slower at every collective) that one copy alone does not show.
+  say("the reference over dp 2 (two rank threads)");
+  {
+    auto dp2 = comm::Mesh::create("local", axes, bo);
+    nn::GPT model(ref.resolved());
+    optim::AdamW adamw(model.parameters(), optim::AdamWOptions{});
+    TrainOptions to;
+    to.max_grad_norm = 1.0;
+    Trainer trainer(dp2, model, adamw, to, ParallelOptions{});
+    Tensor ids = Tensor::zeros({8, ref.context}, DType::I32, Device::cpu(), MemTag::Workspace);
+    int32_t* p = ids.data<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % ref.vocab_size);
+    trainer.train_step(ids, ids);
+    const double measured = best_of(3, [&] { trainer.train_step(ids, ids); });
+    Cluster full = c;
+    full.shared_core_speed = 1;
+    PlanOptions o;
+    o.dp = 2;
+    o.micro_batch = 4;
+    o.seq_len = ref.context;
+    c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
   }
   c.check();
   return c;

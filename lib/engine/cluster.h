@@ -53,6 +53,9 @@ struct Cluster {
   // time (dtrain plan --calibrate); 1 for data-sheet clusters, whose rates are achieved ones.
   double compute_efficiency = 1;
   Link intra, inter;           // between devices of a host; between hosts (per device)
+  // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
+  // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.
+  Link processes;
   bool overlap_comm = true;    // collectives progress beside compute (GPU streams); CPU: they take a core
   // The data-sheet figures, for the record (peak_* are not used by the cost model).
   double peak_flops_f32 = 0, peak_flops_16 = 0;
@@ -63,6 +66,7 @@ struct Cluster {
 };
 
 nlohmann::json cluster_to_json(const Cluster& c);
+nlohmann::json link_to_json(const Link& l);
 // Every field optional but "name"; unknown keys refused by name (a typo must not silently
 // plan for a different machine). `what` names the source in messages.
 Cluster cluster_from_json(const nlohmann::json& j, const std::string& what);

@@ -16,7 +16,7 @@ namespace {
 // What one rank computes with: its rates after sharing the host's cores (CPU) or alone on
 // its device (GPU).
 struct Rates {
-  double mm = 0, mm_call = 0, attn = 0, bw = 0, op_call = 0;
+  double mm = 0, mm_call = 0, bw = 0, op_call = 0;
   const Cluster* cluster = nullptr;  // its GEMM efficiency by size
 };
 
@@ -47,7 +47,8 @@ double gemm(const Rates& r, double m, double k, double n, int calls = 1) {
 double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + calls * r.op_call; }
 
 // A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
-// output), the fused attention (causal: half of 4 B hq T^2 D forward, its backward 2.5x),
+// output), the fused attention (causal: half of 4 B hq T^2 D forward, its backward at the
+// cluster's measured ratio),
 // and the elementwise passes (norms, residual adds, the activation, RoPE), each from the
 // bytes it streams. Backward: twice the GEMM FLOPs (input and weight gradients).
 Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
@@ -90,8 +91,9 @@ double comm(const Link& l, double wire_bytes, double calls) { return calls * l.l
 
 // The mesh is ordered {dp, pp, ep, cp, tp} (tp fastest) and hosts hold consecutive ranks:
 // a group of `size` ranks `stride` apart crosses hosts when it spans more than a host.
-const Link& link_of(const Cluster& c, int64_t stride, int64_t size) {
-  return stride * size > c.devices_per_host && c.hosts > 1 ? c.inter : c.intra;
+const Link& link_of(const Cluster& c, int64_t stride, int64_t size, bool in_process) {
+  if (stride * size > c.devices_per_host && c.hosts > 1) return c.inter;
+  return c.cpu && !in_process && c.processes.bandwidth > 0 ? c.processes : c.intra;
 }
 
 // Per rank of a pipeline: the most micro-batches whose activations (one GPTActs each) are
@@ -115,14 +117,15 @@ std::vector<int> live_micro_batches(const parallel::PipeSchedule& s) {
 
 }  // namespace
 
-nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const Cluster& cl) {
+nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const Cluster& cl, const nlohmann::json* given) {
   cl.check();
   PlanOptions quiet = o;
   quiet.timeline = false;
-  const nlohmann::json plan = plan_json(raw, quiet);  // validates the layout, and its formulas
+  const nlohmann::json made = given ? nlohmann::json() : plan_json(raw, quiet);  // validates the layout
+  const nlohmann::json& plan = given ? *given : made;
   const nn::GPTConfig c = [&] {
     nn::GPTConfig x = raw.resolved();
-    x.checkpoint = o.recompute;
+    x.checkpoint = o.recompute || raw.checkpoint;  // the plan's key or the model's "recompute"
     return x;
   }();
   DT_CHECK(o.zero >= 0 && o.zero <= 3, "zero = " + std::to_string(o.zero) + "; accepted: 0 to 3");
@@ -195,9 +198,9 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const double unit0_params = static_cast<double>(none.param_count(o.tp, nullptr));
 
   // Links: tp is the fastest axis, then pp, then dp.
-  const Link& tp_link = link_of(cl, 1, o.tp);
-  const Link& pp_link = link_of(cl, o.tp, o.pp);
-  const Link& dp_link = link_of(cl, o.tp * o.pp, o.dp);
+  const Link& tp_link = link_of(cl, 1, o.tp, o.in_process);
+  const Link& pp_link = link_of(cl, o.tp, o.pp, o.in_process);
+  const Link& dp_link = link_of(cl, o.tp * o.pp, o.dp, o.in_process);
   const double n = static_cast<double>(o.dp);
 
   // The schedule: one stage is a schedule of one rank (forward, backward per micro-batch).
@@ -216,7 +219,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     const Work blk = block_work(s, r, attn_rate);
     Work mb;
     for (int b = 0; b < g.blocks; ++b) mb += blk;
-    if (o.recompute) mb.b += g.blocks * blk.f;
+    if (c.checkpoint) mb.b += g.blocks * blk.f;
     if (g.head) mb += head_work(s, r);
     if (g.embed) mb += embed_work(s, r, c.pos == nn::PosKind::Learned);
     // tp: the stage's collectives per micro-batch, on the critical path.
@@ -255,7 +258,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     work_sum += work * static_cast<double>(o.dp * o.tp);
     if (fb > slowest_fb) compute_fb = mb.f + mb.b;
     slowest_fb = std::max(slowest_fb, fb);
-    recompute_max = std::max(recompute_max, o.recompute ? M * g.blocks * blk.f : 0.0);
+    recompute_max = std::max(recompute_max, c.checkpoint ? M * g.blocks * blk.f : 0.0);
     post_max = std::max(post_max, dp_time + opt_time);
     tp_max = std::max(tp_max, M * tp_time);
     dp_max = std::max(dp_max, dp_time);
@@ -286,6 +289,14 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     al.end = al.begin + g.blocks;
     const nn::ActsBytes ab = nn::activation_bytes(c, al);
     double act = ab.per_micro_batch * live[std::min(st, live.size() - 1)] + ab.shared;
+    // A pipeline's sends are copies until the receiver takes them (comm/copied_sends.h): about
+    // one per live micro-batch. Tied embeddings: the first stage sends the token table's
+    // values (a copy) and receives the last stage's gradient of it (a buffer); the last stage
+    // sends that gradient (a copy).
+    if (P > 1) {
+      act += live[std::min(st, live.size() - 1)] * pipe["pp_message_bytes"].get<double>();
+      if (c.tied_embeddings) act += ((g.embed ? 2.0 : 0.0) + (g.head ? 1.0 : 0.0)) * s.Vl * s.C * e;
+    }
     // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
     // output gradient and input (nn/module.cc): rank r keeps up to r passes waiting besides
     // the one it runs.

@@ -19,7 +19,10 @@ namespace dt::engine {
 // {"step_s", "tokens_per_s", "mfu", "time": {compute, tp, pp, dp, optimizer, exposed...},
 //  "ranks": [{"pp_stage", "memory": {tag: bytes}, "peak_bytes"}], "peak_bytes" (the most of
 //  any rank), "fits", "device_memory"}. cfg: as plan_json takes it; o: validated there first.
-nlohmann::json cost_json(const nn::GPTConfig& cfg, const PlanOptions& o, const Cluster& cluster);
+// plan: plan_json(cfg, o)'s result when the caller has it (the search reuses one over the
+// ZeRO stages and recompute, which it does not depend on); null: made here.
+nlohmann::json cost_json(const nn::GPTConfig& cfg, const PlanOptions& o, const Cluster& cluster,
+                         const nlohmann::json* plan = nullptr);
 
 
 }  // namespace dt::engine

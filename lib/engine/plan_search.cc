@@ -1,8 +1,10 @@
 #include "engine/plan_search.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/error.h"
+#include "engine/plan.h"
 #include "engine/plan_cost.h"
 
 namespace dt::engine {
@@ -44,7 +46,9 @@ std::string loses_by(const nlohmann::json& c, const nlohmann::json& best) {
     const double d = t.value(key, 0.0) - b.value(key, 0.0);
     if (d > most) {
       most = d;
-      why = std::string(text) + " +" + std::to_string(static_cast<int>(d / best["step_s"].get<double>() * 1000.0 + 0.5) / 10.0).substr(0, 5) + "% of the best step";
+      char pct[32];
+      std::snprintf(pct, sizeof pct, " +%.1f%%", 100.0 * d / best["step_s"].get<double>());
+      why = std::string(text) + pct + " of the best step";
     }
   }
   return why;
@@ -57,7 +61,11 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
   DT_CHECK(so.global_batch >= 1 && so.global_batch <= (1 << 24),
            "global_batch = " + std::to_string(so.global_batch) + "; accepted: 1 to 16777216 sequences per step");
   DT_CHECK(so.top >= 1 && so.top <= 1000, "top = " + std::to_string(so.top) + "; accepted: 1 to 1000");
-  const nn::GPTConfig c = raw.resolved();
+  const nn::GPTConfig c = [&] {
+    nn::GPTConfig x = raw.resolved();
+    x.checkpoint = false;  // the search decides where to recompute
+    return x;
+  }();
   const int64_t devices = cl.devices();
   nlohmann::json fitting = nlohmann::json::array(), if_released = nlohmann::json::array();
   std::map<std::string, int64_t> rejected;
@@ -86,26 +94,29 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
           if (M % pp == 0 && c.n_layer >= 2 * pp) schedules.push_back({"interleaved", 2});
         }
         for (const auto& [sched, v] : schedules) {
-          for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 2 : 3) : 0); ++zero) {
-            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+            // The formulas' part of the plan, the same for every ZeRO stage and recompute.
+            PlanOptions base;
+            base.dp = dp, base.tp = tp, base.pp = pp, base.pp_schedule = sched, base.virtual_stages = v;
+            base.sequence_parallel = sp == 1, base.micro_batch = mb, base.accumulation = M, base.seq_len = so.seq_len;
+            base.timeline = false;
+            base.in_process = false;  // a process per device
+            nlohmann::json plan;
+            try {
+              plan = plan_json(c, base);
+            } catch (const Error&) {
+              ++rejected["not a valid layout for this model"];
+              continue;
+            }
+            for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 2 : 3) : 0); ++zero) {
               for (int rc = 0; rc <= 1; ++rc) {  // recompute only where keeping the activations does not fit
-                PlanOptions o;
-                o.dp = dp;
-                o.tp = tp;
-                o.pp = pp;
-                o.pp_schedule = sched;
-                o.virtual_stages = v;
+                PlanOptions o = base;
                 o.zero = zero;
-                o.sequence_parallel = sp == 1;
                 o.recompute = rc == 1;
-                o.micro_batch = mb;
-                o.accumulation = M;
-                o.seq_len = so.seq_len;
-                o.in_process = false;
                 nlohmann::json cost;
                 try {
-                  cost = cost_json(c, o, cl);
-                } catch (const Error& e) {
+                  cost = cost_json(c, o, cl, &plan);
+                } catch (const Error&) {
                   ++rejected["not a valid layout for this model"];
                   continue;
                 }

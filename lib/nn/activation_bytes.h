@@ -2,9 +2,9 @@
 // structs (GPTActs, TransformerBlock::Acts and the layers' Acts) hold after a forward and a
 // backward, and the scratch the model shares across micro-batches (sequence parallelism's
 // gathered and partial buffers, activation checkpointing's one block). The planner's memory
-// model (engine/plan_cost.h) is built on it; tests/unit/activation_bytes_test.cc holds it to
-// the ledger's MemTag::Activation bytes exactly, so a change to an Acts that forgets this file
-// fails there.
+// model (engine/plan_cost.h) is built on it; tests/unit/nn_activation_bytes_test.cc holds it
+// to the ledger's MemTag::Activation bytes exactly (and cli_test.sh plan the tp, pp and ZeRO
+// layouts' whole peaks), so a change to an Acts that forgets this file fails there.
 #pragma once
 #include <cstdint>
 

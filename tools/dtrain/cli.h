@@ -40,6 +40,18 @@ void set(dt_options* o, const char* key, double v);
 void set(dt_options* o, const char* key, const std::string& v);
 void set_bool(dt_options* o, const char* key, bool v);
 
+// Text a dt_*_json call writes, from one call into `capacity` bytes: for calls that measure
+// (dt_cluster_calibrate_json), which must not run again only to be sized, and which under
+// mpirun are collective (one rank's text may be longer than another's).
+template <class F> std::string read_text_once(F&& call, const char* what, size_t capacity = 1 << 16) {
+  std::string s(capacity, '\0');
+  size_t got = 0;
+  check(call(s.data(), s.size(), &got), what);
+  if (got > s.size()) throw CliError(std::string(what) + ": the result needs " + std::to_string(got) + " bytes");
+  s.resize(got > 0 ? got - 1 : 0);
+  return s;
+}
+
 // Text a dt_*_json call writes (asks for the size first).
 template <class F> std::string read_text(F&& call, const char* what) {
   size_t needed = 0;

@@ -29,10 +29,7 @@ struct PlanArgs {
   bool sp = false;
   PipelineArgs pipe;
   std::string json, timeline_trace;
-  // The cost model (plan_cost_cli.h): --cluster, --auto, --calibrate.
-  std::string cluster, backend = "local";
-  bool auto_search = false, calibrate = false, recompute = false;
-  int64_t global_batch = 0, seq = 0, top = 5;
+  CostArgs cost;  // the cost model's flags (plan_cost_cli.h): --cluster, --auto, --calibrate
   // Micro-batches per step: --micro-batches or --accumulation (the same thing; both given
   // must agree).
   int64_t steps_micro_batches() const {
@@ -161,40 +158,12 @@ int run_schedule_plan(const PlanArgs& a) {
   return 0;
 }
 
-// The cost model's keys of dt_plan_json.
-std::function<void(dt_options*)> cost_keys(const PlanArgs& a) {
-  if (a.cluster.empty()) return nullptr;
-  return [&a](dt_options* o) {
-    set(o, "cluster", cluster_text(a.cluster));
-    set(o, "zero", a.zero > 0 ? a.zero : int64_t{0});
-    set_bool(o, "recompute", a.recompute);
-    set_bool(o, "in_process", a.backend == "local");
-    if (a.auto_search) {
-      set_bool(o, "search", true);
-      set(o, "global_batch", a.global_batch);
-      set(o, "top", a.top);
-    }
-  };
-}
-
-int run_search(const PlanArgs& a) {
-  if (a.cluster.empty()) throw UsageError("--auto searches the layouts of a cluster; accepted with --cluster NAME or FILE");
-  if (a.global_batch < 1) throw UsageError("--auto needs --global-batch (sequences per step)");
-  if (a.params > 0) throw UsageError("--auto needs the model's shape; accepted: --model and its flags, not --params");
-  const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;
-  ModelArgs model = a.model;
-  model.precision = precision;
-  const int64_t context = std::max(a.context, a.seq);
-  const nlohmann::json j = model.plan(context, 1, 1, false, 1, a.seq, 1, nullptr, false, 1, 1, cost_keys(a));
-  print_search(j["search"], "--model " + a.model.preset + " (" + precision + ", " +
-                                std::to_string(model.count_params(context)) + " parameters)");
-  if (!a.json.empty()) write_file(a.json, j.dump(2) + "\n");
-  return 0;
-}
-
 int run_plan(const PlanArgs& a) {
-  if (a.calibrate) return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json);
-  if (a.auto_search) return run_search(a);
+  if (a.cost.calibrate) return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json, a.cost.backend);
+  if (a.cost.auto_search) {
+    if (a.params > 0) throw UsageError("--auto needs the model's shape; accepted: --model and its flags, not --params");
+    return run_search(a.cost, a.model, a.context, a.json);
+  }
   check_pipeline(a);
   if (a.pipe.pp > 1 && !a.model.given() && a.params <= 0 && a.tp == 1) return run_schedule_plan(a);
   const std::string precision = a.model.precision.empty() ? "bf16" : a.model.precision;  // the paper's case
@@ -211,9 +180,9 @@ int run_plan(const PlanArgs& a) {
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
-  if (!a.cluster.empty() && a.params > 0)
+  if (!a.cost.cluster.empty() && a.params > 0)
     throw UsageError("--cluster costs a model's shape, not a raw count; accepted: --model and its flags (without --params)");
-  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || !a.cluster.empty() ||
+  if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || !a.cost.cluster.empty() ||
       (a.params <= 0 && a.model.given())) {  // the library's plan
     if (a.params > 0)
       throw CliError(std::string(a.tp > 1 ? "--tp" : a.ep > 1 ? "--ep" : a.cp > 1 ? "--cp" : "--pp") +
@@ -221,8 +190,8 @@ int run_plan(const PlanArgs& a) {
                      "its flags (without --params)");
     ModelArgs model = a.model;
     model.precision = precision;  // the library's bytes in the precision this page counts
-    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, a.seq, M, &a.pipe, !a.timeline_trace.empty(), a.ep,
-                         a.cp, cost_keys(a));
+    tp_plan = model.plan(a.context, a.dp, a.tp, a.sp, a.micro_batch, a.cost.seq, M, &a.pipe, !a.timeline_trace.empty(),
+                         a.ep, a.cp, a.cost.keys(a.zero > 0 ? a.zero : 0, a.model.recompute));
   }
   nlohmann::json cost;
   if (tp_plan.is_object() && tp_plan.contains("cost")) {
@@ -348,14 +317,19 @@ int run_plan(const PlanArgs& a) {
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* c = app.add_subcommand("plan", "Per-rank memory and communication of DDP, ZeRO-1/2/3, TP/SP and pipelines, "
-                                            "by formula");
+                                            "by formula; with --cluster the predicted step and peak memory, --auto the "
+                                            "best layouts");
   c->footer("Examples:\n"
             "  dtrain plan --params 7.5e9 --dp 64          (the ZeRO paper's Table 1: 120, 31.4, 16.6, 1.9 GB)\n"
             "  dtrain plan --model gpt-small --dp 4 --zero 3 --precision f32\n"
             "  dtrain plan --params 1e9 --dp 4 --micro-batch 2 --accumulation 8   (effective batch 64)\n"
             "  dtrain plan --model gpt-small --dp 2 --tp 2 --sp --zero 1   (per-rank parts, tp traffic per block)\n"
             "  dtrain plan --model gpt-small --pp 4 --micro-batches 8 --pp-schedule 1f1b   (stages, bubble, timeline)\n"
-            "  dtrain plan --model gpt-small --layers 8 --pp 4 --micro-batches 8 --pp-schedule interleaved --virtual-stages 2");
+            "  dtrain plan --model gpt-small --layers 8 --pp 4 --micro-batches 8 --pp-schedule interleaved --virtual-stages 2\n"
+            "  dtrain plan --calibrate --json local.json   (this machine, measured: a cluster)\n"
+            "  dtrain plan --model gpt-small --dp 2 --zero 1 --precision f32 --cluster local.json   (predicted step, memory)\n"
+            "  dtrain plan --auto --cluster h100-node:16 --layers 96 --d-model 12288 --heads 96 --context 2048 "
+            "--global-batch 1536");
   a->model.add_to(*c);  // --precision among them: here bf16 (the default) or f16 count 2 + 2 + 12 bytes/param, f32 4 + 4 + 8
   add_real(c, "--params", a->params, {1, 1e15, "count the --model's parameters"},
            "A raw parameter count instead of --model (e.g. 7.5e9)");
@@ -378,28 +352,7 @@ void add_plan_command(CLI::App& app) {
                 "With --pp: write the simulated schedule as a Chrome trace (chrome://tracing, Perfetto) to this file")
       ->group("Pipeline");
   c->add_option("--json", a->json, "Also write the figures as JSON to this file (--calibrate: the cluster's)");
-  c->add_option("--cluster", a->cluster,
-                "Cost the layout on this cluster: a built-in (a100-node, h100-node, h200-node, cpu-default; :N for N "
-                "hosts, e.g. h100-node:16) or a JSON file (--calibrate writes this machine's)")
-      ->group("Cost model");
-  c->add_flag("--auto", a->auto_search, "Search every layout of the --cluster for --global-batch and rank them")
-      ->group("Cost model");
-  c->add_flag("--calibrate", a->calibrate,
-              "Measure this machine's kernel and collective rates; write them as a cluster (--json, default "
-              "local-cluster.json)")
-      ->group("Cost model");
-  c->add_flag("--recompute", a->recompute, "With --cluster: activation checkpointing (each block's forward again in "
-                                           "backward)")
-      ->group("Cost model");
-  add_int(c, "--global-batch", a->global_batch, {1, 16777216, "required with --auto"}, "With --auto: sequences per step")
-      ->group("Cost model");
-  add_int(c, "--seq", a->seq, {0, 1048576, "the --context"}, "Tokens per sequence (default: the --context)")
-      ->group("Cost model");
-  add_int(c, "--top", a->top, {1, 1000}, "With --auto: the layouts printed")->group("Cost model");
-  c->add_option("--backend", a->backend, "With --cluster: local (ranks are threads of one process, the default) or "
-                                         "mpi (a process each)")
-      ->check(CLI::IsMember({"local", "mpi"}))
-      ->group("Cost model");
+  a->cost.add_to(*c);
   c->callback([a] { throw Exit{run_plan(*a)}; });
 }
 

@@ -50,6 +50,10 @@ void ModelArgs::add_to(CLI::App& app) {
       ->group("Model");
   app.add_option("--device", device, "cpu (default) or cuda:N: where the model lives and its math runs")
       ->group("Model");
+  app.add_flag("--recompute", recompute,
+               "Activation checkpointing: each block keeps only its input and runs its forward again in backward "
+               "(less activation memory, about a third more compute)")
+      ->group("Model");
 }
 
 Options options_from_config(const nlohmann::json& config) {
@@ -105,6 +109,7 @@ Options ModelArgs::options(int64_t context, int64_t seed) const {
   if (shared_expert >= 0) set(o.get(), "moe_shared_d_ff", shared_expert);
   if (!precision.empty()) set(o.get(), "precision", precision);
   if (!device.empty()) set(o.get(), "device", device);
+  if (recompute) set_bool(o.get(), "recompute", true);
   return o;
 }
 

@@ -36,6 +36,7 @@ struct ModelArgs {
   double moe_capacity = -1;          // -1: not given
   int64_t shared_expert = -1;        // -1: not given
   std::string norm, pos, act, precision, device;
+  bool recompute = false;  // --recompute: activation checkpointing per block
   const CLI::App* parsed = nullptr;  // where add_to put the flags, for given()
   // A Hugging Face model's config (dt_hf_inspect_json's "config", dtrain train --init
   // hf:DIR): then it, not the flags, gives the shape, so counts and plans describe that model.

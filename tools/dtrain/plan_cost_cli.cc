@@ -1,6 +1,8 @@
 #include "plan_cost_cli.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -73,6 +75,12 @@ void print_cost(const nlohmann::json& c) {
                 bytes_text(m["comm_buffer"].get<double>()).c_str(), bytes_text(m["transient"].get<double>()).c_str(),
                 bytes_text(r["peak_bytes"].get<double>()).c_str());
   }
+  double host = 0;
+  for (const auto& r : c["ranks"]) host = std::max(host, r.value("host_optimizer_copy", 0.0));
+  if (host > 0)
+    std::printf("  (optimizer includes %s: the whole model's optimizer state, which the Trainer keeps on each\n"
+                "   process's first rank when the model is split; without it the peak is %s)\n",
+                bytes_text(host).c_str(), bytes_text(c["peak_bytes_without_host_copy"].get<double>()).c_str());
   std::printf("  peak %s of %s per device: %s\n", bytes_text(c["peak_bytes"].get<double>()).c_str(),
               bytes_text(c["device_memory"].get<double>()).c_str(), c["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
 }
@@ -107,12 +115,37 @@ void print_search(const nlohmann::json& s, const std::string& model) {
   }
 }
 
-int run_calibrate(const std::string& path) {
+int run_calibrate(const std::string& path, const std::string& backend) {
+  if (backend == "mpi") {
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    const bool lead = !rank || std::string(rank) == "0";
+    nlohmann::json cluster;
+    if (lead) {
+      std::ifstream in(path);
+      if (!in) throw UsageError("--calibrate --backend mpi adds the processes' link to a cluster file; run dtrain plan "
+                                "--calibrate --json " + path + " first (it could not be read)");
+      cluster = nlohmann::json::parse(in, nullptr, false);
+      if (!cluster.is_object()) throw UsageError("--json " + path + ": not a cluster's JSON");
+    }
+    Options o = make_options();
+    set(o.get(), "backend", std::string("mpi"));
+    const nlohmann::json link = nlohmann::json::parse(read_text_once(
+        [&](char* b, size_t cap, size_t* n) { return dt_cluster_calibrate_json(o.get(), b, cap, n); },
+        "timing Open MPI's collectives between the processes"));
+    if (!lead) return 0;
+    cluster["processes"] = link["processes"];
+    std::printf("  between two processes (Open MPI): all-reduce %.1f GB/s, %.1f us a call; send %.1f GB/s\n",
+                link["processes"]["bandwidth"].get<double>() / 1e9, link["processes"]["latency"].get<double>() * 1e6,
+                link["processes"]["p2p"].get<double>() / 1e9);
+    write_file(path, cluster.dump(2) + "\n");
+    std::printf("added the processes' link to %s\n", path.c_str());
+    return 0;
+  }
   check_writable("--json", path);
   std::printf("calibrating this machine (a few seconds)...\n");
   std::fflush(stdout);
   const nlohmann::json c = nlohmann::json::parse(
-      read_text([&](char* b, size_t cap, size_t* n) { return dt_cluster_calibrate_json(nullptr, b, cap, n); },
+      read_text_once([&](char* b, size_t cap, size_t* n) { return dt_cluster_calibrate_json(nullptr, b, cap, n); },
                 "calibrating"));
   std::printf("  cores %lld, memory %s\n", static_cast<long long>(c["devices_per_host"].get<int64_t>()),
               bytes_text(c["device_memory"].get<double>()).c_str());
@@ -126,6 +159,59 @@ int run_calibrate(const std::string& path) {
               c["intra"]["bandwidth"].get<double>() / 1e9, c["intra"]["latency"].get<double>() * 1e6);
   write_file(path, c.dump(2) + "\n");
   std::printf("wrote %s (use it as dtrain plan --cluster %s)\n", path.c_str(), path.c_str());
+  return 0;
+}
+
+void CostArgs::add_to(CLI::App& app) {
+  CLI::App* c = &app;
+  c->add_option("--cluster", cluster,
+                "Cost the layout on this cluster: a built-in (a100-node, h100-node, h200-node, cpu-default; :N for N "
+                "hosts, e.g. h100-node:16) or a JSON file (--calibrate writes this machine's)")
+      ->group("Cost model");
+  c->add_flag("--auto", auto_search, "Search every layout of the --cluster for --global-batch and rank them")
+      ->group("Cost model");
+  c->add_flag("--calibrate", calibrate,
+              "Measure this machine's kernel and collective rates; write them as a cluster (--json, default "
+              "local-cluster.json)")
+      ->group("Cost model");
+  add_int(c, "--global-batch", global_batch, {1, 16777216, "required with --auto"}, "With --auto: sequences per step")
+      ->group("Cost model");
+  add_int(c, "--seq", seq, {0, 1048576, "the --context"}, "Tokens per sequence (default: the --context)")
+      ->group("Cost model");
+  add_int(c, "--top", top, {1, 1000}, "With --auto: the layouts printed")->group("Cost model");
+  c->add_option("--backend", backend, "With --cluster: local (ranks are threads of one process, the default) or "
+                                      "mpi (a process each); with --calibrate under mpirun -np 2: mpi adds the "
+                                      "processes' collectives to the --json cluster file")
+      ->check(CLI::IsMember({"local", "mpi"}))
+      ->group("Cost model");
+}
+
+std::function<void(dt_options*)> CostArgs::keys(int64_t zero, bool recompute) const {
+  if (cluster.empty()) return nullptr;
+  return [this, zero, recompute](dt_options* o) {
+    set(o, "cluster", cluster_text(cluster));
+    set(o, "zero", zero);
+    set_bool(o, "recompute", recompute);
+    set_bool(o, "in_process", backend == "local");
+    if (auto_search) {
+      set_bool(o, "search", true);
+      set(o, "global_batch", global_batch);
+      set(o, "top", top);
+    }
+  };
+}
+
+int run_search(const CostArgs& a, const ModelArgs& given, int64_t context_flag, const std::string& json) {
+  if (a.cluster.empty()) throw UsageError("--auto searches the layouts of a cluster; accepted with --cluster NAME or FILE");
+  if (a.global_batch < 1) throw UsageError("--auto needs --global-batch (sequences per step)");
+  ModelArgs model = given;
+  if (model.precision.empty()) model.precision = "bf16";  // the paper's case, as plan counts it
+  const int64_t context = std::max(context_flag, a.seq);
+  const nlohmann::json j = model.plan(context, 1, 1, false, 1, a.seq, 1, nullptr, false, 1, 1, a.keys(0, false));
+  const std::string name = given.parsed && given.parsed->count("--model") ? "--model " + given.preset : "a GPT";
+  print_search(j["search"], name + " (" + model.precision + ", " + std::to_string(model.count_params(context)) +
+                                " parameters)");
+  if (!json.empty()) write_file(json, j.dump(2) + "\n");
   return 0;
 }
 

@@ -5,15 +5,38 @@
 #pragma once
 #include <string>
 
+#include <cstdint>
+#include <functional>
+
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "dtrain/dtrain.h"
+#include "model_args.h"
+
 namespace dtcli {
+
+// dtrain plan's "Cost model" flags.
+struct CostArgs {
+  std::string cluster, backend = "local";
+  bool auto_search = false, calibrate = false;
+  int64_t global_batch = 0, seq = 0, top = 5;
+  void add_to(CLI::App& app);
+  // dt_plan_json's cost-model keys (null without --cluster): the ZeRO stage and recompute
+  // are the plan's own flags.
+  std::function<void(dt_options*)> keys(int64_t zero, bool recompute) const;
+};
+
+// --auto: the search, printed (and written to `json` when given).
+int run_search(const CostArgs& a, const ModelArgs& model, int64_t context, const std::string& json);
 
 // A built-in name ("h100-node", "h100-node:16") as is, or a cluster JSON file's text.
 std::string cluster_text(const std::string& flag_value);
 void print_cost(const nlohmann::json& cost);
 void print_search(const nlohmann::json& search, const std::string& model);
-// Measures this machine, prints the rates, writes the cluster JSON to `path`.
-int run_calibrate(const std::string& path);
+// Measures this machine, prints the rates, writes the cluster JSON to `path`. backend "mpi"
+// (under mpirun -np 2): the collectives between the two processes, added to the cluster
+// already in `path` as its "processes" link.
+int run_calibrate(const std::string& path, const std::string& backend);
 
 }  // namespace dtcli

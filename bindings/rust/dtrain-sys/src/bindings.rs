@@ -720,8 +720,11 @@ extern "C" {
     #[doc = " This machine as a cluster for dt_plan_json's \"cluster\", measured: GEMM, attention and"]
     #[doc = "  elementwise rates on one core and on all of them, and the local backend's all-reduce"]
     #[doc = "  latency and bandwidth between two rank threads (a few seconds; the best of a few"]
-    #[doc = "  repeats after a warm-up). Written as dt_plan_json writes. options: NULL (no keys yet)."]
-    #[doc = "  Not thread-safe with other heavy work: it times the cores."]
+    #[doc = "  repeats after a warm-up). Written as dt_plan_json writes. options: NULL or \"backend\":"]
+    #[doc = "  \"local\" (the default: the above) or \"mpi\" (under mpirun -np 2, called by both processes:"]
+    #[doc = "  {\"processes\": the same collectives between the two processes through Open MPI}, the"]
+    #[doc = "  link a CPU cluster's ranks use with in_process false). Not thread-safe with other heavy"]
+    #[doc = "  work: it times the cores."]
     pub fn dt_cluster_calibrate_json(
         options: *const dt_options,
         buf: *mut ::std::os::raw::c_char,
