@@ -43,10 +43,6 @@ void check_range(const std::string& what, double v, double lo, double hi) {
                                                        std::to_string(lo) + " to " + std::to_string(hi));
 }
 
-nlohmann::json link_fields(const Link& l) {
-  return {{"bandwidth", l.bandwidth}, {"latency", l.latency},       {"all_gather", l.all_gather},
-          {"reduce_scatter", l.reduce_scatter}, {"p2p", l.p2p}};
-}
 Link link_from(const nlohmann::json& j, const std::string& what) {
   DT_CHECK(j.is_object(), what + ": expected an object {\"bandwidth\": bytes/s, \"latency\": s, ...}");
   Link l;
@@ -103,6 +99,11 @@ Cluster gpu_node(const std::string& name, double memory, double f32, double f16,
 
 }  // namespace
 
+nlohmann::json link_to_json(const Link& l) {
+  return {{"bandwidth", l.bandwidth}, {"latency", l.latency},       {"all_gather", l.all_gather},
+          {"reduce_scatter", l.reduce_scatter}, {"p2p", l.p2p}};
+}
+
 double Cluster::matmul_rate_at(double size) const {
   if (matmul_sizes.empty()) return 1.0;
   if (size <= matmul_sizes.front()) return matmul_efficiency.front();
@@ -134,8 +135,8 @@ void Cluster::check() const {
 
 nlohmann::json cluster_to_json(const Cluster& c) {
   nlohmann::json j = {{"name", c.name}, {"source", c.source}, {"cpu", c.cpu}, {"overlap_comm", c.overlap_comm},
-                      {"intra", link_fields(c.intra)}, {"inter", link_fields(c.inter)},
-                      {"processes", link_fields(c.processes)},
+                      {"intra", link_to_json(c.intra)}, {"inter", link_to_json(c.inter)},
+                      {"processes", link_to_json(c.processes)},
                       {"matmul_sizes", c.matmul_sizes}, {"matmul_efficiency", c.matmul_efficiency}};
   for (const Field& f : fields()) {
     if (f.real) j[f.name] = c.*f.real;
@@ -182,8 +183,6 @@ Cluster cluster_from_json(const nlohmann::json& j, const std::string& what) {
   c.check();
   return c;
 }
-
-nlohmann::json link_to_json(const Link& l) { return link_fields(l); }
 
 std::vector<std::string> builtin_cluster_names() { return {"a100-node", "h100-node", "h200-node", "cpu-default"}; }
 

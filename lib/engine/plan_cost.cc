@@ -172,10 +172,12 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   s.rope = c.pos == nn::PosKind::RoPE;
 
   // The stages: blocks, whether they hold the embedding and head, parameters.
+  // Each stage's model states at this ZeRO stage are the plan's (plan.cc's one formula).
   struct Stage {
     int blocks = 0;
     bool embed = true, head = true;
     double params = 0, tied_copy = 0, tp_wire = 0;
+    nlohmann::json states;
   };
   std::vector<Stage> stages;
   nlohmann::json pipe;
@@ -185,10 +187,11 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     for (const nlohmann::json& st : pipe["stages"])
       stages.push_back({st["blocks"].get<int>(), st["embedding"].get<bool>(), st["head"].get<bool>(),
                         st["params"].get<double>(), st["tied_copy_params"].get<double>(),
-                        st["tp_wire_bytes_per_step"].get<double>()});
+                        st["tp_wire_bytes_per_step"].get<double>(), st["stages"][static_cast<size_t>(o.zero)]});
   } else {
     stages.push_back({static_cast<int>(c.n_layer), true, true, psi_tp, 0.0,
-                      plan["tp_comm"]["wire_bytes_per_step"].get<double>()});
+                      plan["tp_comm"]["wire_bytes_per_step"].get<double>(),
+                      plan["stages"][static_cast<size_t>(o.zero)]});
   }
   // One block's parameters on a tp rank, and the embedding-and-head unit's (ZeRO's units).
   nn::GPTConfig one = c, none = c;
@@ -209,6 +212,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                    P > 1 ? o.virtual_stages : 1);
   const std::vector<int> live = P > 1 ? live_micro_batches(sched) : std::vector<int>{1};
 
+  const Work blk = block_work(s, r, attn_rate);  // one block's micro-batch, the same on every stage
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
          opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, peak_released = 0;
@@ -216,7 +220,6 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     const Stage& g = stages[st];
     // Time of one micro-batch through this stage, forward and backward (recompute: the
     // forward again before the backward).
-    const Work blk = block_work(s, r, attn_rate);
     Work mb;
     for (int b = 0; b < g.blocks; ++b) mb += blk;
     if (c.checkpoint) mb.b += g.blocks * blk.f;
@@ -265,11 +268,11 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     opt_max = std::max(opt_max, opt_time);
     flops_step += M * mb.flops * static_cast<double>(o.dp * o.tp);
 
-    // Memory by ledger tag.
-    const double psi_sharded = o.dp > 1 ? held / n : held;
-    const double param = e * (o.zero >= 3 ? psi_sharded : held) + e * g.tied_copy;
-    const double grad = e * (o.zero >= 2 ? psi_sharded : held) + e * g.tied_copy;
-    double opt = k_opt * (o.zero >= 1 ? psi_sharded : held) + 8.0 + (mixed ? 12.0 : 0.0);
+    // Memory by ledger tag: the plan's model states, the last stage's tied copy of the token
+    // table (weights and a gradient), the optimizer's step counter (and a loss scaler's state).
+    const double param = g.states["weights_bytes"].get<double>() + e * g.tied_copy;
+    const double grad = g.states["grads_bytes"].get<double>() + e * g.tied_copy;
+    double opt = g.states["optimizer_bytes"].get<double>() + 8.0 + (mixed ? 12.0 : 0.0);
     // A split model (tp or pp) keeps the whole model's optimizer state on the host's first
     // rank: each process's first rank (Trainer::build_engines).
     const bool host_copy = (o.tp > 1 || P > 1) && (st == 0 || !o.in_process);
@@ -288,13 +291,14 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     al.begin = P > 1 && o.virtual_stages == 1 ? first : 0;
     al.end = al.begin + g.blocks;
     const nn::ActsBytes ab = nn::activation_bytes(c, al);
-    double act = ab.per_micro_batch * live[std::min(st, live.size() - 1)] + ab.shared;
+    const double alive = live[std::min(st, live.size() - 1)];
+    double act = ab.per_micro_batch * alive + ab.shared;
     // A pipeline's sends are copies until the receiver takes them (comm/copied_sends.h): about
     // one per live micro-batch. Tied embeddings: the first stage sends the token table's
     // values (a copy) and receives the last stage's gradient of it (a buffer); the last stage
     // sends that gradient (a copy).
     if (P > 1) {
-      act += live[std::min(st, live.size() - 1)] * pipe["pp_message_bytes"].get<double>();
+      act += alive * msg;
       if (c.tied_embeddings) act += ((g.embed ? 2.0 : 0.0) + (g.head ? 1.0 : 0.0)) * s.Vl * s.C * e;
     }
     // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
@@ -326,7 +330,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                  {"transient", transient}}},
                      {"host_optimizer_copy", host_bytes},
                      {"activation_per_micro_batch", ab.per_micro_batch},
-                     {"live_micro_batches", live[std::min(st, live.size() - 1)]},
+                     {"live_micro_batches", alive},
                      {"peak_bytes", total},
                      {"step_work_s", work}});
   }
