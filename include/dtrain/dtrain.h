@@ -567,7 +567,23 @@ DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, 
  *  size and count for "global_batch" sequences, sp, recompute) costed, those that do not
  *  fit dropped, the "top" (1 to 1000, default 5) fastest with what each loses by against
  *  the first. DT_ERR_NOT_FOUND for an unknown cluster name; DT_ERR_INVALID_ARGUMENT
- *  naming a malformed cluster's field, or a cost-model key without "cluster". */
+ *  naming a malformed cluster's field, or a cost-model key without "cluster".
+ *
+ *  Serving (with "cluster" and "serve": true): {"serve_cost": ...} for the layout "dp"
+ *  (replicas) x "tp" x "pp": per pp rank its weights, KV cache and workspace bytes, the
+ *  batch of running sequences per replica ("batch"; 0 or absent: the most that fit, cut to
+ *  meet the latency target), the mean inter-token latency "itl_s" (a decode step plus its
+ *  share of the replacing requests' prefills; "time" has its parts), a lone request's
+ *  "ttft_s", and "tokens_per_s" of all replicas. Its keys: "prompt" (tokens per request,
+ *  default min(512, context / 2)), "output" (generated tokens, default min(128, the rest of
+ *  the context)), "batch", "max_num_seqs" (default 256), "max_batched_tokens" (a prefill
+ *  chunk; default 256 on a CPU cluster, 2048 on GPUs), "block_size" (default 16), "memory_fraction" (of a device, more
+ *  than 0 to 1, default 0.9), "itl_target_s" and "ttft_target_s" (seconds, 0: none),
+ *  "in_process". With "search": {"serve_search": ...}: every replicas x tp x pp of the
+ *  cluster's devices at its best batch, those that do not fit or miss a target dropped, the
+ *  "top" by tokens per second with what each loses by. The training keys ("zero",
+ *  "micro_batch", "pp_schedule", ...) are refused with "serve", and the layout's keys with
+ *  "search", by name. */
 
 /** This machine as a cluster for dt_plan_json's "cluster", measured: GEMM, attention and
  *  elementwise rates on one core and on all of them, and the local backend's all-reduce

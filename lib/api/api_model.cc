@@ -11,6 +11,7 @@
 #include "engine/plan.h"
 #include "engine/plan_cost.h"
 #include "engine/plan_search.h"
+#include "engine/plan_serve.h"
 #include "engine/trainer.h"
 #include "nn/gpt.h"
 #include "nn/mlp_model.h"
@@ -177,6 +178,44 @@ float real_option(const dt::OptionReader& r, const char* key, double fallback, d
   return static_cast<float>(v);
 }
 
+// dt_plan_json with "serve": the serving cost of one layout (dp = replicas, tp, pp), or with
+// "search" the ranking of every layout; the training keys are refused by name.
+void plan_serving(const dt::nn::GPTConfig& cfg, const dt::OptionReader& r, char* buf, size_t capacity, size_t* needed) {
+  for (const char* key : {"ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp_schedule",
+                          "virtual_stages", "pp_blocks", "timeline_trace", "zero", "recompute", "global_batch"})
+    DT_CHECK(!r.has(key), std::string("option \"") + key + "\" is for training plans; with \"serve\": true accepted: "
+                          "dp (replicas), tp, pp, prompt, output, batch, max_num_seqs, max_batched_tokens, "
+                          "block_size, memory_fraction, itl_target_s, ttft_target_s, in_process, search, top");
+  DT_CHECK(r.has("cluster"), "option \"serve\" needs \"cluster\" (a built-in name or a cluster's JSON)");
+  dt::engine::ServePlanOptions o;
+  o.replicas = r.get_int("dp", 1);
+  o.tp = r.get_int("tp", 1);
+  o.pp = r.get_int("pp", 1);
+  o.prompt = r.get_int("prompt", std::min<int64_t>(o.prompt, cfg.context / 2));
+  o.output = r.get_int("output", std::min<int64_t>(o.output, cfg.context - o.prompt));
+  o.batch = r.get_int("batch", 0);
+  o.max_num_seqs = r.get_int("max_num_seqs", o.max_num_seqs);
+  o.max_batched_tokens = r.get_int("max_batched_tokens", o.max_batched_tokens);
+  o.block_size = r.get_int("block_size", o.block_size);
+  o.memory_fraction = r.get_double("memory_fraction", o.memory_fraction);
+  o.itl_target_s = r.get_double("itl_target_s", 0);
+  o.ttft_target_s = r.get_double("ttft_target_s", 0);
+  o.in_process = r.get_bool("in_process", true);
+  o.top = r.get_int("top", 5);
+  const dt::engine::Cluster cl = dt::engine::parse_cluster(r.get_string("cluster", ""), "option \"cluster\"");
+  if (r.get_bool("search", false)) {
+    for (const char* key : {"dp", "tp", "pp", "batch"})
+      DT_CHECK(!r.has(key), std::string("option \"") + key + "\" with \"search\": the search chooses it; accepted: "
+                                                            "leave it out, or drop \"search\" to cost one layout");
+    dt::api::write_text(nlohmann::json{{"serve_search", dt::engine::serve_search_json(cfg, o, cl)}}.dump(), buf,
+                        capacity, needed);
+  } else {
+    DT_CHECK(!r.has("top"), "option \"top\" needs \"search\"");
+    dt::api::write_text(nlohmann::json{{"serve_cost", dt::engine::serve_cost_json(cfg, o, cl)}}.dump(), buf, capacity,
+                        needed);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -211,7 +250,13 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
                        {"dp", "tp", "ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp",
                         "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace", "cluster", "zero",
-                        "recompute", "in_process", "search", "global_batch", "top"});
+                        "recompute", "in_process", "search", "global_batch", "top", "serve", "prompt", "output",
+                        "batch", "max_num_seqs", "max_batched_tokens", "block_size", "memory_fraction",
+                        "itl_target_s", "ttft_target_s"});
+    if (r.get_bool("serve", false)) return plan_serving(cfg, r, buf, capacity, needed);
+    for (const char* key : {"prompt", "output", "batch", "max_num_seqs", "max_batched_tokens", "block_size",
+                            "memory_fraction", "itl_target_s", "ttft_target_s"})
+      DT_CHECK(!r.has(key), std::string("option \"") + key + "\" is the serving planner's; it needs \"serve\": true");
     dt::engine::PlanOptions o;
     o.dp = r.get_int("dp", 1);
     o.tp = r.get_int("tp", 1);

@@ -12,9 +12,11 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "engine/plan_cost.h"
+#include "engine/plan_serve.h"
 #include "engine/train_engine.h"
 #include "engine/trainer.h"
 #include "nn/gpt.h"
+#include "nn/paged_kv.h"
 #include "optim/optimizer.h"
 
 namespace dt::engine {
@@ -53,6 +55,55 @@ double time_gemm(int64_t m, int64_t k, int64_t n, DType dt, int reps) {
            kernels::matmul(y, w, dx, false, false);
            kernels::matmul(y, x, dw, true, false);
          }) / 3.0;
+}
+
+// Serving: the reference model's paged forward on the kernel pool (one rank alone), a
+// 64-token prefill and decode steps of 1 and 16 sequences at 64 cached positions, against
+// the serving cost model's times at the rates measured above. A prefill's and a decode's
+// ratio are their efficiencies; what 16 sequences' step takes beyond the model's, per
+// cached row the paged attention stages, is kv_row_s (one core's time: a rank divides it by
+// its speed, as the model's rates).
+void calibrate_serving(Cluster& c, const nn::GPTConfig& raw) {
+  const nn::GPTConfig ref = raw.resolved();
+  const int64_t P = 64, S = 16, bs = 16, per = (P + bs) / bs;
+  nn::GPT model(ref);
+  nn::PagedKv kv = nn::PagedKv::create(ref, S * per, bs, model.local_kv_heads());
+  Tensor logits;
+  auto seq = [&](int64_t s, int64_t start, int64_t count) {
+    nn::PagedBatch::Seq q;
+    q.start = start, q.count = count, q.logits = true;
+    for (int64_t j = 0; j < per; ++j) q.blocks.push_back(static_cast<int32_t>(s * per + j));
+    return q;
+  };
+  auto prefill = [&](int64_t s) {
+    nn::PagedBatch b;
+    b.seqs.push_back(seq(s, 0, P));
+    for (int64_t i = 0; i < P; ++i) b.ids.push_back(static_cast<int32_t>((s * 31 + i * 7) % ref.vocab_size));
+    model.forward_paged(b, kv, logits);
+  };
+  for (int64_t s = 0; s < S; ++s) prefill(s);
+  const double t_prefill = best_of(3, [&] { prefill(0); });
+  auto decode_time = [&](int64_t n) {
+    nn::PagedBatch b;
+    for (int64_t s = 0; s < n; ++s) {
+      b.seqs.push_back(seq(s, P, 1));
+      b.ids.push_back(1);
+    }
+    model.forward_paged(b, kv, logits);
+    return best_of(10, [&] { model.forward_paged(b, kv, logits); });
+  };
+  const double t1 = decode_time(1), t16 = decode_time(S);
+  Cluster at_rates = c;
+  at_rates.prefill_efficiency = at_rates.decode_efficiency = 1;
+  at_rates.kv_row_s = 0;
+  const ServeForwardTimes p1 = serve_forward_times(ref, at_rates, P, 1, P + 1);
+  const ServeForwardTimes p16 = serve_forward_times(ref, at_rates, P, S, P + 1);
+  c.prefill_efficiency = std::clamp(p1.prefill_s / t_prefill, 0.05, 10.0);
+  c.decode_efficiency = std::clamp(p1.decode_s / t1, 0.05, 10.0);
+  // The model divides a decode step, staging included, by its efficiency.
+  // kv_row_s is one core's: the reference ran on the pool.
+  c.kv_row_s = std::clamp(c.pool_speedup * c.decode_efficiency * (t16 - p16.decode_s / c.decode_efficiency) / p16.kv_rows,
+                          0.0, 1e-6);
 }
 
 }  // namespace
@@ -245,6 +296,8 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     o.seq_len = ref.context;
     c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
   }
+  say("the reference's paged prefill and decode on the kernel pool");
+  calibrate_serving(c, ref);
   c.check();
   return c;
 }

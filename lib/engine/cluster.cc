@@ -32,6 +32,9 @@ const std::vector<Field>& fields() {
       {"shared_core_speed", &Cluster::shared_core_speed, nullptr, 0.01, 1},
       {"attention_backward_ratio", &Cluster::attention_backward_ratio, nullptr, 0.1, 100},
       {"compute_efficiency", &Cluster::compute_efficiency, nullptr, 0.01, 10},
+      {"prefill_efficiency", &Cluster::prefill_efficiency, nullptr, 0.01, 10},
+      {"decode_efficiency", &Cluster::decode_efficiency, nullptr, 0.01, 10},
+      {"kv_row_s", &Cluster::kv_row_s, nullptr, 0, 1e-3},
       {"peak_flops_f32", &Cluster::peak_flops_f32, nullptr, 0, 1e18},
       {"peak_flops_16", &Cluster::peak_flops_16, nullptr, 0, 1e18},
   };

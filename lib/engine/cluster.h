@@ -52,6 +52,12 @@ struct Cluster {
   // colder caches than alone): the cost model's time for a reference model over the measured
   // time (dtrain plan --calibrate); 1 for data-sheet clusters, whose rates are achieved ones.
   double compute_efficiency = 1;
+  // Serving (engine/plan_serve.h), fitted by dtrain plan --calibrate to a reference model's
+  // paged forward (1 for data-sheet clusters): what a prefill chunk and a decode step reach
+  // of the cost model's time, and the paged attention's cost on one core per cached position
+  // it stages per query head (the CPU kernel copies each sequence's keys and values out of
+  // their blocks; a GPU reads them in place: 0).
+  double prefill_efficiency = 1, decode_efficiency = 1, kv_row_s = 0;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
   // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/plan_rates.h"
 #include "nn/activation_bytes.h"
 #include "parallel/layout.h"
 #include "parallel/pipeline_schedule.h"
@@ -13,12 +14,11 @@
 namespace dt::engine {
 namespace {
 
-// What one rank computes with: its rates after sharing the host's cores (CPU) or alone on
-// its device (GPU).
-struct Rates {
-  double mm = 0, mm_call = 0, bw = 0, op_call = 0;
-  const Cluster* cluster = nullptr;  // its GEMM efficiency by size
-};
+using rates::comm;
+using rates::gemm;
+using rates::link_of;
+using rates::Rates;
+using rates::stream;
 
 // A forward and a backward of one micro-batch through some part of the model, and the
 // model FLOPs of its matmuls (for MFU).
@@ -38,13 +38,6 @@ struct Shapes {
   int64_t hq;
   bool swiglu, rope;
 };
-
-// `calls` GEMMs of [m, k] x [k, n] at the rate of their size.
-double gemm(const Rates& r, double m, double k, double n, int calls = 1) {
-  const double eff = r.cluster->matmul_rate_at(std::cbrt(m * k * n));
-  return calls * (2.0 * m * k * n / (r.mm * eff) + r.mm_call);
-}
-double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + calls * r.op_call; }
 
 // A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
 // output), the fused attention (causal: half of 4 B hq T^2 D forward, its backward at the
@@ -84,16 +77,6 @@ Work embed_work(const Shapes& s, const Rates& r, bool learned) {
   w.f = stream(r, (learned ? 4.0 : 2.0) * s.Rl * s.C * s.e, learned ? 3 : 1);
   w.b = stream(r, (learned ? 4.0 : 2.0) * s.R * s.C * s.e, learned ? 2 : 1);
   return w;
-}
-
-// A collective's time on a link: its calls' latency and its wire bytes at the bandwidth.
-double comm(const Link& l, double wire_bytes, double calls) { return calls * l.latency + wire_bytes / l.bandwidth; }
-
-// The mesh is ordered {dp, pp, ep, cp, tp} (tp fastest) and hosts hold consecutive ranks:
-// a group of `size` ranks `stride` apart crosses hosts when it spans more than a host.
-const Link& link_of(const Cluster& c, int64_t stride, int64_t size, bool in_process) {
-  if (stride * size > c.devices_per_host && c.hosts > 1) return c.inter;
-  return c.cpu && !in_process && c.processes.bandwidth > 0 ? c.processes : c.intra;
 }
 
 // Per rank of a pipeline: the most micro-batches whose activations (one GPTActs each) are
@@ -136,7 +119,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   DT_CHECK(cl.cpu || world <= cl.devices(), "dp x tp x pp = " + std::to_string(world) + " ranks on a cluster of " +
                                       std::to_string(cl.devices()) + " devices; accepted: at most that many");
   const bool mixed = c.dtype != DType::F32;
-  const double e = static_cast<double>(dtype_size(c.dtype)), k_opt = mixed ? 12.0 : 8.0;
+  const double e = static_cast<double>(dtype_size(c.dtype));
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, M = o.accumulation, P = o.pp;
   const bool sp = o.sequence_parallel && o.tp > 1;
 
@@ -215,7 +198,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const Work blk = block_work(s, r, attn_rate);  // one block's micro-batch, the same on every stage
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
-         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, peak_released = 0;
+         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0;
   for (size_t st = 0; st < stages.size(); ++st) {
     const Stage& g = stages[st];
     // Time of one micro-batch through this stage, forward and backward (recompute: the
@@ -272,12 +255,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // table (weights and a gradient), the optimizer's step counter (and a loss scaler's state).
     const double param = g.states["weights_bytes"].get<double>() + e * g.tied_copy;
     const double grad = g.states["grads_bytes"].get<double>() + e * g.tied_copy;
-    double opt = g.states["optimizer_bytes"].get<double>() + 8.0 + (mixed ? 12.0 : 0.0);
-    // A split model (tp or pp) keeps the whole model's optimizer state on the host's first
-    // rank: each process's first rank (Trainer::build_engines).
-    const bool host_copy = (o.tp > 1 || P > 1) && (st == 0 || !o.in_process);
-    const double host_bytes = host_copy ? k_opt * static_cast<double>(c.param_count()) + 8.0 : 0.0;
-    opt += host_bytes;
+    const double opt = g.states["optimizer_bytes"].get<double>() + 8.0 + (mixed ? 12.0 : 0.0);
     const double comm_buffer = o.zero == 0 && o.dp > 1 ? grads_bytes : 0.0;
     nn::ActsLayout al;
     al.batch = o.micro_batch;
@@ -319,7 +297,6 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     if (o.dp > 1 && o.zero == 3) transient = e * (3.0 * block_params + unit0_params);
     const double total = param + grad + opt + comm_buffer + act + transient;
     peak_all = std::max(peak_all, total);
-    peak_released = std::max(peak_released, total - host_bytes);
     ranks.push_back({{"pp_stage", st},
                      {"blocks", g.blocks},
                      {"memory", {{"param", param},
@@ -328,7 +305,6 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                  {"activation", act},
                                  {"comm_buffer", comm_buffer},
                                  {"transient", transient}}},
-                     {"host_optimizer_copy", host_bytes},
                      {"activation_per_micro_batch", ab.per_micro_batch},
                      {"live_micro_batches", alive},
                      {"peak_bytes", total},
@@ -379,9 +355,6 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                     {"shared_cores", shared}}},
           {"ranks", ranks},
           {"peak_bytes", peak_all},
-          // Without the split model's whole optimizer state on the host's rank (optimizer
-          // above): what a layout would need once the Trainer releases it.
-          {"peak_bytes_without_host_copy", peak_released},
           {"device_memory", cl.device_memory},
           {"fits", peak_all <= cl.device_memory}};
 }

@@ -67,7 +67,7 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
     return x;
   }();
   const int64_t devices = cl.devices();
-  nlohmann::json fitting = nlohmann::json::array(), if_released = nlohmann::json::array();
+  nlohmann::json fitting = nlohmann::json::array();
   std::map<std::string, int64_t> rejected;
   int64_t evaluated = 0;
   nlohmann::json smallest;  // the layout needing the least memory, when nothing fits
@@ -129,12 +129,6 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
                                       {"time", cost["time"]}};
                 if (!cost["fits"].get<bool>()) {
                   if (rc == 0) continue;  // try it with recompute
-                  if (cost["peak_bytes_without_host_copy"].get<double>() <= cl.device_memory) {
-                    ++rejected["fits only without the host's whole optimizer state (split layouts keep it today)"];
-                    row["peak_bytes"] = cost["peak_bytes_without_host_copy"];
-                    if_released.push_back(row);
-                    continue;
-                  }
                   ++rejected["does not fit a device's memory"];
                   if (smallest.is_null() || row["peak_bytes"].get<double>() < smallest["peak_bytes"].get<double>())
                     smallest = row;
@@ -168,12 +162,6 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
                         {"evaluated", evaluated},  {"fitting", fitting.size()}, {"rejected", rej},
                         {"best", best},            {"device_memory", cl.device_memory}};
   if (fitting.empty() && !smallest.is_null()) out["smallest_that_does_not_fit"] = smallest;
-  // Faster layouts that only the host's whole optimizer state keeps out (tp or pp layouts
-  // of a large model): the ranking once the Trainer releases it.
-  if (!if_released.empty()) {
-    nlohmann::json r = ranked(if_released);
-    if (best.empty() || r[0]["step_s"].get<double>() < best[0]["step_s"].get<double>()) out["best_without_host_copy"] = r;
-  }
   return out;
 }
 

@@ -85,6 +85,9 @@ void Trainer::build_engines(const TrainOptions& o, const ParallelOptions& p) {
   // Each part's state from the host's (it may have stepped, or been loaded): a clone's own
   // optimizer state, a split part's slices of it. ZeRO's shard optimizers cloned it already.
   if (L.splits_model() || !prototype_only) scatter_parts();
+  // A split layout's host optimizer is gathered into only when asked (state_tensors): its
+  // whole state need not be held beside the parts' slices of it.
+  if (L.splits_model()) host_opt_.release_state();
   // An optimizer no engine steps (a strategy replaced it with its shard optimizer): its
   // whole state can go (the host's keeps its step counter).
   for (size_t i = 0; i < built_with.size(); ++i) {
@@ -126,7 +129,7 @@ double Trainer::evaluate(const Tensor& inputs, const Tensor& targets) {
 }
 
 void Trainer::gather_model() {
-  if (layout_->splits_model()) return gather_parts();
+  if (layout_->splits_model()) return gather_parts(false);
   if (!replicas_[0]->state_sharded()) return;
   on_all([&](int li, int) { replicas_[static_cast<size_t>(li)]->gather_model(); });
 }
@@ -151,8 +154,10 @@ StepStats Trainer::train_step(const Tensor& inputs, const Tensor& targets) {
 std::vector<io::CheckpointTensor> Trainer::state_tensors() {
   apply_writes();
   if (layout_->splits_model()) {
-    gather_parts();
-    return host_engine_->state_tensors();
+    gather_parts(true);
+    std::vector<io::CheckpointTensor> whole = host_engine_->state_tensors();
+    host_opt_.release_state();  // the caller's views keep the gathered tensors until it is done
+    return whole;
   }
   if (!replicas_[0]->state_sharded()) return replicas_[0]->state_tensors();
   std::vector<std::vector<io::CheckpointTensor>> all(replicas_.size());
@@ -172,7 +177,7 @@ void Trainer::save(const std::string& dir, const nlohmann::json& extra, const st
 void Trainer::with_whole_model(const std::function<void(nn::GPT&)>& fn) {
   apply_writes();
   if (!layout_->mesh()) return fn(model(0));
-  if (layout_->splits_model()) gather_parts();
+  if (layout_->splits_model()) gather_parts(false);
   else gather_model();  // ZeRO-3: the values whole until the next step; otherwise nothing to do
   nn::GPT& whole = layout_->splits_model() ? host_ : model(0);
   // An error on rank 0 must not leave the others waiting at the barrier: it is raised after.

@@ -162,7 +162,11 @@ class Trainer {
   bool host_stale_ = false;            // a step ran since the host last held the parts' values
   std::set<std::string> written_;      // host parameters written since (host_written)
   void build_engines(const TrainOptions& o, const ParallelOptions& p);
-  void gather_parts();                 // the parts' whole state into the host model and optimizer
+  // The parts' whole state into the host model, and with_optimizer into the host's optimizer,
+  // whose state is held only until the caller is done (a split layout releases it after the
+  // scatter at construction: otherwise the first rank would keep the whole model's
+  // optimizer state beside its own part's).
+  void gather_parts(bool with_optimizer);
   void scatter_parts();                // the reverse
   void apply_writes();                 // written_ into the parts
   std::map<std::string, Tensor> host_state() const;  // the host's state tensors by name (views)

@@ -63,12 +63,22 @@ void Trainer::scatter_parts() {
   host_stale_ = false;
 }
 
-void Trainer::gather_parts() {
+void Trainer::gather_parts(bool with_optimizer) {
   // Every part's state (parameters, optimizer state; under ZeRO first gathered over dp)
   // made whole through the layout, into the host's tensors. Collective: under mpirun every
-  // process calls it, and each assembles the same whole.
+  // process calls it, and each assembles the same whole. Without the optimizer, its released
+  // state is not in host_state() and the parts' tensors of it are left out.
+  if (with_optimizer && host_opt_.released()) {
+    host_opt_.reinstate_state();
+    for (auto& [name, t] : host_opt_.state()) t.storage()->set_rank(layout_->rank(0));
+  }
   std::map<std::string, Tensor> host = host_state();
-  on_all([&](int li, int) { layout_->gather(li, replicas_[static_cast<size_t>(li)]->state_tensors(), host); });
+  on_all([&](int li, int) {
+    parallel::NamedTensors mine;
+    for (nn::StateTensor& t : replicas_[static_cast<size_t>(li)]->state_tensors())
+      if (host.count(t.name)) mine.push_back(std::move(t));
+    layout_->gather(li, mine, host);
+  });
   host_engine_->finish_load();
   host_stale_ = false;
 }
@@ -113,7 +123,7 @@ void Trainer::apply_writes() {
   // A parameter view writes the host's tensor: each part takes its slice (a dp replica the
   // whole, a split part its tp slice where its stage holds it), and each optimizer's master
   // follows, or the next step would put back the value before the write.
-  host_opt_.sync_masters_from_params(&names);
+  if (!host_opt_.released()) host_opt_.sync_masters_from_params(&names);
   on_all([&](int li, int) {
     if (layout_->part_is_host(li)) return;
     layout_->scatter_values(li, &names);

@@ -28,6 +28,15 @@ Optimizer::Optimizer(nn::ParamList params, float lr, const char* kind, bool offl
              where + ": value must be a defined f32, bf16 or f16 tensor");
     DT_CHECK(p->grad.defined() && p->grad.shape() == p->value.shape() && is_floating(p->grad.dtype()),
              where + ": grad must be a floating tensor shaped " + shape_str(p->value.shape()));
+  }
+  make_masters();
+  step_ = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Optimizer);
+  named_.emplace_back("optimizer.step", step_);
+}
+
+void Optimizer::make_masters() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const nn::Parameter* p = params_[i];
     if (offload_) {  // a host master (f32 or not), and a host buffer the value comes back through
       Tensor host_value = to_device(p->value, Device::cpu());
       Tensor m = Tensor::zeros(p->value.shape(), DType::F32, Device::cpu(), MemTag::Optimizer);
@@ -47,8 +56,6 @@ Optimizer::Optimizer(nn::ParamList params, float lr, const char* kind, bool offl
       named_.emplace_back(p->name + ".master", m);
     }
   }
-  step_ = Tensor::zeros({1}, DType::I64, Device::cpu(), MemTag::Optimizer);
-  named_.emplace_back("optimizer.step", step_);
 }
 
 void Optimizer::set_lr(float lr) {
@@ -67,7 +74,8 @@ Tensor Optimizer::add_state(size_t i, const std::string& suffix) {
 
 void Optimizer::check_live(const char* what) const {
   DT_CHECK(!released_, std::string("optimizer ") + what +
-                           ": its state was released to a sharded (ZeRO) optimizer, which the engine steps now");
+                           ": its state was released to the engine's own optimizers (ZeRO's shards, or the tp/pp parts'), "
+                           "which the engine steps now");
 }
 
 void Optimizer::release_state() {
@@ -78,6 +86,15 @@ void Optimizer::release_state() {
   named_.emplace_back("optimizer.step", step_);
   drop_state();
   released_ = true;
+}
+
+void Optimizer::reinstate_state() {
+  if (!released_) return;
+  named_.clear();
+  make_masters();  // the masters from the values, as at construction
+  named_.emplace_back("optimizer.step", step_);
+  make_state();
+  released_ = false;
 }
 
 void Optimizer::step(float grad_scale) {
@@ -150,8 +167,12 @@ Sgd::Sgd(nn::ParamList params, const SgdOptions& opt)
     : Optimizer(std::move(params), opt.lr, "Sgd", opt.offload), opt_(opt) {
   DT_CHECK(!opt.nesterov || (opt.momentum > 0 && opt.dampening == 0),
            "Sgd: nesterov requires momentum > 0 and dampening 0");
-  for (size_t i = 0; i < this->params().size(); ++i)
-    bufs_.push_back(opt.momentum != 0 ? add_state(i, "momentum_buffer") : Tensor());
+  make_state();
+}
+
+void Sgd::make_state() {
+  for (size_t i = 0; i < params().size(); ++i)
+    bufs_.push_back(opt_.momentum != 0 ? add_state(i, "momentum_buffer") : Tensor());
 }
 
 std::unique_ptr<Optimizer> Sgd::clone_over(nn::ParamList params) const {
@@ -173,7 +194,11 @@ void Sgd::update(size_t i, float grad_scale, int64_t step) {
 // ---- AdamW -------------------------------------------------------------------------------
 AdamW::AdamW(nn::ParamList params, const AdamWOptions& opt)
     : Optimizer(std::move(params), opt.lr, "AdamW", opt.offload), opt_(opt) {
-  for (size_t i = 0; i < this->params().size(); ++i) {
+  make_state();
+}
+
+void AdamW::make_state() {
+  for (size_t i = 0; i < params().size(); ++i) {
     m_.push_back(add_state(i, "exp_avg"));
     v_.push_back(add_state(i, "exp_avg_sq"));
   }

@@ -64,9 +64,14 @@ class Optimizer {
   void sync_masters_from_params(const std::set<std::string>* only = nullptr);
   // Frees every state tensor but the step counter and lets go of the parameters' values:
   // what ZeRO does to the host's optimizer once a sharded one (clone_over the shards, its
-  // state copied in) has taken over. step, zero_grad and sync_masters_from_params then fail
+  // state copied in) has taken over, and a tp/pp engine once its parts' optimizers have
+  // their slices. step, zero_grad and sync_masters_from_params then fail
   // with an error that says so; steps() and state() (the counter alone) still answer.
   void release_state();
+  // The reverse: zeroed state again (the masters re-read from the values), for a caller that
+  // is about to fill it (a split engine gathering its parts' state into the host's). No-op
+  // when not released.
+  void reinstate_state();
   bool released() const { return released_; }
   bool offloaded() const { return offload_; }
   // After state was loaded from a checkpoint: re-derives what checkpoints do not carry (the
@@ -85,9 +90,11 @@ class Optimizer {
   const Tensor& grad(size_t i) const { return offload_ ? host_grads_[i] : params_[i]->grad; }
   virtual void update(size_t i, float grad_scale, int64_t step) = 0;
   virtual void drop_state() = 0;  // the subclass's part of release_state
+  virtual void make_state() = 0;  // its zeroed state, named after the masters and the counter
 
  private:
   void check_live(const char* what) const;
+  void make_masters();  // each parameter's f32 master (or the value itself) and offload buffers
   void step_offloaded(float grad_scale, int64_t next);
   nn::ParamList params_;
   float lr_;
@@ -113,6 +120,7 @@ class Sgd final : public Optimizer {
  private:
   void update(size_t i, float grad_scale, int64_t step) override;
   void drop_state() override { bufs_.clear(); }
+  void make_state() override;
   SgdOptions opt_;
   std::vector<Tensor> bufs_;
 };
@@ -133,6 +141,7 @@ class AdamW final : public Optimizer {
     m_.clear();
     v_.clear();
   }
+  void make_state() override;
   AdamWOptions opt_;
   std::vector<Tensor> m_, v_;
 };

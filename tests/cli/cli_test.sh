@@ -359,6 +359,32 @@ assert s['devices'] == 16 and len(b) == 3 and b[0]['step_s'] <= b[1]['step_s'] a
   expect_error "global-batch" $D plan --model gpt-tiny --auto --cluster h100-node
   echo '{"name": "x", "devices_per_host": 2, "matmul_flops_f32": -1}' >bad.json
   expect_error "cluster.device_memory" $D plan --model gpt-tiny --cluster bad.json
+  # --serve: a Llama-2-7B shape served on a DGX H100 (docs/planner.md): one layout's memory
+  # and latency, then every layout ranked by tokens/s within a 20 ms inter-token latency.
+  L7=(--layers 32 --d-model 4096 --heads 32 --d-ff 11008 --act swiglu --pos rope --norm rmsnorm --vocab 32000 --context 4096)
+  $D plan --serve --cluster h100-node "${L7[@]}" --dp 4 --tp 2 --prompt 1024 --output 256 --json sv.json >sv.txt \
+    || { cat sv.txt; fail "plan --serve"; }
+  cat sv.txt
+  $D plan --serve --auto --cluster h100-node "${L7[@]}" --prompt 1024 --output 256 --itl-target-ms 20 --top 3 \
+    --json sa.json >sa.txt || { cat sa.txt; fail "plan --serve --auto"; }
+  cat sa.txt
+  python3 - <<'PY' || fail "plan --serve figures"
+import json
+c = json.load(open("sv.json"))["serve_cost"]
+assert c["layout"] == {"replicas": 4, "tp": 2, "pp": 1} and c["fits"], c
+assert c["batch_limited_by"] == "memory" and c["batch"] == c["max_batch_by_memory"] > 1, c
+r = c["ranks"][0]["memory"]
+assert abs(r["weights"] + r["kv_cache"] + r["workspace"] - c["peak_bytes"]) < 1 and c["peak_bytes"] <= c["budget_bytes"], c
+s = json.load(open("sa.json"))["serve_search"]
+b = s["best"]
+print("best serving layout:", b[0]["layout"], "%.0f tokens/s, ITL %.1f ms" % (b[0]["tokens_per_s"], 1e3 * b[0]["itl_s"]))
+assert s["devices"] == 8 and len(b) == 3 and all(x["itl_s"] <= 0.020 for x in b), s
+assert b[0]["tokens_per_s"] >= b[1]["tokens_per_s"] >= b[2]["tokens_per_s"] and b[1]["loses_by"] != "-", b
+PY
+  expect_usage "--serve --auto chooses --dp (replicas), --tp and --pp" $D plan --serve --auto --cluster h100-node "${L7[@]}" --tp 2
+  expect_usage "--serve costs serving on a cluster" $D plan --serve "${L7[@]}"
+  expect_error "prompt output 4096" $D plan --serve --cluster h100-node "${L7[@]}" --prompt 4000 --output 200
+  expect_usage "--itl-target-ms -1" $D plan --serve --cluster h100-node "${L7[@]}" --itl-target-ms -1
   ;;
 dp)
   # DDP over 2 and 4 ranks of one process: the same losses as one rank, to rounding.

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/allocator.h"
 #include "multirank/coll_util.h"
 #include "multirank/dp_test_util.h"
 
@@ -213,6 +214,40 @@ TEST(TpTrain, CheckpointsLoadIntoAnyLayout) {
     EXPECT_LT(test::rel_dist(got.params, ref.params), 2e-5) << what;
   }
   std::filesystem::remove_all(dir);
+}
+
+// A split model's parts hold their slices of the optimizer state and nothing more: the
+// host's whole state (what the user's optimizer was built with) is released once cut into
+// the parts, so rank 0 holds what rank 1 does plus the host's 8-byte step counter, before
+// and after a step and after a gather of the whole state (state_tensors, which hands out the
+// whole moments and releases them again). Under pp 2 rank 0 holds less than the whole.
+TEST(TpTrain, TheHostsWholeOptimizerStateIsReleased) {
+  auto opt_bytes = [](int rank) {
+    const Ledger* l = rank_ledger(Device::cpu(), rank);
+    return l ? l->current(static_cast<int32_t>(MemTag::Optimizer)) : int64_t{0};
+  };
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const nn::GPTConfig c = config(true, dtype);
+    nn::GPT model(c);
+    optim::AdamW opt(model.parameters(), test::dp_adamw());
+    const int64_t whole = (dtype == DType::F32 ? 8 : 12) * model.num_parameters();
+    engine::Trainer t(comm::test::axes_mesh({1, 1, 1, 1, 2}), model, opt, test::dp_options(2), {});
+    const std::string what = std::string("tp 2 ") + dtype_name(dtype);
+    EXPECT_EQ(opt_bytes(0), opt_bytes(1) + 8) << what << ": after construction";
+    EXPECT_LT(opt_bytes(0), whole) << what;
+    t.train_step(batch(0).in, batch(0).tg);
+    EXPECT_EQ(opt_bytes(0), opt_bytes(1) + 8) << what << ": after a step";
+    int64_t moments = 0;
+    for (auto& st : t.state_tensors())
+      if (st.name.find(".exp_avg") != std::string::npos) moments += static_cast<int64_t>(st.tensor.nbytes());
+    EXPECT_EQ(moments, 8 * model.num_parameters()) << what << ": the gathered moments are whole";
+    EXPECT_EQ(opt_bytes(0), opt_bytes(1) + 8) << what << ": after the gather, released again";
+    t.train_step(batch(1).in, batch(1).tg);
+  }
+  nn::GPT model(config(true, DType::F32));
+  optim::AdamW opt(model.parameters(), test::dp_adamw());
+  engine::Trainer t(comm::test::axes_mesh({1, 2, 1, 1, 1}), model, opt, test::dp_options(2), {});
+  EXPECT_LT(opt_bytes(0), 8 * model.num_parameters()) << "pp 2: rank 0 holds its stage's state only";
 }
 
 TEST(TpTrain, WhatIsNotBuiltIsNamed) {

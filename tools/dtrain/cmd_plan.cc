@@ -160,6 +160,10 @@ int run_schedule_plan(const PlanArgs& a) {
 
 int run_plan(const PlanArgs& a) {
   if (a.cost.calibrate) return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json, a.cost.backend);
+  if (a.cost.serve) {
+    if (a.params > 0) throw UsageError("--serve needs the model's shape; accepted: --model and its flags, not --params");
+    return run_serve(a.cost, a.model, a.context, a.dp, a.tp, a.pipe.pp, a.json);
+  }
   if (a.cost.auto_search) {
     if (a.params > 0) throw UsageError("--auto needs the model's shape; accepted: --model and its flags, not --params");
     return run_search(a.cost, a.model, a.context, a.json);

@@ -75,12 +75,6 @@ void print_cost(const nlohmann::json& c) {
                 bytes_text(m["comm_buffer"].get<double>()).c_str(), bytes_text(m["transient"].get<double>()).c_str(),
                 bytes_text(r["peak_bytes"].get<double>()).c_str());
   }
-  double host = 0;
-  for (const auto& r : c["ranks"]) host = std::max(host, r.value("host_optimizer_copy", 0.0));
-  if (host > 0)
-    std::printf("  (optimizer includes %s: the whole model's optimizer state, which the Trainer keeps on each\n"
-                "   process's first rank when the model is split; without it the peak is %s)\n",
-                bytes_text(host).c_str(), bytes_text(c["peak_bytes_without_host_copy"].get<double>()).c_str());
   std::printf("  peak %s of %s per device: %s\n", bytes_text(c["peak_bytes"].get<double>()).c_str(),
               bytes_text(c["device_memory"].get<double>()).c_str(), c["fits"].get<bool>() ? "fits" : "DOES NOT FIT");
 }
@@ -99,13 +93,6 @@ void print_search(const nlohmann::json& s, const std::string& model) {
                 r["tokens_per_s"].get<double>(), 100.0 * r["mfu"].get<double>(),
                 bytes_text(r["peak_bytes"].get<double>()).c_str());
     if (i > 1) std::printf("     loses to 1. by: %s\n", r["loses_by"].get<std::string>().c_str());
-  }
-  if (s.contains("best_without_host_copy")) {
-    const nlohmann::json& r = s["best_without_host_copy"][0];
-    std::printf("\n  faster once split layouts stop keeping the whole model's optimizer state on each process's\n"
-                "  first rank (the Trainer's host copy, today counted above): %s\n     step %s, peak %s per device\n",
-                layout_text(r["layout"]).c_str(), seconds_text(r["step_s"].get<double>()).c_str(),
-                bytes_text(r["peak_bytes"].get<double>()).c_str());
   }
   if (s.contains("smallest_that_does_not_fit")) {
     const nlohmann::json& r = s["smallest_that_does_not_fit"];
@@ -162,6 +149,106 @@ int run_calibrate(const std::string& path, const std::string& backend) {
   return 0;
 }
 
+namespace {
+
+std::string serve_layout_text(const nlohmann::json& l) {
+  const int64_t r = l["replicas"].get<int64_t>();
+  return std::to_string(r) + (r == 1 ? " replica" : " replicas") + " x tp " + std::to_string(l["tp"].get<int64_t>()) +
+         " x pp " + std::to_string(l["pp"].get<int64_t>());
+}
+
+void print_serve_row(const nlohmann::json& c) {
+  const nlohmann::json& t = c["time"];
+  std::printf("     batch %.0f a replica (limited by %s), inter-token latency %s, first token %s, %.0f tokens/s\n",
+              c["batch"].get<double>(), c["batch_limited_by"].get<std::string>().c_str(),
+              seconds_text(c["itl_s"].get<double>()).c_str(), seconds_text(c["ttft_s"].get<double>()).c_str(),
+              c["tokens_per_s"].get<double>());
+  std::printf("     step %s = GEMMs %s, attention %s, elementwise %s, tp %s, pp %s, sampling %s, shared cores %s;"
+              " prefills %s\n",
+              seconds_text(t["step_s"].get<double>()).c_str(), seconds_text(t["gemm_s"].get<double>()).c_str(),
+              seconds_text(t["attention_s"].get<double>()).c_str(), seconds_text(t["elementwise_s"].get<double>()).c_str(),
+              seconds_text(t["tp_comm_s"].get<double>()).c_str(), seconds_text(t["pp_s"].get<double>()).c_str(),
+              seconds_text(t["sampling_s"].get<double>()).c_str(),
+              seconds_text(t["shared_cores_extra_s"].get<double>()).c_str(),
+              seconds_text(t["prefill_share_s"].get<double>()).c_str());
+}
+
+}  // namespace
+
+int run_serve(const CostArgs& a, const ModelArgs& given, int64_t context, int64_t dp, int64_t tp, int64_t pp,
+              const std::string& json) {
+  if (a.cluster.empty()) throw UsageError("--serve costs serving on a cluster; accepted with --cluster NAME or FILE");
+  if (a.auto_search && (dp > 1 || tp > 1 || pp > 1))
+    throw UsageError("--serve --auto chooses --dp (replicas), --tp and --pp; accepted: leave them out");
+  if (a.auto_search && a.batch > 0) throw UsageError("--serve --auto chooses each layout's --batch; accepted: leave it out");
+  ModelArgs model = given;
+  if (model.precision.empty()) model.precision = "bf16";
+  Options po = make_options();
+  set_bool(po.get(), "serve", true);
+  set(po.get(), "cluster", cluster_text(a.cluster));
+  set_bool(po.get(), "in_process", a.backend == "local");
+  if (a.auto_search) {
+    set_bool(po.get(), "search", true);
+    set(po.get(), "top", a.top);
+  } else {
+    set(po.get(), "dp", dp);
+    set(po.get(), "tp", tp);
+    set(po.get(), "pp", pp);
+    if (a.batch > 0) set(po.get(), "batch", a.batch);
+  }
+  if (a.prompt > 0) set(po.get(), "prompt", a.prompt);
+  if (a.output > 0) set(po.get(), "output", a.output);
+  if (a.max_num_seqs > 0) set(po.get(), "max_num_seqs", a.max_num_seqs);
+  if (a.max_batched_tokens > 0) set(po.get(), "max_batched_tokens", a.max_batched_tokens);
+  if (a.memory_fraction > 0) set(po.get(), "memory_fraction", a.memory_fraction);
+  if (a.itl_target_ms > 0) set(po.get(), "itl_target_s", a.itl_target_ms / 1e3);
+  if (a.ttft_target_ms > 0) set(po.get(), "ttft_target_s", a.ttft_target_ms / 1e3);
+  const Options mo = model.options(context, 1);
+  const nlohmann::json j = nlohmann::json::parse(
+      read_text([&](char* b, size_t c, size_t* n) { return dt_plan_json(mo.get(), po.get(), b, c, n); },
+                "planning serving"));
+  const std::string name = (given.parsed && given.parsed->count("--model") ? "--model " + given.preset : "a GPT") +
+                           " (" + model.precision + ", " + std::to_string(model.count_params(context)) + " parameters)";
+  if (j.contains("serve_search")) {
+    const nlohmann::json& s = j["serve_search"];
+    std::printf("serving %s on %s (%lld devices), prompt %lld, output %lld tokens", name.c_str(),
+                s["cluster"].get<std::string>().c_str(), static_cast<long long>(s["devices"].get<int64_t>()),
+                static_cast<long long>(s["prompt"].get<int64_t>()), static_cast<long long>(s["output"].get<int64_t>()));
+    if (s["itl_target_s"].get<double>() > 0) std::printf(", ITL target %s", seconds_text(s["itl_target_s"].get<double>()).c_str());
+    if (s["ttft_target_s"].get<double>() > 0) std::printf(", TTFT target %s", seconds_text(s["ttft_target_s"].get<double>()).c_str());
+    std::printf(": %lld layouts costed, %lld fit and meet the targets\n", static_cast<long long>(s["evaluated"].get<int64_t>()),
+                static_cast<long long>(s["fitting"].get<int64_t>()));
+    for (const auto& [why, n] : s["rejected"].items())
+      std::printf("  dropped %lld: %s\n", static_cast<long long>(n.get<int64_t>()), why.c_str());
+    int i = 0;
+    for (const auto& r : s["best"]) {
+      std::printf("\n  %d. %s\n", ++i, serve_layout_text(r["layout"]).c_str());
+      print_serve_row(r);
+      if (i > 1) std::printf("     loses to 1. by: %s\n", r["loses_by"].get<std::string>().c_str());
+    }
+    if (s["best"].empty()) std::printf("\n  no layout fits and meets the targets\n");
+  } else {
+    const nlohmann::json& c = j["serve_cost"];
+    std::printf("serving %s on %s: %s\n", name.c_str(), c["cluster"].get<std::string>().c_str(),
+                serve_layout_text(c["layout"]).c_str());
+    print_serve_row(c);
+    std::printf("  %-6s %10s %10s %10s %12s   (a rank's budget %s)\n", "stage", "weights", "KV cache", "workspace",
+                "peak", bytes_text(c["budget_bytes"].get<double>()).c_str());
+    for (const auto& r : c["ranks"]) {
+      const nlohmann::json& m = r["memory"];
+      std::printf("  %-6d %10s %10s %10s %12s\n", r["pp_stage"].get<int>(), bytes_text(m["weights"].get<double>()).c_str(),
+                  bytes_text(m["kv_cache"].get<double>()).c_str(), bytes_text(m["workspace"].get<double>()).c_str(),
+                  bytes_text(r["peak_bytes"].get<double>()).c_str());
+    }
+    std::printf("  %s; at most %.0f sequences a replica by memory\n",
+                c["fits"].get<bool>() ? (c["meets_targets"].get<bool>() ? "fits and meets the targets" : "fits, MISSES A TARGET")
+                                      : "DOES NOT FIT",
+                c["max_batch_by_memory"].get<double>());
+  }
+  if (!json.empty()) write_file(json, j.dump(2) + "\n");
+  return 0;
+}
+
 void CostArgs::add_to(CLI::App& app) {
   CLI::App* c = &app;
   c->add_option("--cluster", cluster,
@@ -179,6 +266,32 @@ void CostArgs::add_to(CLI::App& app) {
   add_int(c, "--seq", seq, {0, 1048576, "the --context"}, "Tokens per sequence (default: the --context)")
       ->group("Cost model");
   add_int(c, "--top", top, {1, 1000}, "With --auto: the layouts printed")->group("Cost model");
+  c->add_flag("--serve", serve,
+              "With --cluster: cost serving instead of training (--dp replicas x --tp x --pp); with --auto: every "
+              "layout ranked by tokens/s within --itl-target-ms and --ttft-target-ms")
+      ->group("Serving plan");
+  add_int(c, "--prompt", prompt, {1, 1048576, "min(512, context / 2)"}, "With --serve: prompt tokens per request")
+      ->group("Serving plan");
+  add_int(c, "--output", output, {1, 1048576, "min(128, the rest of the context)"},
+          "With --serve: generated tokens per request")
+      ->group("Serving plan");
+  add_int(c, "--batch", batch, {1, 1048576, "the most that fit and meet the targets"},
+          "With --serve: running sequences per replica")
+      ->group("Serving plan");
+  add_int(c, "--max-num-seqs", max_num_seqs, {1, 1048576, "256"}, "With --serve: the engine's cap on running sequences")
+      ->group("Serving plan");
+  add_int(c, "--max-batched-tokens", max_batched_tokens, {1, 16777216, "256 on a CPU, 2048 on GPUs"},
+          "With --serve: tokens per engine step (a prefill chunk)")
+      ->group("Serving plan");
+  add_real(c, "--itl-target-ms", itl_target_ms, {0.001, 1e7, "none"},
+           "With --serve: the mean inter-token latency to stay within (ms)")
+      ->group("Serving plan");
+  add_real(c, "--ttft-target-ms", ttft_target_ms, {0.001, 1e7, "none"},
+           "With --serve: a lone request's time to its first token to stay within (ms)")
+      ->group("Serving plan");
+  add_real(c, "--memory-fraction", memory_fraction, {0.01, 1, "0.9"},
+           "With --serve: the share of a device's memory for weights, workspace and KV cache")
+      ->group("Serving plan");
   c->add_option("--backend", backend, "With --cluster: local (ranks are threads of one process, the default) or "
                                       "mpi (a process each); with --calibrate under mpirun -np 2: mpi adds the "
                                       "processes' collectives to the --json cluster file")

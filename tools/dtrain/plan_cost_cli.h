@@ -21,6 +21,10 @@ struct CostArgs {
   std::string cluster, backend = "local";
   bool auto_search = false, calibrate = false;
   int64_t global_batch = 0, seq = 0, top = 5;
+  // --serve: the serving planner's workload and targets (0: the library's default / none).
+  bool serve = false;
+  int64_t prompt = 0, output = 0, batch = 0, max_num_seqs = 0, max_batched_tokens = 0;
+  double itl_target_ms = 0, ttft_target_ms = 0, memory_fraction = 0;
   void add_to(CLI::App& app);
   // dt_plan_json's cost-model keys (null without --cluster): the ZeRO stage and recompute
   // are the plan's own flags.
@@ -29,6 +33,10 @@ struct CostArgs {
 
 // --auto: the search, printed (and written to `json` when given).
 int run_search(const CostArgs& a, const ModelArgs& model, int64_t context, const std::string& json);
+
+// --serve: one serving layout's cost (replicas = dp), or with --auto every layout ranked.
+int run_serve(const CostArgs& a, const ModelArgs& model, int64_t context, int64_t dp, int64_t tp, int64_t pp,
+              const std::string& json);
 
 // A built-in name ("h100-node", "h100-node:16") as is, or a cluster JSON file's text.
 std::string cluster_text(const std::string& flag_value);

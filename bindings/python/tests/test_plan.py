@@ -33,3 +33,20 @@ def test_cluster_as_a_dict_is_passed_as_its_json():
 def test_unknown_cluster_is_not_found_naming_the_built_in_ones():
     with pytest.raises(dtrain.NotFoundError, match="cpu-default"):
         dtrain.plan(TINY, {"cluster": "no-such-cluster"})
+
+
+def test_serving_costs_a_layout_and_searches_them_all():
+    cost = dtrain.plan(TINY, {"serve": True, "cluster": "h100-node", "dp": 2, "tp": 2, "prompt": 32, "output": 16})
+    c = cost["serve_cost"]
+    assert c["layout"] == {"replicas": 2, "tp": 2, "pp": 1} and c["itl_s"] > 0 and c["fits"]
+    search = dtrain.plan(TINY, {"serve": True, "cluster": "h100-node", "search": True, "prompt": 32, "output": 16,
+                                "itl_target_s": 0.05, "top": 2})
+    best = search["serve_search"]["best"]
+    assert len(best) == 2 and best[0]["tokens_per_s"] >= best[1]["tokens_per_s"]
+
+
+def test_serving_refuses_training_keys_by_name():
+    with pytest.raises(dtrain.InvalidArgumentError, match="zero"):
+        dtrain.plan(TINY, {"serve": True, "cluster": "h100-node", "zero": 1})
+    with pytest.raises(dtrain.InvalidArgumentError, match="serve"):
+        dtrain.plan(TINY, {"cluster": "h100-node", "prompt": 8})
