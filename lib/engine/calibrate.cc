@@ -57,15 +57,16 @@ double time_gemm(int64_t m, int64_t k, int64_t n, DType dt, int reps) {
          }) / 3.0;
 }
 
-// Serving: the reference model's paged forward on the kernel pool (one rank alone), a
-// 64-token prefill and decode steps of 1 and 16 sequences at 64 cached positions, against
-// the serving cost model's times at the rates measured above. A prefill's and a decode's
-// ratio are their efficiencies; what 16 sequences' step takes beyond the model's, per
-// cached row the paged attention stages, is kv_row_s (one core's time: a rank divides it by
-// its speed, as the model's rates).
+// Serving: the reference model's paged forward on the kernel pool (one rank alone):
+// prefills of 32, 64 and 96 tokens, and decode steps of 1 to 32 sequences at 96 cached
+// positions, against the serving cost model's times at the rates measured above. The
+// prefill's efficiency is the least-squares ratio of model to measured; a decode step is
+// fitted as t = p / efficiency + rows x kv_row (rows: the cached rows the paged attention
+// stages, seqs x layers x query heads x positions) by least squares over the six batches,
+// kv_row_s being one core's (the reference ran on the pool: a rank divides it by its speed).
 void calibrate_serving(Cluster& c, const nn::GPTConfig& raw) {
   const nn::GPTConfig ref = raw.resolved();
-  const int64_t P = 64, S = 16, bs = 16, per = (P + bs) / bs;
+  const int64_t P = 96, S = 32, bs = 16, per = (P + bs) / bs;
   nn::GPT model(ref);
   nn::PagedKv kv = nn::PagedKv::create(ref, S * per, bs, model.local_kv_heads());
   Tensor logits;
@@ -75,35 +76,47 @@ void calibrate_serving(Cluster& c, const nn::GPTConfig& raw) {
     for (int64_t j = 0; j < per; ++j) q.blocks.push_back(static_cast<int32_t>(s * per + j));
     return q;
   };
-  auto prefill = [&](int64_t s) {
+  auto prefill = [&](int64_t s, int64_t len) {
     nn::PagedBatch b;
-    b.seqs.push_back(seq(s, 0, P));
-    for (int64_t i = 0; i < P; ++i) b.ids.push_back(static_cast<int32_t>((s * 31 + i * 7) % ref.vocab_size));
+    b.seqs.push_back(seq(s, 0, len));
+    for (int64_t i = 0; i < len; ++i) b.ids.push_back(static_cast<int32_t>((s * 31 + i * 7) % ref.vocab_size));
     model.forward_paged(b, kv, logits);
   };
-  for (int64_t s = 0; s < S; ++s) prefill(s);
-  const double t_prefill = best_of(3, [&] { prefill(0); });
-  auto decode_time = [&](int64_t n) {
+  for (int64_t s = 0; s < S; ++s) prefill(s, P);
+  Cluster at_rates = c;
+  at_rates.prefill_efficiency = at_rates.decode_efficiency = 1;
+  at_rates.kv_row_s = 0;
+  double tp_sum = 0, pp_sum = 0;
+  for (int64_t len : {32, 64, 96}) {
+    const double t = best_of(3, [&] { prefill(0, len); });
+    const double p = serve_forward_times(ref, at_rates, len, 1, len).prefill_s;
+    tp_sum += t * p, pp_sum += p * p;
+  }
+  c.prefill_efficiency = std::clamp(pp_sum / tp_sum, 0.05, 10.0);
+  prefill(0, P);  // sequence 0's cache as the others'
+  // Least squares of t = a p + k rows over the batches.
+  double spp = 0, spr = 0, srr = 0, stp = 0, str = 0;
+  for (int64_t n : {1, 2, 4, 8, 16, 32}) {
     nn::PagedBatch b;
     for (int64_t s = 0; s < n; ++s) {
       b.seqs.push_back(seq(s, P, 1));
       b.ids.push_back(1);
     }
     model.forward_paged(b, kv, logits);
-    return best_of(10, [&] { model.forward_paged(b, kv, logits); });
-  };
-  const double t1 = decode_time(1), t16 = decode_time(S);
-  Cluster at_rates = c;
-  at_rates.prefill_efficiency = at_rates.decode_efficiency = 1;
-  at_rates.kv_row_s = 0;
-  const ServeForwardTimes p1 = serve_forward_times(ref, at_rates, P, 1, P + 1);
-  const ServeForwardTimes p16 = serve_forward_times(ref, at_rates, P, S, P + 1);
-  c.prefill_efficiency = std::clamp(p1.prefill_s / t_prefill, 0.05, 10.0);
-  c.decode_efficiency = std::clamp(p1.decode_s / t1, 0.05, 10.0);
-  // The model divides a decode step, staging included, by its efficiency.
-  // kv_row_s is one core's: the reference ran on the pool.
-  c.kv_row_s = std::clamp(c.pool_speedup * c.decode_efficiency * (t16 - p16.decode_s / c.decode_efficiency) / p16.kv_rows,
-                          0.0, 1e-6);
+    const double t = best_of(10, [&] { model.forward_paged(b, kv, logits); });
+    const ServeForwardTimes f = serve_forward_times(ref, at_rates, P, n, P + 1);
+    spp += f.decode_s * f.decode_s, spr += f.decode_s * f.kv_rows, srr += f.kv_rows * f.kv_rows;
+    stp += t * f.decode_s, str += t * f.kv_rows;
+  }
+  const double det = spp * srr - spr * spr;
+  double a = stp / spp, k = 0;
+  if (std::abs(det) > 0) {
+    a = (stp * srr - str * spr) / det;
+    k = (spp * str - spr * stp) / det;
+  }
+  if (!(a > 0.1 && a < 20 && k >= 0)) a = stp / spp, k = 0;  // out of reason: the ratio alone
+  c.decode_efficiency = std::clamp(1.0 / a, 0.05, 10.0);
+  c.kv_row_s = std::clamp(k * c.pool_speedup, 0.0, 1e-6);
 }
 
 }  // namespace
@@ -202,20 +215,16 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
   say("two small models' training steps on one core, and one on the kernel pool");
-  nn::GPTConfig ref = *nn::gpt_preset("gpt-small");
-  ref.n_layer = 3;
-  ref.d_model = 320;
-  ref.n_head = 5;
-  ref.d_ff = 1280;
-  ref.context = 128;
+  // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
+  auto shaped = [](int64_t layers, int64_t width, int64_t context) {
+    nn::GPTConfig g = *nn::gpt_preset("gpt-small");
+    g.n_layer = layers, g.d_model = width, g.n_head = width / 64, g.d_ff = 4 * width, g.context = context;
+    return g;
+  };
+  const nn::GPTConfig ref = shaped(3, 320, 128);
   // A second, small reference (2 blocks of width 128, 2 x 64 tokens): its step is mostly the
   // kernels' fixed costs, which the large one's is not; the two fit both below.
-  nn::GPTConfig small = ref;
-  small.n_layer = 2;
-  small.d_model = 128;
-  small.n_head = 2;
-  small.d_ff = 512;
-  small.context = 64;
+  const nn::GPTConfig small = shaped(2, 128, 64);
   auto train_step_time = [](const nn::GPTConfig& g, int64_t B, bool serial) {
     std::unique_ptr<ScopedSerialKernels> one_core;
     if (serial) one_core = std::make_unique<ScopedSerialKernels>();
@@ -297,7 +306,11 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
   }
   say("the reference's paged prefill and decode on the kernel pool");
-  calibrate_serving(c, ref);
+  // Serving's reference is larger than a cache (84 MB of f32 weights): decode reads them
+  // from memory every step, as a served model's does.
+  nn::GPTConfig serving = shaped(6, 512, 128);
+  serving.vocab_size = 4096;
+  calibrate_serving(c, serving);
   c.check();
   return c;
 }

@@ -26,12 +26,14 @@ struct ServeStage {
 };
 
 // The time of a step's pieces on one rank, as the JSON reports them.
+// staging: the CPU paged attention's copies of cached rows (kv_row_s, measured by itself:
+// the efficiencies do not scale it).
 struct StepTime {
-  double gemm = 0, attention = 0, elementwise = 0, tp = 0;
-  double total() const { return gemm + attention + elementwise + tp; }
-  StepTime scaled(double f) const { return {gemm * f, attention * f, elementwise * f, tp}; }
+  double gemm = 0, attention = 0, elementwise = 0, tp = 0, staging = 0;
+  double total() const { return gemm + attention + elementwise + tp + staging; }
+  StepTime scaled(double f) const { return {gemm * f, attention * f, elementwise * f, tp, staging}; }
   StepTime& operator+=(const StepTime& o) {
-    gemm += o.gemm, attention += o.attention, elementwise += o.elementwise, tp += o.tp;
+    gemm += o.gemm, attention += o.attention, elementwise += o.elementwise, tp += o.tp, staging += o.staging;
     return *this;
   }
 };
@@ -101,9 +103,9 @@ class ServeModel {
       const double flops = 4.0 * n * ctx * s_.q, bytes = 2.0 * seqs * ctx * s_.kv * e;
       // The kernel's staging of each query head's cached rows (per tile of 64 queries).
       const double staged = seqs * std::ceil(n / seqs / 64.0) * s_.hq * ctx * cl_.kv_row_s / core_speed_;
-      t.attention += marginal ? flops / attn_rate_ + staged
-                              : std::max(flops / attn_rate_, bytes / r_.bw) + staged +
-                                    rates::stream(r_, 2.0 * n * s_.kv * e, 2);
+      t.staging += staged;
+      t.attention += marginal ? flops / attn_rate_
+                              : std::max(flops / attn_rate_, bytes / r_.bw) + rates::stream(r_, 2.0 * n * s_.kv * e, 2);
       const double rope = s_.rope ? 4.0 * n * (s_.q + s_.kv) * e : 0.0;
       t.elementwise += rates::stream(r_, 10.0 * n * C * e + (s_.swiglu ? 3.0 : 2.0) * n * s_.F * e + rope,
                                      marginal ? 0 : (s_.rope ? 8 : 6));
@@ -146,7 +148,7 @@ class ServeModel {
     step += shared_extra;
     return {{"step_s", step},
             {"gemm_s", G * sum.gemm / P},
-            {"attention_s", G * sum.attention / P},
+            {"attention_s", G * (sum.attention + sum.staging) / P},
             {"elementwise_s", G * sum.elementwise / P},
             {"tp_comm_s", G * sum.tp / P},
             {"pp_s", P > 1 ? step - sampling - shared_extra - G * sum.total() / P : 0.0},

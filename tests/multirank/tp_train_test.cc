@@ -12,7 +12,8 @@
 // activation checkpointing also match. Every layout also runs with Megatron sequence parallelism
 // (ParallelOptions::sequence_parallel), and dp 2 x tp 2 with ZeRO-1/2/3 over dp inside each
 // tp group, GPT-2 and llama style, to the same tolerances. Llama style at tp 4 has fewer KV
-// heads (2) than ranks: each is held by 2 ranks and its gradients summed over them.
+// heads (2) than ranks: each is held by 2 ranks and its gradients summed over them. And a
+// split model keeps no whole copy of the optimizer state beside its parts' slices.
 #include <unistd.h>
 
 #include <cmath>

@@ -401,21 +401,15 @@ int run_train(TrainArgs a) {
     // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
     // Under pp each rank holds its stage: the plan places the blocks as the Trainer does, and
     // simulates the schedule for --report's bubble and peaks.
-    nlohmann::json tp_plan, pipeline;
-    int64_t held = params;
-    if (a.tp > 1 || a.pipe.pp > 1) {
-      // The model's context (addition: one position more than an example), sequences of T.
-      tp_plan = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T,
-                             a.micro_batches, &a.pipe);
-      held = tp_plan["params_per_tp_rank"].get<int64_t>();
-      if (a.pipe.pp > 1) {
-        pipeline = tp_plan["pipeline"];
-        tp_plan.erase("pipeline");
-      }
+    nlohmann::json plan = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T,
+                                       a.micro_batches, &a.pipe);
+    nlohmann::json pipeline;
+    if (a.pipe.pp > 1) {
+      pipeline = plan["pipeline"];
+      plan.erase("pipeline");
     }
-    summary["report"] = print_report(mesh.get(), traffic, held, a.model.precision, a.dp, static_cast<int>(a.zero),
-                                     step - first, a.tp > 1 ? &tp_traffic : nullptr,
-                                     a.tp > 1 ? tp_plan : nlohmann::json(), pipeline);
+    summary["report"] = print_report(mesh.get(), traffic, plan, static_cast<int>(a.zero), step - first,
+                                     a.tp > 1 ? &tp_traffic : nullptr, pipeline);
     summary["report"]["training_peak_bytes"] = training_peaks;  // per rank: all memory, before the final save
     if (a.pipe.pp > 1) summary["report"]["pipeline"] = print_pipeline_report(mesh.get(), pipe_meter, pipeline);
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();

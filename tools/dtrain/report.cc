@@ -77,29 +77,31 @@ nlohmann::json rank_peaks(dt_mesh* mesh) {
   return out;
 }
 
-nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
-                            int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic,
-                            const nlohmann::json& tp_plan, const nlohmann::json& pipeline) {
-  const double w = precision == "f32" || precision.empty() ? 4 : 2, g = w, k = w == 4 ? 8 : 12;
-  const double n = static_cast<double>(ranks);
-  // The paper's per-rank model states at each stage over the parameters the rank holds
-  // (with a pipeline its stage's): what is sharded is divided by N. The last stage's tied
-  // copy of the token table is weights and a gradient, whole at every ZeRO stage.
+nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nlohmann::json& plan, int zero,
+                            int64_t steps, const TrafficMeter* tp_traffic, const nlohmann::json& pipeline) {
+  // The formulas are the library's plan's (engine/plan.cc, one formula for plan, report and
+  // the cost model): the paper's per-rank model states at this ZeRO stage over the
+  // parameters the rank holds (with a pipeline its stage's), and the last stage's tied copy
+  // of the token table, weights and a gradient, whole at every ZeRO stage.
+  const nlohmann::json& bpp = plan["bytes_per_param"];
+  const double w = bpp["weights"].get<double>(), g = bpp["grads"].get<double>(), k = bpp["optimizer"].get<double>();
+  const int64_t ranks = plan["dp"].get<int64_t>(), params = plan["params_per_tp_rank"].get<int64_t>();
+  const bool tp_split = plan["tp"].get<int64_t>() > 1;
   struct Formula {
     double param, grad, opt;
   };
-  auto formula = [&](int32_t rank) {
-    double psi = static_cast<double>(params), copy = 0.0;
-    if (pipeline.is_object()) {
-      const nlohmann::json& st = pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))];
-      psi = st["params"].get<double>();
-      copy = st["tied_copy_params"].get<double>();
-    }
-    return Formula{(zero >= 3 ? w * psi / n : w * psi) + w * copy, (zero >= 2 ? g * psi / n : g * psi) + g * copy,
-                   zero >= 1 ? k * psi / n : k * psi};
+  auto states_of = [&](int32_t rank) -> const nlohmann::json& {
+    if (!pipeline.is_object()) return plan["stages"][static_cast<size_t>(zero)];
+    return pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))]["stages"][static_cast<size_t>(zero)];
   };
-  // The traffic formulas are the first rank's (with a pipeline its stage's parameters).
-  const double psi = pipeline.is_object() ? pipeline["stages"][0]["params"].get<double>() : static_cast<double>(params);
+  auto formula = [&](int32_t rank) {
+    const double copy = pipeline.is_object()
+                            ? pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))]["tied_copy_params"].get<double>()
+                            : 0.0;
+    const nlohmann::json& st = states_of(rank);
+    return Formula{st["weights_bytes"].get<double>() + w * copy, st["grads_bytes"].get<double>() + g * copy,
+                   st["optimizer_bytes"].get<double>()};
+  };
   nlohmann::json out = {{"ranks", ranks}, {"params", params}, {"zero", zero}, {"per_rank", nlohmann::json::array()}};
   std::printf("\nreport: memory per rank by tag (each rank's own ledger; peak: since training began), zero = %d,\n"
               "        and the formula\n", zero);
@@ -154,14 +156,16 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                   mb(static_cast<double>(traffic.wire(i)) / per).c_str(), traffic.seconds(i) / per);
     }
     // DDP and stages 1/2: 2 psi (all-reduce = reduce-scatter + all-gather); stage 3 gathers
-    // every unit again for backward: 3 psi.
-    const double vol = (zero == 3 ? 3.0 : 2.0) * (n - 1) / n * g * psi;
+    // every unit again for backward: 3 psi. The first rank's (with a pipeline its stage's).
+    int32_t first = 0;
+    check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
+    const double vol = states_of(first)["dp_wire_bytes_per_step"].get<double>();
     std::printf("  %-15s %20s   formula (%s psi x (N-1)/N x %g bytes): %s\n", "total", mb(total / per).c_str(),
                 zero == 3 ? "3" : "2", g, mb(vol).c_str());
     out["wire_bytes_per_step"] = total / per;
     out["wire_bytes_formula"] = vol;
   }
-  if (mesh && tp_traffic && tp_plan.is_object()) {
+  if (mesh && tp_traffic && tp_split) {
     const double per = static_cast<double>(steps > 0 ? steps : 1);
     std::printf("\nreport: traffic on tp per train step of this process's first rank (wire bytes)\n");
     double total = 0;
@@ -172,7 +176,7 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                   static_cast<double>(tp_traffic->calls(i)) / per,
                   mb(static_cast<double>(tp_traffic->wire(i)) / per).c_str(), tp_traffic->seconds(i) / per);
     }
-    const nlohmann::json& t = tp_plan["tp_comm"];
+    const nlohmann::json& t = plan["tp_comm"];
     // With a pipeline the first rank's stage: its blocks, and the embedding or the head.
     int32_t first = 0;
     check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
@@ -185,7 +189,7 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t 
                 pipeline.is_object() ? " of its pipeline stage" : "", mb(want).c_str());
     out["tp_wire_bytes_per_step"] = total / per;
     out["tp_wire_bytes_formula"] = want;
-    out["tp_plan"] = tp_plan;
+    out["tp_plan"] = plan;
   }
   return out;
 }

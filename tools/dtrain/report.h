@@ -36,15 +36,14 @@ class TrafficMeter {
 };
 
 // Prints each rank's memory ledger next to the model-state formulas of ZeRO stage `zero`
-// (0 = DDP) over the `params` each rank's model part holds and, with a mesh, rank 0's
-// traffic per collective on dp next to the paper's volume; with tp > 1 (tp_plan: the
-// library's plan, dt_plan_json) also its traffic on tp next to the plan's per step. With a
-// pipeline (pipeline: the plan's "pipeline" entry) each rank's part is its stage's, so the
-// formulas take the parameters of the rank's stage (and the last stage's tied copy).
-// Returns all of it as JSON.
-nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, int64_t params, const std::string& precision,
-                            int64_t ranks, int zero, int64_t steps, const TrafficMeter* tp_traffic = nullptr,
-                            const nlohmann::json& tp_plan = nlohmann::json(),
+// (0 = DDP) from the run's plan (`plan`: dt_plan_json for its dp, tp and pp, without its
+// "pipeline" entry: the per-rank states over the parameters each rank's part holds) and,
+// with a mesh, rank 0's traffic per collective on dp next to the plan's volume; with tp > 1
+// also its traffic on tp next to the plan's per step. With a pipeline (pipeline: the plan's
+// "pipeline" entry) each rank's part is its stage's, so the formulas are its stage's (and
+// the last stage's tied copy). Returns all of it as JSON.
+nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nlohmann::json& plan, int zero,
+                            int64_t steps, const TrafficMeter* tp_traffic = nullptr,
                             const nlohmann::json& pipeline = nlohmann::json());
 
 // Each of this process's ranks' peak of all its memory (DT_MEM_ALL) so far: {"rank": peak}.
