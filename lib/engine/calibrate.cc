@@ -17,6 +17,7 @@
 #include "engine/trainer.h"
 #include "nn/gpt.h"
 #include "nn/paged_kv.h"
+#include "nn/rope.h"
 #include "optim/optimizer.h"
 
 namespace dt::engine {
@@ -209,6 +210,21 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     const double ts = best_of(50, [&] { kernels::add(xs, ys, zs); });
     c.memory_bandwidth = 3.0 * 4.0 * (1 << 22) / tb;
     c.op_call_s = std::max(0.0, ts - 3.0 * 4.0 * 256 / c.memory_bandwidth);
+    say("activations and RoPE on one core");
+    {  // per element, on a block's MLP width and heads: they compute more than they stream
+      const int64_t rows = 512, width = 1024, heads = 4, dim = 64;
+      Tensor a = filled({rows, width}, DType::F32), g = filled({rows, width}, DType::F32), o = filled({rows, width}, DType::F32),
+             da = filled({rows, width}, DType::F32), dg = filled({rows, width}, DType::F32), bias = filled({width}, DType::F32),
+             dbias = filled({width}, DType::F32), rot = filled({1, rows, heads, dim}, DType::F32);
+      const double n = static_cast<double>(rows * width), nq = static_cast<double>(rows * heads * dim);
+      c.gelu_fwd_s = best_of(10, [&] { kernels::bias_gelu_forward(a, bias, o); }) / n;
+      c.gelu_bwd_s = best_of(10, [&] { kernels::bias_gelu_backward(a, bias, o, da, dbias); }) / n;
+      c.swiglu_fwd_s = best_of(10, [&] { kernels::swiglu_forward(a, g, o); }) / n;
+      c.swiglu_bwd_s = best_of(10, [&] { kernels::swiglu_backward(a, g, o, da, dg); }) / n;
+      const nn::RopeSpec rope(10000.0f);
+      c.rope_fwd_s = best_of(10, [&] { nn::rope_forward(rot, rope); }) / nq;
+      c.rope_bwd_s = best_of(10, [&] { nn::rope_backward(rot, rope); }) / nq;
+    }
   }
   // A small GPT's training step (4 x 128 tokens through 3 blocks of width 320, AdamW with
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,

@@ -40,6 +40,10 @@ struct Cluster {
   double matmul_rate_at(double size) const;  // the fraction at `size` (1 when no curve)
   double attention_flops_f32 = 0, attention_flops_16 = 0;  // the fused attention kernel, forward
   double memory_bandwidth = 0;                       // bytes/s elementwise kernels stream
+  // Activations and RoPE, whose CPU kernels compute more than they stream: seconds per
+  // element on one core, forward and backward (measured by dtrain plan --calibrate; 0: priced
+  // by the bytes they stream, as on GPUs, where they are bound by memory).
+  double gelu_fwd_s = 0, gelu_bwd_s = 0, swiglu_fwd_s = 0, swiglu_bwd_s = 0, rope_fwd_s = 0, rope_bwd_s = 0;
   double op_call_s = 0;                              // fixed cost per elementwise kernel call
   // CPU: one rank alone in a process runs its kernels on every core (a thread pool) at
   // pool_speedup x one core's rate; ranks beyond the cores share them.

@@ -51,12 +51,20 @@ Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
   const double gemm_f = gemm(r, s.R, s.C, s.q) + gemm(r, s.R, s.C, s.kv, 2) + gemm(r, s.R, s.q, s.C) +
                         gemm(r, s.R, s.C, s.F, s.swiglu ? 2 : 1) + gemm(r, s.R, s.F, s.C);
   const double attn_f = 2.0 * s.B * static_cast<double>(s.hq) * s.T * s.T * (s.q / static_cast<double>(s.hq));
-  const double rope = s.rope ? 4.0 * s.R * (s.q + s.kv) * s.e : 0.0;
-  const double elem_f = 10.0 * s.Rl * s.C * s.e + (s.swiglu ? 3.0 : 2.0) * s.R * s.F * s.e + rope;
-  const double elem_b = 16.0 * s.Rl * s.C * s.e + (s.swiglu ? 5.0 : 3.0) * s.R * s.F * s.e + rope;
+  // Norms and residual adds by their bytes; the activation and RoPE at their measured cost
+  // per element where the cluster has it (their CPU kernels compute more than they stream).
+  const Cluster& cl = *r.cluster;
+  const double act = s.R * s.F, rot = s.rope ? s.R * (s.q + s.kv) : 0.0, rope_bytes = 4.0 * rot * s.e;
+  const double act_f = rates::per_element(r, act, s.swiglu ? cl.swiglu_fwd_s : cl.gelu_fwd_s,
+                                          (s.swiglu ? 3.0 : 2.0) * act * s.e);
+  const double act_b = rates::per_element(r, act, s.swiglu ? cl.swiglu_bwd_s : cl.gelu_bwd_s,
+                                          (s.swiglu ? 5.0 : 3.0) * act * s.e);
+  const double rope_f = rates::per_element(r, rot, cl.rope_fwd_s, rope_bytes);
+  const double rope_b = rates::per_element(r, rot, cl.rope_bwd_s, rope_bytes);
   Work w;
-  w.f = gemm_f + attn_f / attn_rate + stream(r, elem_f, s.rope ? 8 : 6);
-  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / attn_rate + stream(r, elem_b, s.rope ? 10 : 8);
+  w.f = gemm_f + attn_f / attn_rate + stream(r, 10.0 * s.Rl * s.C * s.e, s.rope ? 8 : 6) + act_f + rope_f;
+  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / attn_rate +
+        stream(r, 16.0 * s.Rl * s.C * s.e, s.rope ? 10 : 8) + act_b + rope_b;
   w.flops = 3.0 * mm_f + 3.5 * attn_f;
   return w;
 }
@@ -137,6 +145,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const double speed = (cl.cpu ? (world == 1 ? cl.pool_speedup : cl.shared_core_speed) : 1.0) * cl.compute_efficiency;
   r.mm *= speed;
   r.bw *= speed;
+  r.speed = speed;
   attn_rate *= speed;
 
   Shapes s;

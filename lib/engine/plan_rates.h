@@ -13,6 +13,7 @@ namespace dt::engine::rates {
 // its device (GPU).
 struct Rates {
   double mm = 0, mm_call = 0, bw = 0, op_call = 0;
+  double speed = 1;                  // the rank's speed against one core alone (per-element costs)
   const Cluster* cluster = nullptr;  // its GEMM efficiency by size
 };
 
@@ -23,6 +24,12 @@ inline double gemm(const Rates& r, double m, double k, double n, int calls = 1) 
 }
 // `calls` kernels streaming `bytes` between them.
 inline double stream(const Rates& r, double bytes, int calls) { return bytes / r.bw + calls * r.op_call; }
+
+// An activation or RoPE pass over `elements`: at its measured cost per element where the
+// cluster has one (s_per_element > 0), else from the `bytes` it streams.
+inline double per_element(const Rates& r, double elements, double s_per_element, double bytes) {
+  return s_per_element > 0 ? elements * s_per_element / r.speed : bytes / r.bw;
+}
 
 // A collective's time on a link: its calls' latency and its wire bytes at the bandwidth.
 inline double comm(const Link& l, double wire_bytes, double calls) { return calls * l.latency + wire_bytes / l.bandwidth; }

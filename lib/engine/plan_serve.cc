@@ -62,6 +62,7 @@ class ServeModel {
     r_.mm_call = cl.matmul_call_s;
     r_.bw = cl.memory_bandwidth * speed;
     r_.op_call = cl.op_call_s;
+    r_.speed = speed;
     r_.cluster = &cl;
     attn_rate_ = (mixed ? cl.attention_flops_16 : cl.attention_flops_f32) * speed;
     shared_ = cl.cpu && static_cast<double>(world) > static_cast<double>(cl.devices_per_host);
@@ -106,9 +107,11 @@ class ServeModel {
       t.staging += staged;
       t.attention += marginal ? flops / attn_rate_
                               : std::max(flops / attn_rate_, bytes / r_.bw) + rates::stream(r_, 2.0 * n * s_.kv * e, 2);
-      const double rope = s_.rope ? 4.0 * n * (s_.q + s_.kv) * e : 0.0;
-      t.elementwise += rates::stream(r_, 10.0 * n * C * e + (s_.swiglu ? 3.0 : 2.0) * n * s_.F * e + rope,
-                                     marginal ? 0 : (s_.rope ? 8 : 6));
+      const double rot = s_.rope ? n * (s_.q + s_.kv) : 0.0;
+      t.elementwise += rates::stream(r_, 10.0 * n * C * e, marginal ? 0 : (s_.rope ? 8 : 6)) +
+                       rates::per_element(r_, n * s_.F, s_.swiglu ? cl_.swiglu_fwd_s : cl_.gelu_fwd_s,
+                                          (s_.swiglu ? 3.0 : 2.0) * n * s_.F * e) +
+                       rates::per_element(r_, rot, cl_.rope_fwd_s, 4.0 * rot * e);
       if (o_.tp > 1) t.tp += 2.0 * all_reduce(n * C * e, marginal);
     }
     if (g.embed) t.elementwise += rates::stream(r_, (s_.learned ? 4.0 : 2.0) * n * C * e, s_.learned ? 3 : 1);
@@ -275,7 +278,8 @@ nlohmann::json serve_cost_json(const nn::GPTConfig& raw, const ServePlanOptions&
     max_b = std::min(max_b, std::floor((budget - mem.weights - mem.workspace) / mem.kv_per_seq));
   }
   const double ctx = static_cast<double>(o.prompt) + static_cast<double>(o.output) / 2.0;
-  const auto [ttft, prefill_busy] = m.prefill(static_cast<double>(o.prompt));
+  const std::pair<double, double> prefill = m.prefill(static_cast<double>(o.prompt));
+  const double ttft = prefill.first, prefill_busy = prefill.second;  // a lambda below reads it (no binding)
   const int64_t chunk = resolved.max_batched_tokens;
   // The mean inter-token latency at b: a decode step plus its share of the prefills of the
   // requests that replace those finishing (b / output of them per step).
