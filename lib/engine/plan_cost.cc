@@ -32,11 +32,10 @@ struct Work {
   }
 };
 
-// One rank's share of the layers' shapes.
-struct Shapes {
-  double B, T, R, Rl, C, q, kv, F, Vl, e;
-  int64_t hq;
-  bool swiglu, rope;
+// One rank's share of the layers' shapes: its widths, and a micro-batch's rows (B
+// sequences of T tokens; Rl: a norm region's rows, split over tp by SP).
+struct Shapes : rates::Widths {
+  double B = 0, T = 0, R = 0, Rl = 0;
 };
 
 // A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
@@ -44,7 +43,7 @@ struct Shapes {
 // cluster's measured ratio),
 // and the elementwise passes (norms, residual adds, the activation, RoPE), each from the
 // bytes it streams. Backward: twice the GEMM FLOPs (input and weight gradients).
-Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
+Work block_work(const Shapes& s, const Rates& r) {
   const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv) + 2.0 * s.R * s.C * s.F * (s.swiglu ? 3.0 : 2.0);
   // q, k, v, the projection; the MLP's input (two for SwiGLU) and output. A backward runs
   // each GEMM's two gradients, of the same size.
@@ -53,18 +52,12 @@ Work block_work(const Shapes& s, const Rates& r, double attn_rate) {
   const double attn_f = 2.0 * s.B * static_cast<double>(s.hq) * s.T * s.T * (s.q / static_cast<double>(s.hq));
   // Norms and residual adds by their bytes; the activation and RoPE at their measured cost
   // per element where the cluster has it (their CPU kernels compute more than they stream).
-  const Cluster& cl = *r.cluster;
-  const double act = s.R * s.F, rot = s.rope ? s.R * (s.q + s.kv) : 0.0, rope_bytes = 4.0 * rot * s.e;
-  const double act_f = rates::per_element(r, act, s.swiglu ? cl.swiglu_fwd_s : cl.gelu_fwd_s,
-                                          (s.swiglu ? 3.0 : 2.0) * act * s.e);
-  const double act_b = rates::per_element(r, act, s.swiglu ? cl.swiglu_bwd_s : cl.gelu_bwd_s,
-                                          (s.swiglu ? 5.0 : 3.0) * act * s.e);
-  const double rope_f = rates::per_element(r, rot, cl.rope_fwd_s, rope_bytes);
-  const double rope_b = rates::per_element(r, rot, cl.rope_bwd_s, rope_bytes);
   Work w;
-  w.f = gemm_f + attn_f / attn_rate + stream(r, 10.0 * s.Rl * s.C * s.e, s.rope ? 8 : 6) + act_f + rope_f;
-  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / attn_rate +
-        stream(r, 16.0 * s.Rl * s.C * s.e, s.rope ? 10 : 8) + act_b + rope_b;
+  w.f = gemm_f + attn_f / r.attn + stream(r, 10.0 * s.Rl * s.C * s.e, s.rope ? 8 : 6) +
+        rates::activation_s(r, s, s.R, false) + rates::rope_s(r, s, s.R, false);
+  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / r.attn +
+        stream(r, 16.0 * s.Rl * s.C * s.e, s.rope ? 10 : 8) + rates::activation_s(r, s, s.R, true) +
+        rates::rope_s(r, s, s.R, true);
   w.flops = 3.0 * mm_f + 3.5 * attn_f;
   return w;
 }
@@ -131,37 +124,15 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const int64_t T = o.seq_len > 0 ? o.seq_len : c.context, M = o.accumulation, P = o.pp;
   const bool sp = o.sequence_parallel && o.tp > 1;
 
-  // Rates of one rank. CPU: a rank alone in its process runs kernels on the pool; ranks of
-  // one host beyond its cores share them (the step's total work over the cores, below).
-  Rates r;
-  r.mm = mixed ? cl.matmul_flops_16 : cl.matmul_flops_f32;
-  r.mm_call = cl.matmul_call_s;
-  r.bw = cl.memory_bandwidth;
-  r.op_call = cl.op_call_s;
-  r.cluster = &cl;
-  double attn_rate = mixed ? cl.attention_flops_16 : cl.attention_flops_f32;
-  // CPU: ranks side by side run below a core's speed alone (shared caches, memory, clocks);
-  // a rank alone runs its kernels on the pool. Both factors are measured on a step's mix.
-  const double speed = (cl.cpu ? (world == 1 ? cl.pool_speedup : cl.shared_core_speed) : 1.0) * cl.compute_efficiency;
-  r.mm *= speed;
-  r.bw *= speed;
-  r.speed = speed;
-  attn_rate *= speed;
-
+  // Rates of one rank (ranks of one host beyond its cores share them: the step's total work
+  // over the cores, below).
+  const Rates r = rates::rank_rates(cl, mixed, world);
   Shapes s;
+  static_cast<rates::Widths&>(s) = rates::widths_of(c, o.tp);
   s.B = static_cast<double>(o.micro_batch);
   s.T = static_cast<double>(T);
   s.R = s.B * s.T;
   s.Rl = sp ? s.R / static_cast<double>(o.tp) : s.R;
-  s.C = static_cast<double>(c.d_model);
-  s.hq = c.n_head / o.tp;
-  s.q = static_cast<double>(s.hq * c.head_dim());
-  s.kv = static_cast<double>((c.n_kv_head % o.tp == 0 ? c.n_kv_head / o.tp : 1) * c.head_dim());
-  s.F = static_cast<double>(c.d_ff / o.tp);
-  s.Vl = static_cast<double>(o.tp == 1 ? c.vocab_size : (c.vocab_size + o.tp - 1) / o.tp);
-  s.e = e;
-  s.swiglu = c.act == nn::Act::SwiGLU;
-  s.rope = c.pos == nn::PosKind::RoPE;
 
   // The stages: blocks, whether they hold the embedding and head, parameters.
   // Each stage's model states at this ZeRO stage are the plan's (plan.cc's one formula).
@@ -204,7 +175,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                    P > 1 ? o.virtual_stages : 1);
   const std::vector<int> live = P > 1 ? live_micro_batches(sched) : std::vector<int>{1};
 
-  const Work blk = block_work(s, r, attn_rate);  // one block's micro-batch, the same on every stage
+  const Work blk = block_work(s, r);  // one block's micro-batch, the same on every stage
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
          opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0;

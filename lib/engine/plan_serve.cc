@@ -13,12 +13,6 @@ namespace {
 
 using rates::Rates;
 
-// One rank's share of a layer (the training model's Shapes, for rows of tokens).
-struct ServeShapes {
-  double C, q, kv, F, Vl, V, e, hd, hq;
-  bool swiglu, rope, learned;
-};
-
 struct ServeStage {
   int blocks = 0;
   bool embed = true, head = true;
@@ -41,46 +35,25 @@ struct StepTime {
 class ServeModel {
  public:
   ServeModel(const nn::GPTConfig& raw, const ServePlanOptions& o, const Cluster& cl) : o_(o), cl_(cl) {
-    c_ = raw.resolved();
+    const nn::GPTConfig c = raw.resolved();
     PlanOptions po;
     po.dp = o.replicas, po.tp = o.tp, po.pp = o.pp;
     po.accumulation = o.pp, po.pp_schedule = "gpipe", po.timeline = false;
-    po.seq_len = std::min<int64_t>(c_.context, o.prompt + o.output);
+    po.seq_len = std::min<int64_t>(c.context, o.prompt + o.output);
     const nlohmann::json plan = plan_json(raw, po);  // validates the split (heads, vocabulary, stages)
     if (o.pp > 1) {
       for (const nlohmann::json& st : plan["pipeline"]["stages"])
         stages_.push_back({st["blocks"].get<int>(), st["embedding"].get<bool>(), st["head"].get<bool>(),
                            st["params"].get<double>(), st["tied_copy_params"].get<double>()});
     } else {
-      stages_.push_back({static_cast<int>(c_.n_layer), true, true, plan["params_per_tp_rank"].get<double>(), 0.0});
+      stages_.push_back({static_cast<int>(c.n_layer), true, true, plan["params_per_tp_rank"].get<double>(), 0.0});
     }
     const int64_t world = o.replicas * o.tp * o.pp;
-    const bool mixed = c_.dtype != DType::F32;
-    core_speed_ = cl.cpu ? (world == 1 ? cl.pool_speedup : cl.shared_core_speed) : 1.0;
-    const double speed = core_speed_ * cl.compute_efficiency;
-    r_.mm = (mixed ? cl.matmul_flops_16 : cl.matmul_flops_f32) * speed;
-    r_.mm_call = cl.matmul_call_s;
-    r_.bw = cl.memory_bandwidth * speed;
-    r_.op_call = cl.op_call_s;
-    r_.speed = speed;
-    r_.cluster = &cl;
-    attn_rate_ = (mixed ? cl.attention_flops_16 : cl.attention_flops_f32) * speed;
+    r_ = rates::rank_rates(cl, c.dtype != DType::F32, world);
+    s_ = rates::widths_of(c, o.tp);
     shared_ = cl.cpu && static_cast<double>(world) > static_cast<double>(cl.devices_per_host);
     cores_ = static_cast<double>(cl.devices_per_host);
     world_ = static_cast<double>(world);
-    const int64_t T = o.tp;
-    s_.C = static_cast<double>(c_.d_model);
-    s_.hd = static_cast<double>(c_.head_dim());
-    s_.hq = static_cast<double>(c_.n_head / T);
-    s_.q = s_.hq * s_.hd;
-    s_.kv = static_cast<double>(c_.n_kv_head % T == 0 ? c_.n_kv_head / T : 1) * s_.hd;
-    s_.F = static_cast<double>(c_.d_ff / T);
-    s_.V = static_cast<double>(c_.vocab_size);
-    s_.Vl = static_cast<double>(T == 1 ? c_.vocab_size : (c_.vocab_size + T - 1) / T);
-    s_.e = static_cast<double>(dtype_size(c_.dtype));
-    s_.swiglu = c_.act == nn::Act::SwiGLU;
-    s_.rope = c_.pos == nn::PosKind::RoPE;
-    s_.learned = c_.pos == nn::PosKind::Learned;
     tp_link_ = &rates::link_of(cl, 1, o.tp, o.in_process);
     pp_link_ = &rates::link_of(cl, o.tp, o.pp, o.in_process);
   }
@@ -103,15 +76,12 @@ class ServeModel {
       // q.k and p.v over them: the larger of the two, and the cache write.
       const double flops = 4.0 * n * ctx * s_.q, bytes = 2.0 * seqs * ctx * s_.kv * e;
       // The kernel's staging of each query head's cached rows (per tile of 64 queries).
-      const double staged = seqs * std::ceil(n / seqs / 64.0) * s_.hq * ctx * cl_.kv_row_s / core_speed_;
+      const double staged = seqs * std::ceil(n / seqs / 64.0) * s_.hq * ctx * cl_.kv_row_s / r_.core_speed;
       t.staging += staged;
-      t.attention += marginal ? flops / attn_rate_
-                              : std::max(flops / attn_rate_, bytes / r_.bw) + rates::stream(r_, 2.0 * n * s_.kv * e, 2);
-      const double rot = s_.rope ? n * (s_.q + s_.kv) : 0.0;
+      t.attention += marginal ? flops / r_.attn
+                              : std::max(flops / r_.attn, bytes / r_.bw) + rates::stream(r_, 2.0 * n * s_.kv * e, 2);
       t.elementwise += rates::stream(r_, 10.0 * n * C * e, marginal ? 0 : (s_.rope ? 8 : 6)) +
-                       rates::per_element(r_, n * s_.F, s_.swiglu ? cl_.swiglu_fwd_s : cl_.gelu_fwd_s,
-                                          (s_.swiglu ? 3.0 : 2.0) * n * s_.F * e) +
-                       rates::per_element(r_, rot, cl_.rope_fwd_s, 4.0 * rot * e);
+                       rates::activation_s(r_, s_, n, false) + rates::rope_s(r_, s_, n, false);
       if (o_.tp > 1) t.tp += 2.0 * all_reduce(n * C * e, marginal);
     }
     if (g.embed) t.elementwise += rates::stream(r_, (s_.learned ? 4.0 : 2.0) * n * C * e, s_.learned ? 3 : 1);
@@ -129,13 +99,13 @@ class ServeModel {
   // One decode step of `b` running sequences on a replica (ctx: their mean position).
   nlohmann::json decode(double b, double ctx) const {
     const double P = static_cast<double>(o_.pp), G = std::min(b, P), n = std::ceil(b / G);
-    StepTime sum, slowest;
+    StepTime sum;
     double first_pass = 0, slowest_total = 0, work = 0;
     for (size_t st = 0; st < stages_.size(); ++st) {
       const StepTime t = stage(st, n, n, ctx, n).scaled(1.0 / cl_.decode_efficiency);
       sum += t;
       first_pass += t.total();
-      if (t.total() > slowest_total) slowest_total = t.total(), slowest = t;
+      slowest_total = std::max(slowest_total, t.total());
       work += G * t.total() * static_cast<double>(o_.tp);
     }
     // The first group goes through every stage, the others follow at the slowest stage's
@@ -200,7 +170,6 @@ class ServeModel {
   }
 
   size_t stages() const { return stages_.size(); }
-  const ServeShapes& shapes() const { return s_; }
 
  private:
   // A GEMM of a step: the larger of its compute and its weights' read (decode's few rows
@@ -217,13 +186,11 @@ class ServeModel {
 
   ServePlanOptions o_;
   const Cluster& cl_;
-  nn::GPTConfig c_;
   std::vector<ServeStage> stages_;
   Rates r_;
-  double attn_rate_ = 0, cores_ = 1, world_ = 1;
-  double core_speed_ = 1;  // CPU: a rank's speed against one core alone (the pool's, or side by side)
+  double cores_ = 1, world_ = 1;
   bool shared_ = false;
-  ServeShapes s_{};
+  rates::Widths s_;
   const Link* tp_link_ = nullptr;
   const Link* pp_link_ = nullptr;
 };

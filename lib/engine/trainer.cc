@@ -57,8 +57,7 @@ Trainer::Trainer(std::shared_ptr<comm::Mesh> mesh, nn::GPT& model, optim::Optimi
 void Trainer::build_engines(const TrainOptions& o, const ParallelOptions& p) {
   const parallel::Layout& L = *layout_;
   const int local = L.local_parts();
-  // The host's optimizer state is the first local rank's memory, as its model is.
-  for (auto& [name, t] : host_opt_.state()) t.storage()->set_rank(L.rank(0));
+  host_optimizer_on_first_rank();
   if (L.splits_model()) host_engine_ = std::make_unique<TrainEngine>(nullptr, host_, host_opt_, o);
   owned_opts_.resize(static_cast<size_t>(local));
   const parallel::StrategyOptions so = p.strategies(o.micro_batches);
@@ -95,6 +94,11 @@ void Trainer::build_engines(const TrainOptions& o, const ParallelOptions& p) {
     for (auto& r : replicas_) stepped = stepped || &r->optimizer() == built_with[i];
     if (!stepped && (built_with[i] != &host_opt_ || i == 0)) built_with[i]->release_state();
   }
+}
+
+void Trainer::host_optimizer_on_first_rank() {
+  // The host's optimizer state is the first local rank's memory, as its model is.
+  for (auto& [name, t] : host_opt_.state()) t.storage()->set_rank(layout_->rank(0));
 }
 
 void Trainer::set_cancel(std::shared_ptr<CancelFlag> flag) {

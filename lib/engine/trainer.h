@@ -168,6 +168,7 @@ class Trainer {
   // optimizer state beside its own part's).
   void gather_parts(bool with_optimizer);
   void scatter_parts();                // the reverse
+  void host_optimizer_on_first_rank();  // the host optimizer's state in rank 0's ledger
   void apply_writes();                 // written_ into the parts
   std::map<std::string, Tensor> host_state() const;  // the host's state tensors by name (views)
   void on_all(const std::function<void(int local_index, int rank)>& fn) { layout_->run(fn); }

@@ -70,7 +70,7 @@ void Trainer::gather_parts(bool with_optimizer) {
   // state is not in host_state() and the parts' tensors of it are left out.
   if (with_optimizer && host_opt_.released()) {
     host_opt_.reinstate_state();
-    for (auto& [name, t] : host_opt_.state()) t.storage()->set_rank(layout_->rank(0));
+    host_optimizer_on_first_rank();
   }
   std::map<std::string, Tensor> host = host_state();
   on_all([&](int li, int) {

@@ -90,18 +90,20 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
   struct Formula {
     double param, grad, opt;
   };
-  auto states_of = [&](int32_t rank) -> const nlohmann::json& {
-    if (!pipeline.is_object()) return plan["stages"][static_cast<size_t>(zero)];
-    return pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))]["stages"][static_cast<size_t>(zero)];
+  // A rank's part in the plan: its pipeline stage's entry, or the plan itself.
+  auto part_of = [&](int32_t rank) -> const nlohmann::json& {
+    return pipeline.is_object() ? pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))] : plan;
   };
   auto formula = [&](int32_t rank) {
-    const double copy = pipeline.is_object()
-                            ? pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, rank))]["tied_copy_params"].get<double>()
-                            : 0.0;
-    const nlohmann::json& st = states_of(rank);
+    const nlohmann::json& part = part_of(rank);
+    const nlohmann::json& st = part["stages"][static_cast<size_t>(zero)];
+    const double copy = part.value("tied_copy_params", 0.0);
     return Formula{st["weights_bytes"].get<double>() + w * copy, st["grads_bytes"].get<double>() + g * copy,
                    st["optimizer_bytes"].get<double>()};
   };
+  // The traffic formulas are this process's first rank's (with a pipeline its stage's).
+  int32_t first = 0;
+  if (mesh) check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
   nlohmann::json out = {{"ranks", ranks}, {"params", params}, {"zero", zero}, {"per_rank", nlohmann::json::array()}};
   std::printf("\nreport: memory per rank by tag (each rank's own ledger; peak: since training began), zero = %d,\n"
               "        and the formula\n", zero);
@@ -156,10 +158,8 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
                   mb(static_cast<double>(traffic.wire(i)) / per).c_str(), traffic.seconds(i) / per);
     }
     // DDP and stages 1/2: 2 psi (all-reduce = reduce-scatter + all-gather); stage 3 gathers
-    // every unit again for backward: 3 psi. The first rank's (with a pipeline its stage's).
-    int32_t first = 0;
-    check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
-    const double vol = states_of(first)["dp_wire_bytes_per_step"].get<double>();
+    // every unit again for backward: 3 psi.
+    const double vol = part_of(first)["stages"][static_cast<size_t>(zero)]["dp_wire_bytes_per_step"].get<double>();
     std::printf("  %-15s %20s   formula (%s psi x (N-1)/N x %g bytes): %s\n", "total", mb(total / per).c_str(),
                 zero == 3 ? "3" : "2", g, mb(vol).c_str());
     out["wire_bytes_per_step"] = total / per;
@@ -178,12 +178,8 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
     }
     const nlohmann::json& t = plan["tp_comm"];
     // With a pipeline the first rank's stage: its blocks, and the embedding or the head.
-    int32_t first = 0;
-    check(dt_mesh_local_rank(mesh, 0, &first), "dt_mesh_local_rank");
-    const double want =
-        pipeline.is_object()
-            ? pipeline["stages"][static_cast<size_t>(pp_stage_of(mesh, first))]["tp_wire_bytes_per_step"].get<double>()
-            : t["wire_bytes_per_step"].get<double>();
+    const double want = pipeline.is_object() ? part_of(first)["tp_wire_bytes_per_step"].get<double>()
+                                             : t["wire_bytes_per_step"].get<double>();
     std::printf("  %-15s %20s   formula (%s per block, the embedding, head and loss%s, x micro-batches): %s\n",
                 "total", mb(total / per).c_str(), mb(t["wire_bytes_per_block"].get<double>()).c_str(),
                 pipeline.is_object() ? " of its pipeline stage" : "", mb(want).c_str());
