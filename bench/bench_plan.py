@@ -5,7 +5,8 @@ and `dtrain train --report` measures them (the median step after two warm-up ste
 ledger's peak of all memory per rank over the steps, before the final save). Prints the table,
 the error statistics (mean and worst relative error, how many within 10% for time and 5% for
 memory) and Kendall's tau between the predicted and the measured ranking of the layouts by
-step time (per model, then pooled). The cluster is this machine calibrated in the same run,
+step time (per model, then pooled). The models include a mixture of experts (its layouts with
+ep), and the dense ones add context-parallel layouts (cp). The cluster is this machine calibrated in the same run,
 again before each model's layouts (`dtrain plan --calibrate`, and under mpirun -np 2 its
 processes' link), unless --cluster names one.
 
@@ -29,6 +30,9 @@ MODELS = {
     "gpt-4x256": (["--model", "gpt-small", "--layers", "4", "--d-model", "256", "--heads", "4", "--precision", "f32"], 128),
     "llama-4x256": (["--model", "llama-tiny", "--layers", "4", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
                      "--vocab", "512", "--precision", "f32"], 128),
+    # a mixture of experts: llama-4x256's attention, 4 experts of d_ff 512 each, top 2
+    "moe-4x256": (["--model", "mixtral-tiny", "--layers", "4", "--d-model", "256", "--heads", "4", "--kv-heads", "2",
+                   "--d-ff", "512", "--vocab", "512", "--precision", "f32"], 128),
 }
 
 # (name, batch per step, layout flags, mpi processes or 0)
@@ -53,7 +57,27 @@ LAYOUTS = [
     ("dp 2 mpi", 8, [], 2),
     ("dp 2 x tp 2 x pp 2 mpi", 8, ["--tp", "2", "--pp", "2", "--micro-batches", "2"], 8),
 ]
+# Context parallelism on the dense models (every sequence split over the ranks).
+CP_LAYOUTS = [
+    ("cp 2", 8, ["--cp", "2"], 0),
+    ("dp 2 x cp 2 ZeRO-1", 8, ["--dp", "2", "--cp", "2", "--zero", "1"], 0),
+]
+# The mixture of experts: its experts split over ep, beside the layouts every model has.
+MOE_LAYOUTS = [
+    ("1 rank", 8, [], 0),
+    ("dp 2 DDP", 8, ["--dp", "2"], 0),
+    ("ep 2", 8, ["--ep", "2"], 0),
+    ("ep 4", 8, ["--ep", "4"], 0),
+    ("dp 2 x ep 2 ZeRO-1", 8, ["--dp", "2", "--ep", "2", "--zero", "1"], 0),
+    ("tp 2 + SP", 8, ["--tp", "2", "--sp"], 0),
+    ("pp 2 1f1b M4", 8, ["--pp", "2", "--micro-batches", "4"], 0),
+    ("ep 2 mpi", 8, ["--ep", "2"], 2),
+]
 QUICK = {"1 rank", "dp 2 ZeRO-1", "tp 2", "pp 2 1f1b M4"}
+
+
+def layouts_of(model):
+    return MOE_LAYOUTS if model.startswith("moe") else LAYOUTS + CP_LAYOUTS
 
 
 def flag(flags, name, default):
@@ -62,10 +86,14 @@ def flag(flags, name, default):
 
 def plan_flags(layout, procs, batch):
     """The same layout for dtrain plan: per-rank micro-batch and count, the backend."""
-    dp = procs // (int(flag(layout, "--tp", 1)) * int(flag(layout, "--pp", 1))) if procs else int(flag(layout, "--dp", 1))
+    split = 1
+    for f in ("--tp", "--pp", "--ep", "--cp"):
+        split *= int(flag(layout, f, 1))
+    dp = procs // split if procs else int(flag(layout, "--dp", 1))
+    ep = int(flag(layout, "--ep", 1))  # ep ranks route their own rows: the batch splits over dp x ep
     m = int(flag(layout, "--micro-batches", 1))
-    out = ["--dp", str(dp), "--micro-batch", str(batch // dp // m), "--micro-batches", str(m)]
-    for f in ("--tp", "--pp", "--zero", "--pp-schedule", "--virtual-stages"):
+    out = ["--dp", str(dp), "--micro-batch", str(batch // dp // ep // m), "--micro-batches", str(m)]
+    for f in ("--tp", "--pp", "--ep", "--cp", "--zero", "--pp-schedule", "--virtual-stages"):
         if f in layout:
             out += [f, flag(layout, f, None)]
     for f in ("--sp", "--recompute"):
@@ -114,7 +142,7 @@ def main():
         """This machine now: before each model's layouts, since a shared host's speed drifts."""
         path = os.path.join(tmp, "local.json")
         print(run([dtrain, "plan", "--calibrate", "--json", path], env).strip(), flush=True)
-        if any(l[3] for l in LAYOUTS):  # the processes' link, for the mpirun layouts
+        if any(l[3] for l in LAYOUTS + MOE_LAYOUTS):  # the processes' link, for the mpirun layouts
             print(run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
                        "--backend", "mpi", "--json", path], env).strip(), flush=True)
         return path
@@ -125,7 +153,7 @@ def main():
         f.write(("the planner predicts every layout's step time and memory before it runs. " * 400))
     rows = []
     models = [m for m in a.models if m in MODELS][: 1 if a.quick else None]
-    todo = [(m, l) for m in models for l in LAYOUTS if (not a.quick or l[0] in QUICK) and a.only in m + " " + l[0]]
+    todo = [(m, l) for m in models for l in layouts_of(m) if (not a.quick or l[0] in QUICK) and a.only in m + " " + l[0]]
     # Passes over every configuration (--repeats), each model's layouts after its own
     # calibration: a shared host's speed drifts over minutes, so a configuration's
     # prediction is paired with the measurement of its own pass, and the pass that ran it

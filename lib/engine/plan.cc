@@ -31,6 +31,16 @@ nlohmann::json stages(double psi, double n, const Bytes& b) {
   return out;
 }
 
+// One block's routed experts' parameters, all E of them (each an MLP of the dense block's
+// shape, whole on every tp rank); under ep a rank holds 1 / ep of them.
+double block_expert_params(const nn::GPTConfig& c) {
+  if (!c.moe()) return 0.0;
+  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff);
+  const double mlp = C * (c.act == nn::Act::SwiGLU ? 2.0 : 1.0) * F + F * C +
+                     (c.bias ? (c.act == nn::Act::SwiGLU ? 2.0 : 1.0) * F + C : 0.0);
+  return static_cast<double>(c.n_experts) * mlp;
+}
+
 // The parameters one tp rank holds in each part of the model, taken apart from the one
 // formula (GPTConfig::param_count) by changing one field at a time, so no count is written
 // twice: a block (one layer more), the token table (untying adds the head's copy of it),
@@ -38,7 +48,7 @@ nlohmann::json stages(double psi, double n, const Bytes& b) {
 struct PartParams {
   double block = 0, table = 0, positions = 0, final_norm = 0;
 };
-PartParams part_params(const nn::GPTConfig& c, int64_t tp) {
+PartParams part_params(const nn::GPTConfig& c, int64_t tp, int64_t ep) {
   auto count = [tp](nn::GPTConfig x) { return static_cast<double>(x.param_count(tp, nullptr)); };
   nn::GPTConfig one = c, two = c, tied = c, untied = c, rope = c;
   one.n_layer = 1;
@@ -52,6 +62,7 @@ PartParams part_params(const nn::GPTConfig& c, int64_t tp) {
   p.positions = count(c) - count(rope);
   p.final_norm = count(c) - static_cast<double>(c.n_layer) * p.block - p.table * (c.tied_embeddings ? 1 : 2) -
                  p.positions;
+  p.block -= block_expert_params(c) * static_cast<double>(ep - 1) / static_cast<double>(ep);  // other ep ranks' experts
   return p;
 }
 
@@ -113,7 +124,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
   const std::vector<int> bounds = parallel::pipeline_boundaries(c, P, v, o.pp_blocks);
   const parallel::PipeSchedule s = parallel::make_pipe_schedule(o.pp_schedule, P, M, v);
   const parallel::PipeSimulation sim = parallel::simulate(s);
-  const PartParams parts = part_params(c, o.tp);
+  const PartParams parts = part_params(c, o.tp, o.ep);
   const double block_act = block_activation_bytes(c, R, o.tp, sp, b.w);
   // A stream message (one micro-batch's activations into a block boundary, or their
   // gradient back): R x d_model x dtype bytes, this tp rank's token rows under SP.
@@ -121,7 +132,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> sends(static_cast<size_t>(P), 0.0);
   for (int r = 0; r < P; ++r) {
-    nlohmann::json st = pipeline_stage(c, bounds, r, P, v, parts, b, static_cast<double>(o.dp));
+    nlohmann::json st = pipeline_stage(c, bounds, r, P, v, parts, b, static_cast<double>(o.dp * o.cp));  // ZeRO over dp x cp
     const int peak = sim.activation_peak[static_cast<size_t>(r)];
     // The simulator counts live (micro-batch, chunk) pairs; a chunk holds 1/v of the rank's
     // blocks (its mean: chunks may differ by a block), each block_act per micro-batch.
@@ -241,15 +252,20 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   const Bytes b = bytes_of(c.dtype);
   int64_t replicated = 0;
   const int64_t psi = c.param_count(), psi_tp = c.param_count(N, &replicated);
+  // What one rank holds: its tp share, less the experts of the other ep ranks.
+  const double experts_elsewhere =
+      static_cast<double>(L) * block_expert_params(c) * static_cast<double>(o.ep - 1) / static_cast<double>(o.ep);
+  const double held = static_cast<double>(psi_tp) - experts_elsewhere;
   nlohmann::json j = {{"params", psi},
                       {"params_per_tp_rank", psi_tp},
+                      {"params_per_rank", held},
                       {"replicated_over_tp", replicated},
                       {"dp", o.dp},
                       {"tp", N},
                       {"sequence_parallel", sp},
                       {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
-                      {"stages", stages(static_cast<double>(psi_tp), static_cast<double>(o.dp * o.cp), b)},  // ZeRO over dp x cp
-                      {"effective_batch", o.micro_batch * o.dp * o.accumulation}};
+                      {"stages", stages(held, static_cast<double>(o.dp * o.cp), b)},  // ZeRO over dp x cp (ep: dp)
+                      {"effective_batch", o.micro_batch * o.dp * o.ep * o.accumulation}};  // ep ranks route their own rows
   // The tp axis per micro-batch, ring wire bytes: S = R x d_model x dtype size.
   const double S = static_cast<double>(R * c.d_model) * b.w, n = static_cast<double>(N);
   const double ring = 2.0 * (n - 1) / n * S;  // one all-reduce of S = an all-gather + a reduce-scatter
@@ -260,7 +276,15 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                         : 0.0;
   const double norm_params = static_cast<double>(c.d_model * (c.norm == nn::NormKind::LayerNorm && c.bias ? 2 : 1));
   const double norm_grads = sp ? 2.0 * (n - 1) / n * (2.0 * static_cast<double>(L) + 1.0) * norm_params * b.g : 0.0;
-  const double block = (sp ? 5.0 : 4.0) * ring + kv;  // SP: backward gathers each region's input again
+  // SP: backward gathers each region's input again. A mixture of experts' region has none:
+  // each tp rank routes its own rows through whole experts, whose gradients (and the
+  // router's and a shared expert's) are partial over tp, summed once per step.
+  const double block = (c.moe() ? 0.5 : 1.0) * (sp ? 5.0 : 4.0) * ring + kv;
+  const double moe_block_params =
+      c.moe() ? block_expert_params(c) / static_cast<double>(o.ep) + static_cast<double>(c.n_experts * c.d_model) +
+                    static_cast<double>(c.shared_expert_params())
+              : 0.0;
+  const double moe_grads = N > 1 ? 2.0 * (n - 1) / n * moe_block_params * b.g : 0.0;  // per block, per step
   const double per_micro = N > 1 ? static_cast<double>(L) * block + 2.0 * ring + loss : 0.0;
   const double norm_pair = N > 1 ? 2.0 * (n - 1) / n * 8.0 : 0.0;
   j["tp_comm"] = {
@@ -274,7 +298,8 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
       {"wire_bytes_per_micro_batch", per_micro},
       // Once per step: SP's norm gradients, and the gradient norm's split part summed over
       // tp (an f32 pair, parallel::exact_sum).
-      {"wire_bytes_per_step", per_micro * static_cast<double>(o.accumulation) + norm_grads + norm_pair}};
+      {"wire_bytes_per_step", per_micro * static_cast<double>(o.accumulation) + norm_grads + norm_pair +
+                                  static_cast<double>(L) * moe_grads}};
   // The norm regions per block and rank: the stream in, the residual midpoint, the two norms'
   // outputs (4 S), and the norms' f32 statistics; SP keeps this rank's tokens only.
   const double region = 4.0 * S + 4.0 * static_cast<double>(R) * 4.0;
@@ -288,10 +313,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
     // combine, forward and backward), after the counts (E / ep integers to each other rank).
     // Under SP a tp rank routes its R / tp rows; the experts are whole on every tp rank.
     const double E = static_cast<double>(c.n_experts), P = static_cast<double>(o.ep), k = static_cast<double>(c.top_k);
-    const double mlp = static_cast<double>(c.d_model) * static_cast<double>(c.act == nn::Act::SwiGLU ? 2 * c.d_ff : c.d_ff) +
-                       static_cast<double>(c.d_ff * c.d_model) +
-                       (c.bias ? static_cast<double>((c.act == nn::Act::SwiGLU ? 2 : 1) * c.d_ff + c.d_model) : 0.0);
-    const double experts = static_cast<double>(L) * E * mlp;
+    const double experts = static_cast<double>(L) * block_expert_params(c);
     const double a2a = P > 1 ? static_cast<double>(L) * ((P - 1) * (E / P) * 8.0 +
                                                          4.0 * static_cast<double>(sp ? R / N : R) * k * (P - 1) / P *
                                                              static_cast<double>(c.d_model) * b.w)
@@ -302,7 +324,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                 {"experts_per_rank", c.n_experts / o.ep},
                 {"expert_params", experts},
                 {"shared_expert_params", static_cast<double>(L * c.shared_expert_params())},  // whole on every rank
-                {"params_per_rank", static_cast<double>(psi_tp) - experts * (P - 1) / P},
+                {"params_per_rank", held},
                 {"all_to_all_bytes_per_micro_batch", a2a},
                 {"all_to_all_bytes_per_step", a2a * static_cast<double>(o.accumulation)}};
   }
@@ -316,7 +338,7 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
       const double blocks = st["blocks"].get<double>();
       const double micro = N > 1 ? blocks * block + (first ? ring : 0.0) + (last ? ring + loss : 0.0) : 0.0;
       const double norms = sp ? 2.0 * (n - 1) / n * (2.0 * blocks + (last ? 1.0 : 0.0)) * norm_params * b.g : 0.0;
-      st["tp_wire_bytes_per_step"] = micro * static_cast<double>(o.accumulation) + norms + norm_pair;
+      st["tp_wire_bytes_per_step"] = micro * static_cast<double>(o.accumulation) + norms + norm_pair + blocks * moe_grads;
     }
     j["pipeline"] = p;
   }

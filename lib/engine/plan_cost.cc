@@ -33,32 +33,99 @@ struct Work {
 };
 
 // One rank's share of the layers' shapes: its widths, and a micro-batch's rows (B
-// sequences of T tokens; Rl: a norm region's rows, split over tp by SP).
+// sequences of T tokens, this rank's T / cp under context parallelism, Tg the whole
+// sequence; Rl: a norm region's rows, split over tp by SP). A mixture of experts: E experts
+// over ep ranks, top k, each expert's width Fe (whole on every tp rank), a shared expert's Fs.
 struct Shapes : rates::Widths {
-  double B = 0, T = 0, R = 0, Rl = 0;
+  double B = 0, T = 0, Tg = 0, R = 0, Rl = 0, cp = 1;
+  double E = 0, k = 0, ep = 1, Fe = 0, Fs = 0;
+  bool moe = false, shared_gate = false;
 };
 
-// A block: its GEMMs (q, k, v and the projection; the MLP's one or two inputs and its
-// output), the fused attention (causal: half of 4 B hq T^2 D forward, its backward at the
-// cluster's measured ratio),
-// and the elementwise passes (norms, residual adds, the activation, RoPE), each from the
-// bytes it streams. Backward: twice the GEMM FLOPs (input and weight gradients).
-Work block_work(const Shapes& s, const Rates& r) {
-  const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv) + 2.0 * s.R * s.C * s.F * (s.swiglu ? 3.0 : 2.0);
-  // q, k, v, the projection; the MLP's input (two for SwiGLU) and output. A backward runs
-  // each GEMM's two gradients, of the same size.
-  const double gemm_f = gemm(r, s.R, s.C, s.q) + gemm(r, s.R, s.C, s.kv, 2) + gemm(r, s.R, s.q, s.C) +
-                        gemm(r, s.R, s.C, s.F, s.swiglu ? 2 : 1) + gemm(r, s.R, s.F, s.C);
-  const double attn_f = 2.0 * s.B * static_cast<double>(s.hq) * s.T * s.T * (s.q / static_cast<double>(s.hq));
-  // Norms and residual adds by their bytes; the activation and RoPE at their measured cost
-  // per element where the cluster has it (their CPU kernels compute more than they stream).
+// The links a layout's axes cross (the mesh is ordered {dp, pp, ep, cp, tp}, tp fastest).
+struct Links {
+  const Link *tp, *cp, *ep, *pp, *dp;
+};
+
+// A block's attention half: the q, k, v and projection GEMMs, the fused attention (causal:
+// half of 4 B hq T^2 D forward, its backward at the cluster's measured ratio; under cp a
+// rank's queries see T Tg / cp of the pairs), the norms and residual adds by their bytes,
+// RoPE at its measured cost. Context parallelism adds the ring (nn/ring_attention.h): each
+// of cp - 1 steps sends K/V on while it computes a block of the attention (its exposed part:
+// what the transfer outlasts the step's work), packs the next step's K/V and merges a partial
+// output into the running one; backward sends K/V and their gradients' accumulator.
+// Backward: twice the GEMM FLOPs (input and weight gradients).
+Work attention_work(const Shapes& s, const Rates& r, const Link& cp_link, double& cp_comm) {
+  const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv);
+  const double gemm_f = gemm(r, s.R, s.C, s.q) + gemm(r, s.R, s.C, s.kv, 2) + gemm(r, s.R, s.q, s.C);
+  const double attn_f = 2.0 * s.B * s.hq * s.T * s.Tg * (s.q / s.hq);
   Work w;
-  w.f = gemm_f + attn_f / r.attn + stream(r, 10.0 * s.Rl * s.C * s.e, s.rope ? 8 : 6) +
-        rates::activation_s(r, s, s.R, false) + rates::rope_s(r, s, s.R, false);
-  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / r.attn +
-        stream(r, 16.0 * s.Rl * s.C * s.e, s.rope ? 10 : 8) + rates::activation_s(r, s, s.R, true) +
+  w.f = gemm_f + attn_f / r.attn + stream(r, 5.0 * s.Rl * s.C * s.e, s.rope ? 5 : 3) + rates::rope_s(r, s, s.R, false);
+  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / r.attn + stream(r, 8.0 * s.Rl * s.C * s.e, s.rope ? 6 : 4) +
         rates::rope_s(r, s, s.R, true);
   w.flops = 3.0 * mm_f + 3.5 * attn_f;
+  cp_comm = 0;
+  if (s.cp > 1) {
+    const double steps = s.cp - 1, kv = 2.0 * s.R * s.kv * 4.0;      // one step's K and V, f32
+    const double merge = 0.75 * s.R * (3.0 * s.q * 4.0 + 12.0);      // a partial output merged (1.5 of 2 chunks' rows)
+    const double step_f = attn_f / r.attn / s.cp;                    // one step's attention
+    const double fwd = steps * std::max(cp_link.latency, cp_link.latency + kv / cp_link.p2p_bw() - step_f);
+    const double bwd = steps * std::max(cp_link.latency, cp_link.latency + 2.0 * kv / cp_link.p2p_bw() -
+                                                             r.cluster->attention_backward_ratio * step_f);
+    w.f += steps * stream(r, 2.0 * kv + merge, 3);
+    w.b += steps * stream(r, 4.0 * kv + 2.0 * merge, 5);
+    cp_comm = fwd + bwd;
+    w.f += fwd;
+    w.b += bwd;
+  }
+  return w;
+}
+
+// An MLP over `rows` rows of width F: its input GEMMs (two for SwiGLU) and output GEMM in
+// `calls` equal pieces (a mixture's experts), the activation at its measured cost.
+Work mlp_work(const Shapes& s, const Rates& r, double rows, double F, double calls) {
+  rates::Widths w = s;
+  w.F = F;
+  const double m = rows / calls;
+  const double g = calls * (gemm(r, m, s.C, F, s.swiglu ? 2 : 1) + gemm(r, m, F, s.C));
+  Work out;
+  out.f = g + rates::activation_s(r, w, rows, false);
+  out.b = 2.0 * g + rates::activation_s(r, w, rows, true);
+  out.flops = 3.0 * 2.0 * rows * s.C * F * (s.swiglu ? 3.0 : 2.0);
+  return out;
+}
+
+// A block's feed-forward half: the dense MLP (its norm region's bytes with it), or a mixture
+// of experts (nn/moe.h) over the Rl rows this rank routes: the router's GEMM and top-k, the
+// rows permuted to their experts and the outputs combined back, E / ep experts each over an
+// even share of the S = Rl k rows (a uniform router), a shared expert over every row; under
+// ep the rows' all-to-all to the experts' ranks and back (the counts first), each regrouped
+// by a copy, and the same again for the gradients in backward.
+Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_comm) {
+  Work w;
+  ep_comm = 0;
+  if (!s.moe) {
+    w = mlp_work(s, r, s.R, s.F, 1);
+    w.f += stream(r, 5.0 * s.Rl * s.C * s.e, 3);
+    w.b += stream(r, 8.0 * s.Rl * s.C * s.e, 4);
+    return w;
+  }
+  const double R = s.Rl, S = R * s.k, rowsC = s.C * s.e;
+  w = mlp_work(s, r, S, s.Fe, s.E / s.ep);
+  if (s.Fs > 0) w += mlp_work(s, r, R, s.Fs, 1);
+  const double router = gemm(r, R, s.C, s.E);
+  const double routing = R * s.E * (s.e + 8.0) + R * s.k * 16.0;  // logits, probs, top-k, gates, slots
+  w.f += router + stream(r, routing + 2.0 * S * rowsC + 2.0 * S * rowsC + 2.0 * R * rowsC + 5.0 * R * rowsC, 8);
+  w.b += 2.0 * router + stream(r, routing + 4.0 * S * rowsC + 3.0 * R * rowsC + 8.0 * R * rowsC, 8);
+  w.flops += 3.0 * 2.0 * R * s.C * s.E;
+  if (s.ep > 1) {
+    const double wire = S * (s.ep - 1) / s.ep * rowsC;  // one all-to-all's rows to other ranks
+    const double fwd = comm(ep_link, 2.0 * wire, 3.0) + stream(r, 4.0 * S * rowsC, 2);
+    const double bwd = comm(ep_link, 2.0 * wire, 2.0) + stream(r, 4.0 * S * rowsC, 2);
+    ep_comm = comm(ep_link, 4.0 * wire, 5.0);
+    w.f += fwd;
+    w.b += bwd;
+  }
   return w;
 }
 
@@ -114,10 +181,11 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   }();
   DT_CHECK(o.zero >= 0 && o.zero <= 3, "zero = " + std::to_string(o.zero) + "; accepted: 0 to 3");
   DT_CHECK(o.zero < 3 || o.pp == 1, "zero = 3 with pp = " + std::to_string(o.pp) + "; accepted with pp > 1: zero 0 to 2");
-  DT_CHECK(!c.moe() && o.cp == 1, "the cost model covers dense models without context parallelism; accepted: "
-                                  "experts = 0 and cp = 1");
-  const int64_t world = o.dp * o.tp * o.pp;
-  DT_CHECK(cl.cpu || world <= cl.devices(), "dp x tp x pp = " + std::to_string(world) + " ranks on a cluster of " +
+  DT_CHECK(!(o.ep > 1 && o.zero > 0 && o.dp == 1), "zero = " + std::to_string(o.zero) + " with ep = " +
+                                                      std::to_string(o.ep) + " and dp = 1: ZeRO shards over dp; "
+                                                      "accepted with ep > 1: zero 0 (DDP over ep), or dp >= 2");
+  const int64_t world = o.dp * o.tp * o.pp * o.ep * o.cp;
+  DT_CHECK(cl.cpu || world <= cl.devices(), "dp x tp x pp x ep x cp = " + std::to_string(world) + " ranks on a cluster of " +
                                       std::to_string(cl.devices()) + " devices; accepted: at most that many");
   const bool mixed = c.dtype != DType::F32;
   const double e = static_cast<double>(dtype_size(c.dtype));
@@ -130,9 +198,20 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   Shapes s;
   static_cast<rates::Widths&>(s) = rates::widths_of(c, o.tp);
   s.B = static_cast<double>(o.micro_batch);
-  s.T = static_cast<double>(T);
+  s.cp = static_cast<double>(o.cp);
+  s.Tg = static_cast<double>(T);
+  s.T = s.Tg / s.cp;
   s.R = s.B * s.T;
   s.Rl = sp ? s.R / static_cast<double>(o.tp) : s.R;
+  if (c.moe()) {
+    s.moe = true;
+    s.E = static_cast<double>(c.n_experts);
+    s.k = static_cast<double>(c.top_k);
+    s.ep = static_cast<double>(o.ep);
+    s.Fe = static_cast<double>(c.d_ff);
+    s.Fs = static_cast<double>(c.moe_shared_d_ff);
+    s.shared_gate = c.moe_shared_gate;
+  }
 
   // The stages: blocks, whether they hold the embedding and head, parameters.
   // Each stage's model states at this ZeRO stage are the plan's (plan.cc's one formula).
@@ -144,7 +223,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   };
   std::vector<Stage> stages;
   nlohmann::json pipe;
-  const double psi_tp = plan["params_per_tp_rank"].get<double>();
+  const double psi_rank = plan["params_per_rank"].get<double>();
   if (P > 1) {
     pipe = plan["pipeline"];
     for (const nlohmann::json& st : pipe["stages"])
@@ -152,22 +231,34 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                         st["params"].get<double>(), st["tied_copy_params"].get<double>(),
                         st["tp_wire_bytes_per_step"].get<double>(), st["stages"][static_cast<size_t>(o.zero)]});
   } else {
-    stages.push_back({static_cast<int>(c.n_layer), true, true, psi_tp, 0.0,
+    stages.push_back({static_cast<int>(c.n_layer), true, true, psi_rank, 0.0,
                       plan["tp_comm"]["wire_bytes_per_step"].get<double>(),
                       plan["stages"][static_cast<size_t>(o.zero)]});
   }
-  // One block's parameters on a tp rank, and the embedding-and-head unit's (ZeRO's units).
+  // One block's parameters on a rank, and the embedding-and-head unit's (ZeRO's units); the
+  // experts a rank holds (the rest of its parameters are shared over ep).
   nn::GPTConfig one = c, none = c;
   one.n_layer = 1;
   none.n_layer = 0;
-  const double block_params = static_cast<double>(one.param_count(o.tp, nullptr) - none.param_count(o.tp, nullptr));
+  const double L = static_cast<double>(c.n_layer);
+  const double experts_elsewhere = (static_cast<double>(c.param_count(o.tp, nullptr)) - psi_rank) / L;  // per block
+  const double block_params =
+      static_cast<double>(one.param_count(o.tp, nullptr) - none.param_count(o.tp, nullptr)) - experts_elsewhere;
   const double unit0_params = static_cast<double>(none.param_count(o.tp, nullptr));
+  const double experts_held = c.moe() ? plan["moe"]["expert_params"].get<double>() / s.ep / L : 0.0;  // per block
 
-  // Links: tp is the fastest axis, then pp, then dp.
-  const Link& tp_link = link_of(cl, 1, o.tp, o.in_process);
-  const Link& pp_link = link_of(cl, o.tp, o.pp, o.in_process);
-  const Link& dp_link = link_of(cl, o.tp * o.pp, o.dp, o.in_process);
-  const double n = static_cast<double>(o.dp);
+  // Links: the mesh is {dp, pp, ep, cp, tp}, tp fastest.
+  Links lk;
+  lk.tp = &link_of(cl, 1, o.tp, o.in_process);
+  lk.cp = &link_of(cl, o.tp, o.cp, o.in_process);
+  lk.ep = &link_of(cl, o.tp * o.cp, o.ep, o.in_process);
+  lk.pp = &link_of(cl, o.tp * o.cp * o.ep, o.pp, o.in_process);
+  lk.dp = &link_of(cl, o.tp * o.cp * o.ep * o.pp, o.dp, o.in_process);
+  const Link &tp_link = *lk.tp, &pp_link = *lk.pp;
+  // The data-parallel strategy sums over dp x cp (cp ranks train shares of the same rows),
+  // its slowest link the outer one's; under ep the shared parameters over dp x ep.
+  const Link& dp_link = o.dp > 1 ? *lk.dp : o.cp > 1 ? *lk.cp : *lk.ep;
+  const double n = static_cast<double>(o.dp * o.cp), ne = static_cast<double>(o.dp * o.ep);
 
   // The schedule: one stage is a schedule of one rank (forward, backward per micro-batch).
   const parallel::PipeSchedule sched =
@@ -175,10 +266,13 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                    P > 1 ? o.virtual_stages : 1);
   const std::vector<int> live = P > 1 ? live_micro_batches(sched) : std::vector<int>{1};
 
-  const Work blk = block_work(s, r);  // one block's micro-batch, the same on every stage
+  // One block's micro-batch, the same on every stage.
+  double cp_comm = 0, ep_comm = 0;
+  Work blk = attention_work(s, r, *lk.cp, cp_comm);
+  blk += ffn_work(s, r, *lk.ep, ep_comm);
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
-         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0;
+         opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, cp_max = 0, ep_max = 0;
   for (size_t st = 0; st < stages.size(); ++st) {
     const Stage& g = stages[st];
     // Time of one micro-batch through this stage, forward and backward (recompute: the
@@ -189,7 +283,9 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     if (g.head) mb += head_work(s, r);
     if (g.embed) mb += embed_work(s, r, c.pos == nn::PosKind::Learned);
     // tp: the stage's collectives per micro-batch, on the critical path.
-    const double tp_calls = o.tp > 1 ? g.blocks * (sp ? 10.0 : 4.0) + (g.embed ? 1.0 : 0.0) + (g.head ? 3.0 : 0.0) : 0.0;
+    // (A mixture of experts' region has none: half the block's.)
+    const double tp_calls =
+        o.tp > 1 ? g.blocks * (sp ? 10.0 : 4.0) * (c.moe() ? 0.5 : 1.0) + (g.embed ? 1.0 : 0.0) + (g.head ? 3.0 : 0.0) : 0.0;
     // Without SP all-reduces; with it all-gathers and reduce-scatters, 6 and 4 per block.
     const double tp_bw = sp ? 10.0 / (6.0 / tp_link.gather_bw() + 4.0 / tp_link.scatter_bw()) : tp_link.bandwidth;
     const double tp_time = o.tp > 1 ? tp_calls * tp_link.latency + g.tp_wire / static_cast<double>(M) / tp_bw : 0.0;
@@ -201,8 +297,17 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // all-gather per unit; ZeRO-3 also the weights gathered for forward and backward).
     const double held = g.params, grads_bytes = held * e;
     const double units = g.blocks + ((g.embed || g.head) ? 1.0 : 0.0);
+    // Under ep the experts' gradients are summed over dp only, the rest over dp x ep (DDP's
+    // buckets each; with ZeRO the shared ones first all-reduced over ep unit by unit, then
+    // ZeRO's reduce-scatter over dp takes them all).
+    const double ex_bytes = g.blocks * experts_held * e, shared_bytes = grads_bytes - (o.ep > 1 ? ex_bytes : 0.0);
     double dp_time = 0;
-    if (o.dp > 1) {
+    if (o.ep > 1 && o.zero == 0) {
+      auto ddp = [&](const Link& l, double bytes, double size) {
+        return size > 1 ? comm(l, 2.0 * (size - 1) / size * bytes, std::ceil(bytes / (25.0 * (1 << 20)))) : 0.0;
+      };
+      dp_time = ddp(o.dp > 1 ? *lk.dp : *lk.ep, shared_bytes, ne) + ddp(*lk.dp, ex_bytes, static_cast<double>(o.dp));
+    } else if (n > 1) {
       const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes, share = (n - 1) / n * grads_bytes;
       const double calls = o.zero == 0 ? std::ceil(grads_bytes / (25.0 * (1 << 20))) : (o.zero == 3 ? 3.0 : 2.0) * units;
       // DDP all-reduces; ZeRO reduce-scatters the gradients and all-gathers the weights
@@ -210,6 +315,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       dp_time = o.zero == 0 ? comm(dp_link, wire, calls)
                             : calls * dp_link.latency + share / dp_link.scatter_bw() +
                                   (o.zero == 3 ? 2.0 : 1.0) * share / dp_link.gather_bw();
+      if (o.ep > 1)
+        dp_time += comm(*lk.ep, 2.0 * (s.ep - 1) / s.ep * shared_bytes, (o.zero == 1 ? 1.0 : static_cast<double>(M)) * units);
       // Devices whose collectives run beside compute hide the reduction under the backward
       // (ZeRO-3 its gathers under forward and backward too); what sticks out is exposed.
       if (cl.overlap_comm) {
@@ -218,29 +325,44 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       }
     }
     // The optimizer over the state this rank steps, the gradient norm and the zeroing.
-    const double stepped = o.zero >= 1 && o.dp > 1 ? held / n : held;
+    const double stepped = o.zero >= 1 && n > 1 ? held / n : held;
     const double opt_time = stream(r, stepped * (mixed ? 30.0 : 28.0) + held * 2.0 * e, 3 * static_cast<int>(units) * 4);
     const double work = M * fb + dp_time + opt_time + (P > 1 ? 2.0 * M * msg_time : 0.0);
-    work_sum += work * static_cast<double>(o.dp * o.tp);
-    if (fb > slowest_fb) compute_fb = mb.f + mb.b;
+    const double holders = static_cast<double>(o.dp * o.tp * o.ep * o.cp);  // ranks that run this stage
+    work_sum += work * holders;
+    // (compute without the ring transfers and all-to-alls it waits on, reported apart)
+    if (fb > slowest_fb) compute_fb = mb.f + mb.b - g.blocks * (cp_comm + ep_comm);
     slowest_fb = std::max(slowest_fb, fb);
     recompute_max = std::max(recompute_max, c.checkpoint ? M * g.blocks * blk.f : 0.0);
     post_max = std::max(post_max, dp_time + opt_time);
     tp_max = std::max(tp_max, M * tp_time);
     dp_max = std::max(dp_max, dp_time);
     opt_max = std::max(opt_max, opt_time);
-    flops_step += M * mb.flops * static_cast<double>(o.dp * o.tp);
+    flops_step += M * mb.flops * holders;
+    cp_max = std::max(cp_max, M * g.blocks * cp_comm);
+    ep_max = std::max(ep_max, M * g.blocks * ep_comm);
 
     // Memory by ledger tag: the plan's model states, the last stage's tied copy of the token
     // table (weights and a gradient), the optimizer's step counter (and a loss scaler's state).
     const double param = g.states["weights_bytes"].get<double>() + e * g.tied_copy;
     const double grad = g.states["grads_bytes"].get<double>() + e * g.tied_copy;
     const double opt = g.states["optimizer_bytes"].get<double>() + 8.0 + (mixed ? 12.0 : 0.0);
-    const double comm_buffer = o.zero == 0 && o.dp > 1 ? grads_bytes : 0.0;
+    // DDP's flat buffers: every gradient's (under ep the shared ones' over dp x ep, the
+    // experts' over dp when dp > 1).
+    const double comm_buffer = o.zero != 0 ? 0.0
+                               : o.ep > 1  ? (ne > 1 ? shared_bytes : 0.0) + (o.dp > 1 ? ex_bytes : 0.0)
+                               : n > 1     ? grads_bytes
+                                           : 0.0;
+    // SP with a mixture of experts: its gradients are partial over tp, packed a block at a
+    // time for their all-reduce (parallel/tp_strategy.cc) in a buffer kept for the next step.
+    const double tp_pack = sp && c.moe() ? e * (experts_held + static_cast<double>(c.n_experts * c.d_model +
+                                                                                   c.shared_expert_params()))
+                                         : 0.0;
     nn::ActsLayout al;
     al.batch = o.micro_batch;
-    al.seq = T;
+    al.seq = T / o.cp;
     al.tp = o.tp;
+    al.ep = o.ep;
     al.sp = sp;
     al.embed = g.embed;
     al.head = g.head;
@@ -273,9 +395,13 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // gathered weights (one prefetched) beside the embedding unit's and one block's whole
     // gradients (its reductions keep up with the gathers: measured, gpt-small and smaller).
     double transient = 0;
-    if (o.dp > 1 && o.zero == 2) transient = e * (2.0 * block_params + unit0_params);
-    if (o.dp > 1 && o.zero == 3) transient = e * (3.0 * block_params + unit0_params);
-    const double total = param + grad + opt + comm_buffer + act + transient;
+    if (n > 1 && o.zero == 2) transient = e * (2.0 * block_params + unit0_params);
+    if (n > 1 && o.zero == 3) transient = e * (3.0 * block_params + unit0_params);
+    // A ring attention's backward (nn/ring_attention.cc), f32: the K/V in hand and arriving,
+    // this rank's dK/dV, two travelling accumulators, a visiting block's share and the one
+    // coming home (7 K/V's worth), and a step's partial dQ.
+    if (o.cp > 1) transient += 4.0 * (7.0 * 2.0 * s.R * s.kv + s.R * s.q);
+    const double total = param + grad + opt + comm_buffer + tp_pack + act + transient;
     peak_all = std::max(peak_all, total);
     ranks.push_back({{"pp_stage", st},
                      {"blocks", g.blocks},
@@ -283,7 +409,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                  {"grad", grad},
                                  {"optimizer", opt},
                                  {"activation", act},
-                                 {"comm_buffer", comm_buffer},
+                                 {"comm_buffer", comm_buffer + tp_pack},
                                  {"transient", transient}}},
                      {"activation_per_micro_batch", ab.per_micro_batch},
                      {"live_micro_batches", alive},
@@ -312,7 +438,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const double cores = static_cast<double>(cl.devices_per_host);
   const bool shared = cl.cpu && static_cast<double>(world) > cores;
   if (shared) step = std::max(critical, work_sum / cores);
-  const double tokens = static_cast<double>(o.micro_batch * M * o.dp * T);
+  const double tokens = static_cast<double>(o.micro_batch * M * o.dp * o.ep * T);  // ep ranks route their own rows
   // CPU: a device is a core; a process of one rank runs on all of them.
   const double used = cl.cpu ? static_cast<double>(world == 1 ? cl.devices_per_host : std::min<int64_t>(world, cl.devices_per_host))
                              : static_cast<double>(world);
@@ -328,6 +454,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                     {"pp_bubble_s", P > 1 ? critical - post_max - M * slowest_fb : 0.0},
                     {"shared_cores_extra_s", step - critical},
                     {"tp_comm_s", tp_max},
+                    {"cp_comm_exposed_s", cp_max},
+                    {"ep_comm_s", ep_max},
                     {"dp_comm_exposed_s", dp_max},
                     {"optimizer_s", opt_max},
                     {"pp_bubble_fraction", bubble},

@@ -20,6 +20,8 @@ std::vector<int64_t> divisors(int64_t n) {
 nlohmann::json layout_json(const PlanOptions& o) {
   nlohmann::json j = {{"dp", o.dp}, {"tp", o.tp}, {"pp", o.pp}, {"zero", o.zero}, {"sp", o.sequence_parallel},
                       {"micro_batch", o.micro_batch}, {"micro_batches", o.accumulation}, {"recompute", o.recompute}};
+  if (o.ep > 1) j["ep"] = o.ep;
+  if (o.cp > 1) j["cp"] = o.cp;
   if (o.pp > 1) {
     j["pp_schedule"] = o.pp_schedule;
     j["virtual_stages"] = o.virtual_stages;
@@ -34,6 +36,8 @@ std::string loses_by(const nlohmann::json& c, const nlohmann::json& best) {
       {"compute_s", "compute (smaller or fewer GEMMs per device)"},
       {"recompute_s", "recomputing activations"},
       {"tp_comm_s", "tensor-parallel communication"},
+      {"cp_comm_exposed_s", "context-parallel ring transfers not hidden by attention"},
+      {"ep_comm_s", "expert-parallel all-to-all"},
       {"dp_comm_exposed_s", "data-parallel communication not hidden by the backward"},
       {"pp_bubble_s", "pipeline bubble"},
       {"optimizer_s", "optimizer step (less of the state sharded)"},
@@ -67,6 +71,7 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
     return x;
   }();
   const int64_t devices = cl.devices();
+  const int64_t T = so.seq_len > 0 ? so.seq_len : c.context;
   nlohmann::json fitting = nlohmann::json::array();
   std::map<std::string, int64_t> rejected;
   int64_t evaluated = 0;
@@ -76,66 +81,75 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
       ++rejected["tp does not split the heads or the MLP"];
       continue;
     }
-    for (int64_t pp : divisors(devices / tp)) {
-      if (pp > c.n_layer) continue;
-      const int64_t dp = devices / tp / pp;
-      if (so.global_batch % dp) {
-        ++rejected["global batch does not split over dp"];
-        continue;
-      }
-      const int64_t per_dp = so.global_batch / dp;
-      for (int64_t mb : divisors(per_dp)) {
-        if ((mb & (mb - 1)) != 0 || mb > 64) continue;  // micro-batches of 1, 2, 4 ... 64 sequences
-        const int64_t M = per_dp / mb;
-        if (pp > 1 && M * pp > 65536) continue;
-        std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
-        if (pp > 1) {  // (GPipe: 1F1B's bubble with more activations alive; never ahead)
-          schedules.push_back({"zb-h1", 1});
-          if (M % pp == 0 && c.n_layer >= 2 * pp) schedules.push_back({"interleaved", 2});
+    // The axis a layout adds beside tp: ep for a mixture of experts (its experts split, each
+    // rank routing its own rows), cp for a dense model (every sequence split in 2 cp chunks).
+    for (int64_t x : divisors(devices / tp)) {
+      const int64_t ep = c.moe() ? x : 1, cp = c.moe() ? 1 : x;
+      if (ep > 1 && c.n_experts % ep) continue;
+      if (cp > 1 && T % (2 * cp)) continue;
+      for (int64_t pp : divisors(devices / tp / x)) {
+        if (pp > c.n_layer) continue;
+        const int64_t dp = devices / tp / x / pp;
+        if (so.global_batch % (dp * ep)) {
+          ++rejected["global batch does not split over dp"];
+          continue;
         }
-        for (const auto& [sched, v] : schedules) {
-          for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-            // The formulas' part of the plan, the same for every ZeRO stage and recompute.
-            PlanOptions base;
-            base.dp = dp, base.tp = tp, base.pp = pp, base.pp_schedule = sched, base.virtual_stages = v;
-            base.sequence_parallel = sp == 1, base.micro_batch = mb, base.accumulation = M, base.seq_len = so.seq_len;
-            base.timeline = false;
-            base.in_process = false;  // a process per device
-            nlohmann::json plan;
-            try {
-              plan = plan_json(c, base);
-            } catch (const Error&) {
-              ++rejected["not a valid layout for this model"];
-              continue;
-            }
-            for (int zero = 0; zero <= (dp > 1 ? (pp > 1 ? 2 : 3) : 0); ++zero) {
-              for (int rc = 0; rc <= 1; ++rc) {  // recompute only where keeping the activations does not fit
-                PlanOptions o = base;
-                o.zero = zero;
-                o.recompute = rc == 1;
-                nlohmann::json cost;
-                try {
-                  cost = cost_json(c, o, cl, &plan);
-                } catch (const Error&) {
-                  ++rejected["not a valid layout for this model"];
-                  continue;
+        const int64_t per_dp = so.global_batch / dp / ep;  // sequences per data-parallel rank
+        for (int64_t mb : divisors(per_dp)) {
+          if ((mb & (mb - 1)) != 0 || mb > 64) continue;  // micro-batches of 1, 2, 4 ... 64 sequences
+          const int64_t M = per_dp / mb;
+          if (pp > 1 && M * pp > 65536) continue;
+          std::vector<std::pair<std::string, int>> schedules = {{"1f1b", 1}};
+          if (pp > 1) {  // (GPipe: 1F1B's bubble with more activations alive; never ahead)
+            schedules.push_back({"zb-h1", 1});
+            if (M % pp == 0 && c.n_layer >= 2 * pp) schedules.push_back({"interleaved", 2});
+          }
+          for (const auto& [sched, v] : schedules) {
+            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+              // The formulas' part of the plan, the same for every ZeRO stage and recompute.
+              PlanOptions base;
+              base.dp = dp, base.tp = tp, base.pp = pp, base.pp_schedule = sched, base.virtual_stages = v;
+              base.ep = ep, base.cp = cp;
+              base.sequence_parallel = sp == 1, base.micro_batch = mb, base.accumulation = M, base.seq_len = so.seq_len;
+              base.timeline = false;
+              base.in_process = false;  // a process per device
+              nlohmann::json plan;
+              try {
+                plan = plan_json(c, base);
+              } catch (const Error&) {
+                ++rejected["not a valid layout for this model"];
+                continue;
+              }
+              for (int zero = 0; zero <= (dp * cp > 1 ? (pp > 1 ? 2 : 3) : 0); ++zero) {
+                if (ep > 1 && zero > 0 && dp == 1) break;  // ZeRO shards over dp
+                for (int rc = 0; rc <= 1; ++rc) {  // recompute only where keeping the activations does not fit
+                  PlanOptions o = base;
+                  o.zero = zero;
+                  o.recompute = rc == 1;
+                  nlohmann::json cost;
+                  try {
+                    cost = cost_json(c, o, cl, &plan);
+                  } catch (const Error&) {
+                    ++rejected["not a valid layout for this model"];
+                    continue;
+                  }
+                  ++evaluated;
+                  nlohmann::json row = {{"layout", layout_json(o)},
+                                        {"step_s", cost["step_s"]},
+                                        {"tokens_per_s", cost["tokens_per_s"]},
+                                        {"mfu", cost["mfu"]},
+                                        {"peak_bytes", cost["peak_bytes"]},
+                                        {"time", cost["time"]}};
+                  if (!cost["fits"].get<bool>()) {
+                    if (rc == 0) continue;  // try it with recompute
+                    ++rejected["does not fit a device's memory"];
+                    if (smallest.is_null() || row["peak_bytes"].get<double>() < smallest["peak_bytes"].get<double>())
+                      smallest = row;
+                    continue;
+                  }
+                  fitting.push_back(row);
+                  break;  // it fits without recompute: recomputing would only be slower
                 }
-                ++evaluated;
-                nlohmann::json row = {{"layout", layout_json(o)},
-                                      {"step_s", cost["step_s"]},
-                                      {"tokens_per_s", cost["tokens_per_s"]},
-                                      {"mfu", cost["mfu"]},
-                                      {"peak_bytes", cost["peak_bytes"]},
-                                      {"time", cost["time"]}};
-                if (!cost["fits"].get<bool>()) {
-                  if (rc == 0) continue;  // try it with recompute
-                  ++rejected["does not fit a device's memory"];
-                  if (smallest.is_null() || row["peak_bytes"].get<double>() < smallest["peak_bytes"].get<double>())
-                    smallest = row;
-                  continue;
-                }
-                fitting.push_back(row);
-                break;  // it fits without recompute: recomputing would only be slower
               }
             }
           }

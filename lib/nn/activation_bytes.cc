@@ -12,9 +12,39 @@ struct Dims {
   int64_t heads;
 };
 
+// An MLP's Acts over `rows` rows of width F: GELU keeps h and a, backward da and dh; SwiGLU
+// gate, up and a, backward da, dgate and dup; and its output [rows, C].
+double mlp_bytes(const GPTConfig& c, double rows, double F, double C, double e) {
+  return (c.act == Act::SwiGLU ? 6.0 : 4.0) * rows * F * e + rows * C * e;
+}
+
+// A mixture of experts' Acts (nn/moe.h) for the Rl rows this rank routes (its own under SP):
+// the routing (logits [R, E] and their gradient, i32 choices and slots, f32 gates, probs and
+// log-sum-exp), the permuted rows and the experts' outputs with their gradients [S, C], the
+// combined output, the router's input gradient; each expert's MLP over its rows (whole
+// experts: d_ff is not split over tp; their outputs written into the permuted rows); under ep the rows received, their outputs and
+// gradients, and the exchange's staging buffer; a shared expert and its gate.
+double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep) {
+  const double R = d.Rl, E = static_cast<double>(c.n_experts), k = static_cast<double>(c.top_k), e = d.e;
+  const double S = R * k;  // dropless (a capacity factor keeps at most this many)
+  // logits and their gradient; i32 choices, f32 gates and their gradient; f32 probs and lse
+  // (the slots and the auxiliary losses' coefficients are host tensors the CPU keeps as made).
+  const double route = 2.0 * R * E * e + R * k * (4.0 + 4.0 + 4.0) + R * E * 4.0 + R * 4.0;
+  double out = route + 4.0 * S * d.C * e + 2.0 * R * d.C * e;  // xp, yp, dyp, dxp; y, dx_router
+  // The experts' (S rows received), each writing its output rows in place.
+  out += mlp_bytes(c, S, static_cast<double>(c.d_ff), d.C, e) - S * d.C * e;
+  if (ep > 1) out += 5.0 * S * d.C * e;                          // xr, yr, dyr, dxr, staged
+  if (c.moe_shared_d_ff > 0) {
+    out += mlp_bytes(c, R, static_cast<double>(c.moe_shared_d_ff), d.C, e) + R * d.C * e;  // and dx_shared
+    if (c.moe_shared_gate)  // logit, idx, gate, probs, lse, out; dy, dgate, dlogit; a zero aux coefficient
+      out += 2.0 * R * e + 4.0 * R * 4.0 + R * d.C * e + R * d.C * e + R * 4.0 + 4.0;
+  }
+  return out;
+}
+
 // A block's Acts (block.h, attention.h, layers.h), forward and backward scratch. The block's
 // output is the GPTActs' residual stream, counted there.
-double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp) {
+double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep) {
   const double norm = d.Rl * d.C * d.e + 4.0 * d.Rl * (c.norm == NormKind::LayerNorm ? 2.0 : 1.0);  // y, rstd (+ mean)
   const double row_out = d.Rl * d.C * d.e;  // a row-parallel projection's output, this rank's rows
   // attention: q, out, dout, dq (its query heads, every token), k, v, dk, dv, the f32 lse.
@@ -22,7 +52,7 @@ double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp) {
   if (c.n_kv_head % tp != 0)  // KV heads held by several ranks: their gradients' zeroed sum
     attn += static_cast<double>(c.n_kv_head) * 2.0 * (c.head_dim() * c.d_model + (c.qkv_bias_elems() ? c.head_dim() : 0)) * d.e;
   // MLP: GELU keeps h and a, backward da and dh; SwiGLU gate, up and a, backward da, dgate, dup.
-  const double mlp = (c.act == Act::SwiGLU ? 6.0 : 4.0) * d.R * d.F * d.e + row_out;
+  const double mlp = c.moe() ? moe_bytes(c, d, ep) : (c.act == Act::SwiGLU ? 6.0 : 4.0) * d.R * d.F * d.e + row_out;
   const double residual = 3.0 * d.Rl * d.C * d.e;  // r, and the backward's dr and dh
   return 2.0 * norm + attn + mlp + residual;
 }
@@ -47,7 +77,7 @@ ActsBytes activation_bytes(const GPTConfig& c, const ActsLayout& l) {
   d.F = static_cast<double>(c.d_ff / l.tp);
   d.V = static_cast<double>(l.tp == 1 ? c.vocab_size : (c.vocab_size + l.tp - 1) / l.tp);
   const double stream = d.Rl * d.C * d.e;  // one [Rl, C] tensor of the residual stream
-  const double blocks = static_cast<double>(end - l.begin), block = block_bytes(c, d, l.tp);
+  const double blocks = static_cast<double>(end - l.begin), block = block_bytes(c, d, l.tp, l.ep);
   ActsBytes out;
   // The residual stream: one output per block, and the input of the first block when this
   // rank makes it (the embedding; a later stage's input is the received tensor).

@@ -15,6 +15,7 @@ namespace dt::nn {
 struct ActsLayout {
   int64_t batch = 1, seq = 1;   // one micro-batch: sequences (B) and tokens per sequence (T, this rank's under cp)
   int64_t tp = 1;
+  int64_t ep = 1;               // a mixture of experts' experts split over ep ranks
   bool sp = false;              // sequence parallel over tp (tp > 1)
   int begin = 0, end = -1;      // the blocks this rank runs, [begin, end); end -1: every block
   bool embed = true, head = true;  // this rank holds the embedding (first stage) / the head (last)
@@ -26,8 +27,10 @@ struct ActsBytes {
   double recompute_saved = 0;  // per micro-batch: what checkpointing drops (included above when cfg.checkpoint)
 };
 
-// cfg: validated and resolved. A dense model (a mixture of experts' routing is data-dependent:
-// its experts' rows are counted as if the router spread them evenly).
+// cfg: validated and resolved. A mixture of experts routes R top_k rows (dropless; a
+// capacity factor keeps at most as many: the count is then an upper bound); under ep the rows its experts receive depend on
+// the router and are counted as if it spread them evenly (each rank then receives as many as
+// it sends).
 ActsBytes activation_bytes(const GPTConfig& cfg, const ActsLayout& layout);
 
 }  // namespace dt::nn

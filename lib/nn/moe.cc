@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/device_scope.h"
 #include "core/error.h"
 #include "core/tensor_copy.h"
 #include "kernels/ops.h"
@@ -230,18 +231,42 @@ void MoE::backward(const Tensor& dy_in, Acts& a, Tensor& dx, float grad_scale) {
   if (shared) backward_shared(x, dy, a, dx2);
 }
 
-void MoE::run_experts(const Tensor& in, const std::vector<int64_t>& rows, Tensor& out, Acts& a) {
+void MoE::seat_experts(const std::vector<int64_t>& rows, DType dt, bool backward, Acts& a) {
+  // An MLP's tensors of d_ff columns (nn/layers.h): forward GELU h, a; SwiGLU gate, up, a;
+  // backward GELU da, dh; SwiGLU da, dgate, dup. Seats 0-2 forward, 3-5 backward.
+  auto fields = [backward, swiglu = experts.front()->act == Act::SwiGLU](MLP::Acts& m) -> std::vector<Tensor*> {
+    if (!backward) return swiglu ? std::vector<Tensor*>{&m.gate, &m.up, &m.a} : std::vector<Tensor*>{&m.h, &m.a};
+    return swiglu ? std::vector<Tensor*>{&m.da, &m.dgate, &m.dup} : std::vector<Tensor*>{&m.da, &m.dh};
+  };
+  int64_t total = 0;
+  for (int64_t n : rows) total += n;
   a.experts.resize(experts.size());
+  a.seats.resize(6);
+  const int64_t F = experts.front()->d_ff;
+  for (size_t k = 0, first = backward ? 3 : 0; k < fields(a.experts.front()).size(); ++k) {
+    Tensor& seat = a.seats[first + k];
+    // Grown, never shrunk: under ep the rows received change from step to step.
+    if (!seat.defined() || seat.dim(0) < total || seat.dtype() != dt || seat.device() != current_device())
+      seat = Tensor::uninit({std::max<int64_t>(total, 1), F}, dt, current_device(), MemTag::Activation);
+    for (size_t e = 0, off = 0; e < experts.size(); off += static_cast<size_t>(rows[e]), ++e) {
+      const int64_t n = rows[e], o = static_cast<int64_t>(off);
+      if (n > 0) *fields(a.experts[e])[k] = seat.slice0(o, o + n);
+    }
+  }
+}
+
+void MoE::run_experts(const Tensor& in, const std::vector<int64_t>& rows, Tensor& out, Acts& a) {
+  seat_experts(rows, in.dtype(), false, a);
   for (size_t e = 0, off = 0; e < experts.size(); off += static_cast<size_t>(rows[e]), ++e) {
     const int64_t n = rows[e], o = static_cast<int64_t>(off);
     if (n == 0) continue;
-    const Tensor& ye = experts[e]->forward(in.slice0(o, o + n), a.experts[e]);
-    Tensor dst = out.slice0(o, o + n);
-    copy_tensor(ye, dst);
+    a.experts[e].y = out.slice0(o, o + n);  // the expert writes its rows of the output in place
+    experts[e]->forward(in.slice0(o, o + n), a.experts[e]);
   }
 }
 
 void MoE::backward_experts(const Tensor& dout, const std::vector<int64_t>& rows, Tensor& din, Acts& a) {
+  seat_experts(rows, dout.dtype(), true, a);
   for (size_t e = 0, off = 0; e < experts.size(); off += static_cast<size_t>(rows[e]), ++e) {
     const int64_t n = rows[e], o = static_cast<int64_t>(off);
     if (n == 0) continue;

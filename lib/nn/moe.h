@@ -65,7 +65,8 @@ class MoE : public Module {
     Tensor x;                                      // the input as given (shares its storage)
     Tensor logits, idx, gates, probs, lse, slots;  // routing: [R, E], i32 [R, k], f32 [R, k], f32 [R, E], f32 [R], i32 [R, k]
     Tensor xp, yp, y;                              // permuted rows [S, C], experts' outputs [S, C], combined [R, C]
-    std::vector<MLP::Acts> experts;                // this rank's experts'
+    std::vector<MLP::Acts> experts;                // this rank's experts': row ranges of `seats`
+    std::vector<Tensor> seats;                     // per kind of an MLP's activation: every expert's rows, [rows, d_ff]
     ExpertExchange exchange;                       // ep > 1: the rows to and from the experts' ranks
     Tensor xr, yr, dyr, dxr;                       // ep > 1: the rows of this rank's experts, expert-major
     std::vector<int64_t> picked;                   // per expert: choices before dropping (the f_e of the aux loss)
@@ -104,6 +105,10 @@ class MoE : public Module {
   Tensor row_slots_, no_aux_;                       // cached: the identity slots, a zero aux coefficient [1]
   // Each local expert on its rows of `in` (rows[i] for expert i, in order) into `out`, and back.
   void run_experts(const Tensor& in, const std::vector<int64_t>& rows, Tensor& out, Acts& a);
+  // Seats each expert's activations of one pass (forward or backward) as its rows of one
+  // buffer per kind, so the experts' loads shifting from step to step reuse one allocation
+  // instead of re-making every expert's tensors (nn/activation_bytes.h counts these).
+  void seat_experts(const std::vector<int64_t>& rows, DType dt, bool backward, Acts& a);
   void backward_experts(const Tensor& dout, const std::vector<int64_t>& rows, Tensor& din, Acts& a);
 };
 

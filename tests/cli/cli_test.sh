@@ -331,7 +331,7 @@ assert 12 * 1024 * 65536**2 < p < 12.01 * 1024 * 65536**2" || fail "plan's param
   # times them too, on this machine calibrated, with more layouts and models).
   M=(--layers 2 --d-model 64 --heads 4 --context 32 --precision f32)
   for layout in "--dp 2 --zero 3" "--tp 2 --sp" "--pp 2 --micro-batches 2" "--dp 2 --tp 2 --pp 2 --micro-batches 2" \
-      "--pp 2 --micro-batches 2 --recompute"; do
+      "--pp 2 --micro-batches 2 --recompute" "--cp 2" "--dp 2 --cp 2 --zero 1" "--experts 4" "--experts 4 --tp 2 --sp"; do
     read -r -a L <<<"$layout"
     dp=1; [[ $layout == *"--dp 2"* ]] && dp=2
     m=1; [[ $layout == *"--micro-batches 2"* ]] && m=2

@@ -15,12 +15,15 @@ struct Case {
   bool llama, checkpoint;
   int64_t kv_heads;
   DType dtype;
+  int64_t experts = 0, shared_d_ff = 0;  // a mixture of experts (top 2), a shared expert (gated)
 };
 
 TEST(ActivationBytes, EqualTheLedgerAfterAForwardAndBackward) {
   const Case cases[] = {{"gpt", false, false, 0, DType::F32},       {"gpt, recompute", false, true, 0, DType::F32},
                         {"llama gqa", true, false, 2, DType::F32},  {"llama gqa, recompute", true, true, 2, DType::F32},
-                        {"gpt bf16", false, false, 0, DType::BF16}, {"llama bf16", true, false, 1, DType::BF16}};
+                        {"gpt bf16", false, false, 0, DType::BF16}, {"llama bf16", true, false, 1, DType::BF16},
+                        {"moe", true, false, 2, DType::F32, 4},    {"moe, recompute", true, true, 2, DType::F32, 4},
+                        {"moe bf16, shared expert", true, false, 2, DType::BF16, 4, 24}};
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
     nn::GPTConfig c;
@@ -33,6 +36,9 @@ TEST(ActivationBytes, EqualTheLedgerAfterAForwardAndBackward) {
     if (k.llama) c = c.llama_style();
     if (k.kv_heads) c.n_kv_head = k.kv_heads;
     c.checkpoint = k.checkpoint;
+    c.n_experts = k.experts;
+    c.moe_shared_d_ff = k.shared_d_ff;
+    c.moe_shared_gate = k.shared_d_ff > 0;
     c.dtype = k.dtype;
     nn::GPT model(c);
     const int64_t B = 3, T = 16;

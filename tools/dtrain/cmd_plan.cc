@@ -297,10 +297,15 @@ int run_plan(const PlanArgs& a) {
                   a.timeline_trace.c_str());
     }
   }
-  const int64_t eff = a.micro_batch * a.dp * M;
-  std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
-              static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(M),
-              static_cast<long long>(eff));
+  const int64_t eff = a.micro_batch * a.dp * a.ep * M;  // ep ranks route their own rows
+  if (a.ep > 1)
+    std::printf("\n  effective batch = micro-batch x dp x ep x accumulation = %lld x %lld x %lld x %lld = %lld sequences\n",
+                static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(a.ep),
+                static_cast<long long>(M), static_cast<long long>(eff));
+  else
+    std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
+                static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(M),
+                static_cast<long long>(eff));
   if (cost.is_object()) print_cost(cost);
   if (!a.json.empty()) {
     nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},

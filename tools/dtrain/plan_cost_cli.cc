@@ -28,6 +28,8 @@ std::string seconds_text(double s) {
 std::string layout_text(const nlohmann::json& l) {
   std::string t = "dp " + std::to_string(l["dp"].get<int64_t>()) + " x tp " + std::to_string(l["tp"].get<int64_t>()) +
                   " x pp " + std::to_string(l["pp"].get<int64_t>());
+  if (l.contains("ep")) t += " x ep " + std::to_string(l["ep"].get<int64_t>());
+  if (l.contains("cp")) t += " x cp " + std::to_string(l["cp"].get<int64_t>());
   if (l["pp"].get<int64_t>() > 1) {
     t += " " + l["pp_schedule"].get<std::string>();
     if (l["virtual_stages"].get<int>() > 1) t += " v" + std::to_string(l["virtual_stages"].get<int>());
@@ -65,6 +67,9 @@ void print_cost(const nlohmann::json& c) {
               seconds_text(t["optimizer_s"].get<double>()).c_str(), seconds_text(t["pp_bubble_s"].get<double>()).c_str(),
               100.0 * t["pp_bubble_fraction"].get<double>(),
               t["shared_cores"].get<bool>() ? ";\n  more ranks than cores: the step is their total work over the cores" : "");
+  if (t["cp_comm_exposed_s"].get<double>() > 0 || t["ep_comm_s"].get<double>() > 0)
+    std::printf("  of compute: cp ring transfers exposed %s, ep all-to-all %s\n",
+                seconds_text(t["cp_comm_exposed_s"].get<double>()).c_str(), seconds_text(t["ep_comm_s"].get<double>()).c_str());
   std::printf("  %-6s %10s %10s %10s %10s %10s %10s %12s\n", "stage", "param", "grad", "optimizer", "activation",
               "comm", "transient", "peak");
   for (const auto& r : c["ranks"]) {

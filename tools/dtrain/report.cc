@@ -77,6 +77,25 @@ nlohmann::json rank_peaks(dt_mesh* mesh) {
   return out;
 }
 
+nlohmann::json rank_tag_peaks(dt_mesh* mesh) {
+  const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
+                                                     {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
+                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE}};
+  nlohmann::json out = nlohmann::json::object();
+  for (int32_t r : local_ranks(mesh)) {
+    nlohmann::json& row = out[std::to_string(r)];
+    for (const auto& [name, tag] : tags) {
+      int64_t cur = 0, peak = 0;
+      if (mesh)
+        check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
+      else
+        check(dt_memory_stats("cpu", tag, &cur, &peak), "memory stats");
+      row[name] = peak;
+    }
+  }
+  return out;
+}
+
 nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nlohmann::json& plan, int zero,
                             int64_t steps, const TrafficMeter* tp_traffic, const nlohmann::json& pipeline) {
   // The formulas are the library's plan's (engine/plan.cc, one formula for plan, report and

@@ -50,6 +50,9 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
 // dtrain train takes it after the last step and before the final save, the training's own
 // peak, which the planner predicts (bench/bench_plan.py).
 nlohmann::json rank_peaks(dt_mesh* mesh);
+// The same by ledger tag: {"<rank>": {"param": peak, "grad", "optimizer", "activation",
+// "comm_buffer", "workspace"}} (each tag's own peak since training began).
+nlohmann::json rank_tag_peaks(dt_mesh* mesh);
 
 // --report with a pipeline: what the steps measured, from each step's stats JSON
 // (dt_engine_last_stats_json's "pipeline": the step's bubble and each stage's live

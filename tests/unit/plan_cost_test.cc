@@ -1,0 +1,101 @@
+// The training cost model (engine/plan_cost.h) with expert and context parallelism: ep
+// holds a share of the experts (the rest of the model whole) and adds the all-to-all; cp
+// holds a share of every sequence's activations and adds the ring; both are searched by
+// --auto; combinations the engine refuses are refused by name. bench/bench_plan.py holds the
+// predictions to measurement on this machine; cli_test.sh holds peaks to the ledger.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine/cluster.h"
+#include "engine/plan.h"
+#include "engine/plan_cost.h"
+#include "engine/plan_search.h"
+#include "nn/config.h"
+
+namespace dt {
+namespace {
+
+// A Mixtral-like shape at a small scale (8 experts of SwiGLU 4096, top 2), bf16.
+nn::GPTConfig moe() {
+  nn::GPTConfig c;
+  c.vocab_size = 32000, c.context = 4096, c.n_layer = 8, c.n_head = 16, c.n_kv_head = 4, c.d_model = 2048;
+  c.d_ff = 4096, c.n_experts = 8, c.top_k = 2;
+  c.norm = nn::NormKind::RMSNorm, c.pos = nn::PosKind::RoPE, c.act = nn::Act::SwiGLU;
+  c.tied_embeddings = false, c.bias = false, c.dtype = DType::BF16;
+  return c;
+}
+
+nn::GPTConfig dense() {
+  nn::GPTConfig c = moe();
+  c.n_experts = 0, c.d_ff = 8192, c.context = 32768;
+  return c;
+}
+
+engine::PlanOptions layout(int64_t dp, int64_t ep, int64_t cp, int64_t mb) {
+  engine::PlanOptions o;
+  o.dp = dp, o.ep = ep, o.cp = cp, o.micro_batch = mb, o.timeline = false, o.in_process = false;
+  return o;
+}
+
+TEST(PlanCost, ExpertParallelRanksHoldTheirShareOfTheExperts) {
+  const nn::GPTConfig c = moe();
+  const engine::Cluster h100 = engine::builtin_cluster("h100-node");
+  const nlohmann::json one = engine::cost_json(c, layout(2, 1, 1, 1), h100);
+  const nlohmann::json two = engine::cost_json(c, layout(1, 2, 1, 1), h100);
+  const double experts = 8.0 * 8.0 * 3.0 * 2048.0 * 4096.0;  // blocks x experts x three SwiGLU matrices
+  EXPECT_DOUBLE_EQ(one["ranks"][0]["memory"]["param"].get<double>() - two["ranks"][0]["memory"]["param"].get<double>(),
+                   2.0 * experts / 2.0);
+  // The same rows per rank (ep ranks route their own), the all-to-all only under ep.
+  EXPECT_DOUBLE_EQ(one["tokens_per_s"].get<double>() * one["step_s"].get<double>(),
+                   two["tokens_per_s"].get<double>() * two["step_s"].get<double>());
+  EXPECT_EQ(one["time"]["ep_comm_s"].get<double>(), 0.0);
+  EXPECT_GT(two["time"]["ep_comm_s"].get<double>(), 0.0);
+  try {
+    engine::PlanOptions o = layout(1, 2, 1, 1);
+    o.zero = 1;
+    engine::cost_json(c, o, h100);
+    FAIL() << "zero 1 with ep and dp 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("zero = 1 with ep = 2 and dp = 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanCost, ContextParallelRanksHoldTheirShareOfTheActivations) {
+  const nn::GPTConfig c = dense();
+  const engine::Cluster h100 = engine::builtin_cluster("h100-node");
+  const nlohmann::json one = engine::cost_json(c, layout(1, 1, 1, 1), h100);
+  const nlohmann::json four = engine::cost_json(c, layout(1, 1, 4, 1), h100);
+  const double a1 = one["ranks"][0]["memory"]["activation"].get<double>();
+  const double a4 = four["ranks"][0]["memory"]["activation"].get<double>();
+  EXPECT_NEAR(a4 / a1, 0.25, 0.01);
+  // Attention's quadratic work splits over the ring: four ranks take well under half the
+  // step, and the ring's transfers hide under attention at this length.
+  EXPECT_LT(four["step_s"].get<double>(), 0.5 * one["step_s"].get<double>());
+  EXPECT_LT(four["time"]["cp_comm_exposed_s"].get<double>(), 0.01 * four["step_s"].get<double>());
+}
+
+TEST(PlanCost, TheSearchTriesExpertAndContextParallelism) {
+  const engine::Cluster h100 = engine::builtin_cluster("h100-node");
+  engine::SearchOptions so;
+  so.global_batch = 16;
+  so.top = 1000;
+  auto axis_seen = [&](const nn::GPTConfig& c, const char* axis) {
+    const nlohmann::json s = engine::search_json(c, so, h100);
+    for (const auto& r : s["best"])
+      if (r["layout"].contains(axis)) return true;
+    return false;
+  };
+  EXPECT_TRUE(axis_seen(moe(), "ep"));
+  so.seq_len = 32768;
+  EXPECT_TRUE(axis_seen(dense(), "cp"));
+  // 32 blocks' activations of a sequence this long do not fit an H100 whole (about 90 GB):
+  // the best layout splits the sequence (cp, or tp with SP) or recomputes.
+  nn::GPTConfig deep = dense();
+  deep.n_layer = 32;
+  const nlohmann::json s = engine::search_json(deep, so, h100);
+  const nlohmann::json& best = s["best"][0]["layout"];
+  EXPECT_TRUE(best.contains("cp") || best["recompute"].get<bool>() || best["tp"].get<int64_t>() > 1) << best.dump();
+}
+
+}  // namespace
+}  // namespace dt
