@@ -558,13 +558,15 @@ DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, 
  *  field in docs/planner.md). With it the JSON gains "cost": per pp rank the bytes it holds
  *  by ledger tag at its peak ("ranks"[i]."memory", "peak_bytes"), the predicted "step_s",
  *  "tokens_per_s", "mfu", the step's parts ("time": compute, recompute, tp communication,
- *  exposed dp communication, pipeline bubble, optimizer) and "fits" (the peak within a
+ *  exposed dp communication, pipeline bubble, optimizer; with "ep" the experts' all-to-all,
+ *  with "cp" the ring's exposed transfers) and "fits" (the peak within a
  *  device's memory). Keys read only with "cluster": "zero" (0 to 3, default 0),
  *  "recompute" (bool: activation checkpointing per block), "in_process" (bool, default
  *  true: the ranks are threads of one process, as the local backend runs them; false: a
  *  process each). "search" (bool) instead returns {"search": ...}: every layout of the
- *  cluster's devices (dp x tp x pp, tp within a host; schedules, ZeRO stage, micro-batch
- *  size and count for "global_batch" sequences, sp, recompute) costed, those that do not
+ *  cluster's devices (dp x tp x pp, tp within a host, x ep for a mixture of experts, x cp
+ *  for a dense model; schedules, ZeRO stage, micro-batch size and count for "global_batch"
+ *  sequences, sp, recompute) costed, those that do not
  *  fit dropped, the "top" (1 to 1000, default 5) fastest with what each loses by against
  *  the first. DT_ERR_NOT_FOUND for an unknown cluster name; DT_ERR_INVALID_ARGUMENT
  *  naming a malformed cluster's field, or a cost-model key without "cluster".
