@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <thread>
+#include <vector>
 
 #include "comm/mesh.h"
 #include "core/error.h"
@@ -50,17 +52,37 @@ Tensor filled(const Shape& s, DType dt) {
   return t;
 }
 
-// A linear layer's three GEMMs at x [M, K], W [N, K]: the forward x W^T, the input gradient
-// dy W and the weight gradient dy^T x (6 M K N FLOPs, as a training step mixes them): the
-// time of one, on average.
-double time_gemm(int64_t m, int64_t k, int64_t n, DType dt, int reps) {
-  Tensor x = filled({m, k}, dt), w = filled({n, k}, dt), y = filled({m, n}, dt), dx = filled({m, k}, dt),
-         dw = filled({n, k}, dt);
-  return best_of(reps, [&] {
-           kernels::matmul(x, w, y, false, true);
-           kernels::matmul(y, w, dx, false, false);
-           kernels::matmul(y, x, dw, true, false);
-         }) / 3.0;
+// Linear layers' GEMMs at several shapes: at x [M, K], W [N, K] the forward x W^T, the input
+// gradient dy W and the weight gradient dy^T x (6 M K N FLOPs, as a training step mixes
+// them), the time of one on average. Timed in rounds, one of each shape per round, each
+// keeping its best (as the reference steps are, below): the curve's points are then read
+// at the same moments, not one slow episode for some of them.
+struct GemmShape {
+  int64_t m, k, n;
+  DType dt;
+};
+std::vector<double> time_gemms(const std::vector<GemmShape>& shapes, int rounds) {
+  struct Case {
+    Tensor x, w, y, dx, dw;
+  };
+  std::vector<Case> cases;
+  for (const GemmShape& g : shapes)
+    cases.push_back({filled({g.m, g.k}, g.dt), filled({g.n, g.k}, g.dt), filled({g.m, g.n}, g.dt),
+                     filled({g.m, g.k}, g.dt), filled({g.n, g.k}, g.dt)});
+  auto run = [](Case& c) {
+    kernels::matmul(c.x, c.w, c.y, false, true);
+    kernels::matmul(c.y, c.w, c.dx, false, false);
+    kernels::matmul(c.y, c.x, c.dw, true, false);
+  };
+  for (Case& c : cases) run(c);  // warm-up
+  std::vector<double> best(shapes.size(), 1e30);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const double t0 = now_s();
+      run(cases[i]);
+      best[i] = std::min(best[i], (now_s() - t0) / 3.0);
+    }
+  return best;
 }
 
 // Serving: the reference model's paged forward on the kernel pool (one rank alone):
@@ -177,19 +199,23 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     say("GEMMs on one core");
     // Two sizes: the small one's time is mostly the call's fixed cost, the large one's the rate.
     const double f1 = 2.0 * 256 * 64 * 64, f2 = 2.0 * 1024 * 384 * 1536;
-    const double t1 = time_gemm(256, 64, 64, DType::F32, 20), t2 = time_gemm(1024, 384, 1536, DType::F32, 5);
+    // Smaller GEMMs (fewer tokens on a rank, a narrower model) run below the large one's
+    // rate: the fraction at each size (cube root of M K N), on the shapes of small layers.
+    const int64_t shapes[][3] = {{64, 128, 512}, {128, 256, 256}, {256, 256, 1024}, {1024, 256, 1024}};
+    std::vector<GemmShape> timed = {{256, 64, 64, DType::F32}, {1024, 384, 1536, DType::F32},
+                                    {1024, 384, 1536, DType::BF16}};
+    for (const auto& sh : shapes) timed.push_back({sh[0], sh[1], sh[2], DType::F32});
+    const std::vector<double> t = time_gemms(timed, 10);
+    const double t1 = t[0], t2 = t[1], t16 = t[2];
     c.matmul_flops_f32 = (f2 - f1) / std::max(t2 - t1, 1e-9);
     c.matmul_call_s = std::max(0.0, t1 - f1 / c.matmul_flops_f32);
-    const double t16 = time_gemm(1024, 384, 1536, DType::BF16, 5);
     c.matmul_flops_16 = f2 / std::max(t16 - c.matmul_call_s, 1e-9);
-    // Smaller GEMMs (fewer tokens on a rank, a narrower model) run below that rate: the
-    // fraction at each size (cube root of M K N), on the shapes of small layers.
-    const int64_t shapes[][3] = {{64, 128, 512}, {128, 256, 256}, {256, 256, 1024}, {1024, 256, 1024}};
     std::vector<std::pair<double, double>> curve;
-    for (const auto& sh : shapes) {
-      const double t = time_gemm(sh[0], sh[1], sh[2], DType::F32, 10), f = 2.0 * sh[0] * sh[1] * sh[2];
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+      const auto& sh = shapes[i];
+      const double f = 2.0 * sh[0] * sh[1] * sh[2];
       curve.push_back({std::cbrt(static_cast<double>(sh[0] * sh[1] * sh[2])),
-                       std::min(1.0, f / std::max(t - c.matmul_call_s, 1e-9) / c.matmul_flops_f32)});
+                       std::min(1.0, f / std::max(t[3 + i] - c.matmul_call_s, 1e-9) / c.matmul_flops_f32)});
     }
     curve.push_back({std::cbrt(1024.0 * 384 * 1536), 1.0});
     std::sort(curve.begin(), curve.end());
@@ -235,7 +261,7 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("two small models' training steps on one core, and one on the kernel pool");
+  say("the references' training steps: on one core, on the kernel pool and over dp 2, in rounds");
   // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
   auto shaped = [](int64_t layers, int64_t width, int64_t context) {
     nn::GPTConfig g = *nn::gpt_preset("gpt-small");
@@ -246,30 +272,62 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // A second, small reference (2 blocks of width 128, 2 x 64 tokens): its step is mostly the
   // kernels' fixed costs, which the large one's is not; the two fit both below.
   const nn::GPTConfig small = shaped(2, 128, 64);
-  auto train_step_time = [](const nn::GPTConfig& g, int64_t B, bool serial) {
-    std::unique_ptr<ScopedSerialKernels> one_core;
-    if (serial) one_core = std::make_unique<ScopedSerialKernels>();
-    nn::GPT model(g.resolved());
-    optim::AdamW adamw(model.parameters(), optim::AdamWOptions{});
-    TrainOptions to;
-    to.max_grad_norm = 1.0;
-    TrainEngine eng(nullptr, model, adamw, to);
-    Tensor ids = Tensor::zeros({B, g.context}, DType::I32, Device::cpu(), MemTag::Workspace);
-    int32_t* p = ids.data<int32_t>();
-    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % g.vocab_size);
-    eng.train_step(ids, ids);  // the first touches fresh memory
-    return best_of(kReferenceRepeats, [&] { eng.train_step(ids, ids); });
-  };
-  auto step_time = [&](bool serial) { return train_step_time(ref, 4, serial); };
-  const double alone = step_time(true), small_alone = train_step_time(small, 2, true);
-  c.pool_speedup = std::max(1.0, alone / step_time(false));
-
-  say("all-reduce, all-gather, reduce-scatter and send/recv between two rank threads");
+  // The references' steps are timed in rounds, one step of each per round, and each keeps
+  // its best: a shared host's slow episodes last seconds, so a reference's tries spread over
+  // the whole measurement cannot all fall inside one (timed back to back they sometimes did,
+  // and a fit read a 22 us kernel call or no pool speed-up at all).
   comm::BackendOptions bo;
   bo.world_size = 2;
   comm::Coords axes{};
   axes.fill(1);
   axes[comm::kDp] = 2;
+  struct Reference {
+    std::unique_ptr<nn::GPT> model;
+    std::unique_ptr<optim::AdamW> adamw;
+    std::unique_ptr<TrainEngine> engine;  // one rank
+    std::unique_ptr<Trainer> trainer;     // or rank threads over a mesh
+    Tensor ids;
+    bool serial = false;  // its kernels on one core
+    double best = 1e30;
+    void step() {
+      std::unique_ptr<ScopedSerialKernels> one_core;
+      if (serial) one_core = std::make_unique<ScopedSerialKernels>();
+      if (engine) engine->train_step(ids, ids);
+      else trainer->train_step(ids, ids);
+    }
+  };
+  auto reference = [](const nn::GPTConfig& g, int64_t B, bool serial, std::shared_ptr<comm::Mesh> mesh) {
+    auto r = std::make_unique<Reference>();
+    r->model = std::make_unique<nn::GPT>(g.resolved());
+    r->adamw = std::make_unique<optim::AdamW>(r->model->parameters(), optim::AdamWOptions{});
+    TrainOptions to;
+    to.max_grad_norm = 1.0;
+    if (mesh)
+      r->trainer = std::make_unique<Trainer>(mesh, *r->model, *r->adamw, to, ParallelOptions{});
+    else
+      r->engine = std::make_unique<TrainEngine>(nullptr, *r->model, *r->adamw, to);
+    r->ids = Tensor::zeros({B, g.context}, DType::I32, Device::cpu(), MemTag::Workspace);
+    int32_t* p = r->ids.data<int32_t>();
+    for (int64_t i = 0; i < r->ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % g.vocab_size);
+    r->serial = serial;
+    r->step();  // the first touches fresh memory
+    return r;
+  };
+  // The first reference alone on one core, on the kernel pool, and over dp 2 by two rank
+  // threads (8 sequences: 4 each); the small one alone.
+  std::unique_ptr<Reference> alone_ref = reference(ref, 4, true, nullptr), pool_ref = reference(ref, 4, false, nullptr),
+                             small_ref = reference(small, 2, true, nullptr),
+                             dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo));
+  for (int round = 0; round < kReferenceRepeats; ++round)
+    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get()}) {
+      const double t0 = now_s();
+      r->step();
+      r->best = std::min(r->best, now_s() - t0);
+    }
+  const double alone = alone_ref->best, small_alone = small_ref->best;
+  c.pool_speedup = std::max(1.0, alone / pool_ref->best);
+
+  say("all-reduce, all-gather, reduce-scatter and send/recv between two rank threads");
   auto mesh = comm::Mesh::create("local", axes, bo);
   c.intra = time_link(*mesh);
   c.inter = c.intra;  // one host
@@ -305,19 +363,8 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // against the cost model's step for that layout at full speed. It takes in what two ranks
   // pay beside each other (shared caches and memory, the gradient reduction's threads, each
   // waiting for the slower at every collective) that one copy alone does not show.
-  say("the reference over dp 2 (two rank threads)");
   {
-    auto dp2 = comm::Mesh::create("local", axes, bo);
-    nn::GPT model(ref.resolved());
-    optim::AdamW adamw(model.parameters(), optim::AdamWOptions{});
-    TrainOptions to;
-    to.max_grad_norm = 1.0;
-    Trainer trainer(dp2, model, adamw, to, ParallelOptions{});
-    Tensor ids = Tensor::zeros({8, ref.context}, DType::I32, Device::cpu(), MemTag::Workspace);
-    int32_t* p = ids.data<int32_t>();
-    for (int64_t i = 0; i < ids.numel(); ++i) p[i] = static_cast<int32_t>((i * 7919) % ref.vocab_size);
-    trainer.train_step(ids, ids);
-    const double measured = best_of(kReferenceRepeats, [&] { trainer.train_step(ids, ids); });
+    const double measured = dp2_ref->best;
     Cluster full = c;
     full.shared_core_speed = 1;
     PlanOptions o;
