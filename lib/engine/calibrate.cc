@@ -261,7 +261,7 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("the references' training steps: on one core, on the kernel pool and over dp 2, in rounds");
+  say("the references' training steps: on one core, on the kernel pool and over dp 2, a mixture of experts, in rounds");
   // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
   auto shaped = [](int64_t layers, int64_t width, int64_t context) {
     nn::GPTConfig g = *nn::gpt_preset("gpt-small");
@@ -314,12 +314,17 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     return r;
   };
   // The first reference alone on one core, on the kernel pool, and over dp 2 by two rank
-  // threads (8 sequences: 4 each); the small one alone.
+  // threads (8 sequences: 4 each); the small one alone; a mixture of experts alone (2
+  // blocks of width 256, 4 experts of 512, top 2: its routed pairs' costs, below).
+  nn::GPTConfig moe = shaped(2, 256, 128), twin = moe;
+  moe.n_experts = 4, moe.top_k = 2, moe.d_ff = 512;
+  twin.d_ff = 1024;  // its dense twin: the same FLOPs a token, in one MLP
   std::unique_ptr<Reference> alone_ref = reference(ref, 4, true, nullptr), pool_ref = reference(ref, 4, false, nullptr),
                              small_ref = reference(small, 2, true, nullptr),
-                             dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo));
+                             dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo)),
+                             moe_ref = reference(moe, 4, true, nullptr), twin_ref = reference(twin, 4, true, nullptr);
   for (int round = 0; round < kReferenceRepeats; ++round)
-    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get()}) {
+    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get()}) {
       const double t0 = now_s();
       r->step();
       r->best = std::min(r->best, now_s() - t0);
@@ -372,6 +377,20 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     o.micro_batch = 4;
     o.seq_len = ref.context;
     c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
+  }
+  {  // What the mixture's step on one core takes beyond its dense twin's, less what the cost
+     // model predicts between them, per routed (row, choice) pair and block: the twin takes
+     // out what the cost model misses of the rest of the step.
+    Cluster serial = c;
+    serial.pool_speedup = 1;
+    serial.moe_row_s = 0;
+    PlanOptions one;
+    one.micro_batch = 4;
+    one.seq_len = moe.context;
+    const double extra = (moe_ref->best - twin_ref->best) - (cost_json(moe, one, serial)["step_s"].get<double>() -
+                                                             cost_json(twin, one, serial)["step_s"].get<double>());
+    const double pairs = static_cast<double>(moe.n_layer * 4 * moe.context * moe.top_k);
+    c.moe_row_s = std::clamp(extra / pairs, 0.0, 1e-5);
   }
   say("the reference's paged prefill and decode on the kernel pool");
   // Serving's reference is larger than a cache (84 MB of f32 weights): decode reads them

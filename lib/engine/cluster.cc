@@ -41,6 +41,7 @@ const std::vector<Field>& fields() {
       {"prefill_efficiency", &Cluster::prefill_efficiency, nullptr, 0.01, 10},
       {"decode_efficiency", &Cluster::decode_efficiency, nullptr, 0.01, 10},
       {"kv_row_s", &Cluster::kv_row_s, nullptr, 0, 1e-3},
+      {"moe_row_s", &Cluster::moe_row_s, nullptr, 0, 1e-3},
       {"peak_flops_f32", &Cluster::peak_flops_f32, nullptr, 0, 1e18},
       {"peak_flops_16", &Cluster::peak_flops_16, nullptr, 0, 1e18},
   };

@@ -62,6 +62,11 @@ struct Cluster {
   // it stages per query head (the CPU kernel copies each sequence's keys and values out of
   // their blocks; a GPU reads them in place: 0).
   double prefill_efficiency = 1, decode_efficiency = 1, kv_row_s = 0;
+  // A mixture of experts' cost on one core per routed (row, choice) pair and block, forward
+  // and backward, beyond what the cost model itemizes (the routing read back to the host,
+  // the slots and auxiliary losses computed there, the experts' row ranges run one by one):
+  // fitted by dtrain plan --calibrate to a reference mixture; 0 for data-sheet clusters.
+  double moe_row_s = 0;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
   // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/plan_block_cost.h"
 #include "engine/plan_rates.h"
 #include "nn/activation_bytes.h"
 #include "parallel/layout.h"
@@ -14,138 +15,13 @@
 namespace dt::engine {
 namespace {
 
+using blocks::Links;
+using blocks::Shapes;
+using blocks::Work;
 using rates::comm;
-using rates::gemm;
 using rates::link_of;
 using rates::Rates;
 using rates::stream;
-
-// A forward and a backward of one micro-batch through some part of the model, and the
-// model FLOPs of its matmuls (for MFU).
-struct Work {
-  double f = 0, b = 0, flops = 0;
-  Work& operator+=(const Work& o) {
-    f += o.f;
-    b += o.b;
-    flops += o.flops;
-    return *this;
-  }
-};
-
-// One rank's share of the layers' shapes: its widths, and a micro-batch's rows (B
-// sequences of T tokens, this rank's T / cp under context parallelism, Tg the whole
-// sequence; Rl: a norm region's rows, split over tp by SP). A mixture of experts: E experts
-// over ep ranks, top k, each expert's width Fe (whole on every tp rank), a shared expert's Fs.
-struct Shapes : rates::Widths {
-  double B = 0, T = 0, Tg = 0, R = 0, Rl = 0, cp = 1;
-  double E = 0, k = 0, ep = 1, Fe = 0, Fs = 0;
-  bool moe = false, shared_gate = false;
-};
-
-// The links a layout's axes cross (the mesh is ordered {dp, pp, ep, cp, tp}, tp fastest).
-struct Links {
-  const Link *tp, *cp, *ep, *pp, *dp;
-};
-
-// A block's attention half: the q, k, v and projection GEMMs, the fused attention (causal:
-// half of 4 B hq T^2 D forward, its backward at the cluster's measured ratio; under cp a
-// rank's queries see T Tg / cp of the pairs), the norms and residual adds by their bytes,
-// RoPE at its measured cost. Context parallelism adds the ring (nn/ring_attention.h): each
-// of cp - 1 steps sends K/V on while it computes a block of the attention (its exposed part:
-// what the transfer outlasts the step's work), packs the next step's K/V and merges a partial
-// output into the running one; backward sends K/V and their gradients' accumulator.
-// Backward: twice the GEMM FLOPs (input and weight gradients).
-Work attention_work(const Shapes& s, const Rates& r, const Link& cp_link, double& cp_comm) {
-  const double mm_f = 2.0 * s.R * s.C * (2.0 * s.q + 2.0 * s.kv);
-  const double gemm_f = gemm(r, s.R, s.C, s.q) + gemm(r, s.R, s.C, s.kv, 2) + gemm(r, s.R, s.q, s.C);
-  const double attn_f = 2.0 * s.B * s.hq * s.T * s.Tg * (s.q / s.hq);
-  Work w;
-  w.f = gemm_f + attn_f / r.attn + stream(r, 5.0 * s.Rl * s.C * s.e, s.rope ? 5 : 3) + rates::rope_s(r, s, s.R, false);
-  w.b = 2.0 * gemm_f + r.cluster->attention_backward_ratio * attn_f / r.attn + stream(r, 8.0 * s.Rl * s.C * s.e, s.rope ? 6 : 4) +
-        rates::rope_s(r, s, s.R, true);
-  w.flops = 3.0 * mm_f + 3.5 * attn_f;
-  cp_comm = 0;
-  if (s.cp > 1) {
-    const double steps = s.cp - 1, kv = 2.0 * s.R * s.kv * 4.0;      // one step's K and V, f32
-    const double merge = 0.75 * s.R * (3.0 * s.q * 4.0 + 12.0);      // a partial output merged (1.5 of 2 chunks' rows)
-    const double step_f = attn_f / r.attn / s.cp;                    // one step's attention
-    const double fwd = steps * std::max(cp_link.latency, cp_link.latency + kv / cp_link.p2p_bw() - step_f);
-    const double bwd = steps * std::max(cp_link.latency, cp_link.latency + 2.0 * kv / cp_link.p2p_bw() -
-                                                             r.cluster->attention_backward_ratio * step_f);
-    w.f += steps * stream(r, 2.0 * kv + merge, 3);
-    w.b += steps * stream(r, 4.0 * kv + 2.0 * merge, 5);
-    cp_comm = fwd + bwd;
-    w.f += fwd;
-    w.b += bwd;
-  }
-  return w;
-}
-
-// An MLP over `rows` rows of width F: its input GEMMs (two for SwiGLU) and output GEMM in
-// `calls` equal pieces (a mixture's experts), the activation at its measured cost.
-Work mlp_work(const Shapes& s, const Rates& r, double rows, double F, double calls) {
-  rates::Widths w = s;
-  w.F = F;
-  const double m = rows / calls;
-  const double g = calls * (gemm(r, m, s.C, F, s.swiglu ? 2 : 1) + gemm(r, m, F, s.C));
-  Work out;
-  out.f = g + rates::activation_s(r, w, rows, false);
-  out.b = 2.0 * g + rates::activation_s(r, w, rows, true);
-  out.flops = 3.0 * 2.0 * rows * s.C * F * (s.swiglu ? 3.0 : 2.0);
-  return out;
-}
-
-// A block's feed-forward half: the dense MLP (its norm region's bytes with it), or a mixture
-// of experts (nn/moe.h) over the Rl rows this rank routes: the router's GEMM and top-k, the
-// rows permuted to their experts and the outputs combined back, E / ep experts each over an
-// even share of the S = Rl k rows (a uniform router), a shared expert over every row; under
-// ep the rows' all-to-all to the experts' ranks and back (the counts first), each regrouped
-// by a copy, and the same again for the gradients in backward.
-Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_comm) {
-  Work w;
-  ep_comm = 0;
-  if (!s.moe) {
-    w = mlp_work(s, r, s.R, s.F, 1);
-    w.f += stream(r, 5.0 * s.Rl * s.C * s.e, 3);
-    w.b += stream(r, 8.0 * s.Rl * s.C * s.e, 4);
-    return w;
-  }
-  const double R = s.Rl, S = R * s.k, rowsC = s.C * s.e;
-  w = mlp_work(s, r, S, s.Fe, s.E / s.ep);
-  if (s.Fs > 0) w += mlp_work(s, r, R, s.Fs, 1);
-  const double router = gemm(r, R, s.C, s.E);
-  const double routing = R * s.E * (s.e + 8.0) + R * s.k * 16.0;  // logits, probs, top-k, gates, slots
-  w.f += router + stream(r, routing + 2.0 * S * rowsC + 2.0 * S * rowsC + 2.0 * R * rowsC + 5.0 * R * rowsC, 8);
-  w.b += 2.0 * router + stream(r, routing + 4.0 * S * rowsC + 3.0 * R * rowsC + 8.0 * R * rowsC, 8);
-  w.flops += 3.0 * 2.0 * R * s.C * s.E;
-  if (s.ep > 1) {
-    const double wire = S * (s.ep - 1) / s.ep * rowsC;  // one all-to-all's rows to other ranks
-    const double fwd = comm(ep_link, 2.0 * wire, 3.0) + stream(r, 4.0 * S * rowsC, 2);
-    const double bwd = comm(ep_link, 2.0 * wire, 2.0) + stream(r, 4.0 * S * rowsC, 2);
-    ep_comm = comm(ep_link, 4.0 * wire, 5.0);
-    w.f += fwd;
-    w.b += bwd;
-  }
-  return w;
-}
-
-// The final norm, the head's GEMM over this rank's vocabulary rows, and the cross entropy's
-// passes over the logits.
-Work head_work(const Shapes& s, const Rates& r) {
-  const double mm = 2.0 * s.R * s.C * s.Vl;
-  Work w;
-  w.f = gemm(r, s.R, s.C, s.Vl) + stream(r, 2.0 * s.Rl * s.C * s.e + 3.0 * s.R * s.Vl * s.e, 3);
-  w.b = 2.0 * gemm(r, s.R, s.C, s.Vl) + stream(r, 4.0 * s.Rl * s.C * s.e + 2.0 * s.R * s.Vl * s.e, 3);
-  w.flops = 3.0 * mm;
-  return w;
-}
-
-Work embed_work(const Shapes& s, const Rates& r, bool learned) {
-  Work w;
-  w.f = stream(r, (learned ? 4.0 : 2.0) * s.Rl * s.C * s.e, learned ? 3 : 1);
-  w.b = stream(r, (learned ? 4.0 : 2.0) * s.R * s.C * s.e, learned ? 2 : 1);
-  return w;
-}
 
 // Per rank of a pipeline: the most micro-batches whose activations (one GPTActs each) are
 // alive at once, from its first action to its last, as TrainEngine::run_actions keeps them.
@@ -211,6 +87,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     s.Fe = static_cast<double>(c.d_ff);
     s.Fs = static_cast<double>(c.moe_shared_d_ff);
     s.shared_gate = c.moe_shared_gate;
+    s.rows = nn::expert_rows(c, s.Rl, o.ep);
   }
 
   // The stages: blocks, whether they hold the embedding and head, parameters.
@@ -268,8 +145,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
 
   // One block's micro-batch, the same on every stage.
   double cp_comm = 0, ep_comm = 0;
-  Work blk = attention_work(s, r, *lk.cp, cp_comm);
-  blk += ffn_work(s, r, *lk.ep, ep_comm);
+  Work blk = blocks::attention_work(s, r, *lk.cp, cp_comm);
+  blk += blocks::ffn_work(s, r, *lk.ep, ep_comm);
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
          opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, cp_max = 0, ep_max = 0;
@@ -280,8 +157,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     Work mb;
     for (int b = 0; b < g.blocks; ++b) mb += blk;
     if (c.checkpoint) mb.b += g.blocks * blk.f;
-    if (g.head) mb += head_work(s, r);
-    if (g.embed) mb += embed_work(s, r, c.pos == nn::PosKind::Learned);
+    if (g.head) mb += blocks::head_work(s, r);
+    if (g.embed) mb += blocks::embed_work(s, r, c.pos == nn::PosKind::Learned);
     // tp: the stage's collectives per micro-batch, on the critical path.
     // (A mixture of experts' region has none: half the block's.)
     const double tp_calls =

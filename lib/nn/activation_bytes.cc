@@ -1,5 +1,8 @@
 #include "nn/activation_bytes.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace dt::nn {
@@ -26,14 +29,15 @@ double mlp_bytes(const GPTConfig& c, double rows, double F, double C, double e) 
 // gradients, and the exchange's staging buffer; a shared expert and its gate.
 double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep) {
   const double R = d.Rl, E = static_cast<double>(c.n_experts), k = static_cast<double>(c.top_k), e = d.e;
-  const double S = R * k;  // dropless (a capacity factor keeps at most this many)
+  const ExpertRows rows = expert_rows(c, R, ep);
+  const double S = rows.kept, S_in = rows.received;
   // logits and their gradient; i32 choices, f32 gates and their gradient; f32 probs and lse
   // (the slots and the auxiliary losses' coefficients are host tensors the CPU keeps as made).
   const double route = 2.0 * R * E * e + R * k * (4.0 + 4.0 + 4.0) + R * E * 4.0 + R * 4.0;
   double out = route + 4.0 * S * d.C * e + 2.0 * R * d.C * e;  // xp, yp, dyp, dxp; y, dx_router
-  // The experts' (S rows received), each writing its output rows in place.
-  out += mlp_bytes(c, S, static_cast<double>(c.d_ff), d.C, e) - S * d.C * e;
-  if (ep > 1) out += 5.0 * S * d.C * e;                          // xr, yr, dyr, dxr, staged
+  // The experts' (S_in rows received), each writing its output rows in place.
+  out += mlp_bytes(c, S_in, static_cast<double>(c.d_ff), d.C, e) - S_in * d.C * e;
+  if (ep > 1) out += 5.0 * S_in * d.C * e;  // xr, yr, dyr, dxr, staged
   if (c.moe_shared_d_ff > 0) {
     out += mlp_bytes(c, R, static_cast<double>(c.moe_shared_d_ff), d.C, e) + R * d.C * e;  // and dx_shared
     if (c.moe_shared_gate)  // logit, idx, gate, probs, lse, out; dy, dgate, dlogit; a zero aux coefficient
@@ -58,6 +62,15 @@ double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep) {
 }
 
 }  // namespace
+
+ExpertRows expert_rows(const GPTConfig& c, double rows, int64_t ep) {
+  const double E = static_cast<double>(c.n_experts), pairs = rows * static_cast<double>(c.top_k);
+  const double bound = c.moe_capacity > 0 ? E * std::ceil(static_cast<double>(c.moe_capacity) * pairs / E) : 0.0;
+  ExpertRows r;
+  r.kept = bound > 0 ? std::min(pairs, bound) : pairs;
+  r.received = ep > 1 && bound > 0 ? bound : r.kept;
+  return r;
+}
 
 ActsBytes activation_bytes(const GPTConfig& c, const ActsLayout& l) {
   DT_CHECK(l.batch >= 1 && l.seq >= 1 && l.tp >= 1, "activation_bytes: batch, seq and tp >= 1");

@@ -33,4 +33,15 @@ struct ActsBytes {
 // it sends).
 ActsBytes activation_bytes(const GPTConfig& cfg, const ActsLayout& layout);
 
+// A mixture of experts' rows on one rank that routes `rows` token rows: the (row, choice)
+// pairs it keeps (rows x top_k, dropless; with a capacity factor at most E x capacity), and
+// the rows its experts receive under ep: with a capacity factor at most E x capacity (each
+// of its E / ep experts takes at most the capacity from each of the ep ranks), the busiest
+// rank's bound; dropless, as many as it sends (a balanced router). The cost model prices
+// the experts' work at the received rows.
+struct ExpertRows {
+  double kept = 0, received = 0;
+};
+ExpertRows expert_rows(const GPTConfig& cfg, double rows, int64_t ep);
+
 }  // namespace dt::nn

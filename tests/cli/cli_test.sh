@@ -331,11 +331,13 @@ assert 12 * 1024 * 65536**2 < p < 12.01 * 1024 * 65536**2" || fail "plan's param
   # times them too, on this machine calibrated, with more layouts and models).
   M=(--layers 2 --d-model 64 --heads 4 --context 32 --precision f32)
   for layout in "--dp 2 --zero 3" "--tp 2 --sp" "--pp 2 --micro-batches 2" "--dp 2 --tp 2 --pp 2 --micro-batches 2" \
-      "--pp 2 --micro-batches 2 --recompute" "--cp 2" "--dp 2 --cp 2 --zero 1" "--experts 4" "--experts 4 --tp 2 --sp"; do
+      "--pp 2 --micro-batches 2 --recompute" "--cp 2" "--dp 2 --cp 2 --zero 1" "--experts 4" "--experts 4 --tp 2 --sp" \
+      "--experts 4 --moe-capacity 1 --ep 2"; do
     read -r -a L <<<"$layout"
     dp=1; [[ $layout == *"--dp 2"* ]] && dp=2
+    ep=1; [[ $layout == *"--ep 2"* ]] && ep=2
     m=1; [[ $layout == *"--micro-batches 2"* ]] && m=2
-    mb=$((4 / dp / m))  # sequences per rank per micro-batch of --batch 4
+    mb=$((4 / dp / ep / m))  # sequences per rank per micro-batch of --batch 4 (ep ranks route their own)
     $D plan "${M[@]}" "${L[@]}" --micro-batch $mb --cluster cpu-default --json pc.json >pc.txt || fail "plan --cluster $layout"
     $D train --data "text:$(dirname "$0")/../../README.md" --batch 4 --steps 3 --no-progress --threads 1 --report \
       --eval-problems 0 --show 0 "${M[@]}" "${L[@]}" --out pt --json pt.json >/dev/null 2>&1 || fail "train $layout"
