@@ -261,7 +261,8 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("the references' training steps: on one core, on the kernel pool and over dp 2, a mixture of experts, in rounds");
+  say("the references' training steps: on one core, on the kernel pool, over dp 2 and cp 2, a mixture of experts, "
+      "in rounds");
   // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
   auto shaped = [](int64_t layers, int64_t width, int64_t context) {
     nn::GPTConfig g = *nn::gpt_preset("gpt-small");
@@ -323,8 +324,14 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
                              small_ref = reference(small, 2, true, nullptr),
                              dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo)),
                              moe_ref = reference(moe, 4, true, nullptr), twin_ref = reference(twin, 4, true, nullptr);
+  // The first reference over cp 2 (each rank half of every one of the 8 sequences: dp 2's rows).
+  comm::Coords cp_axes{};
+  cp_axes.fill(1);
+  cp_axes[comm::kCp] = 2;
+  std::unique_ptr<Reference> cp2_ref = reference(ref, 8, false, comm::Mesh::create("local", cp_axes, bo));
   for (int round = 0; round < kReferenceRepeats; ++round)
-    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get()}) {
+    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get(),
+                         cp2_ref.get()}) {
       const double t0 = now_s();
       r->step();
       r->best = std::min(r->best, now_s() - t0);
@@ -377,6 +384,15 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     o.micro_batch = 4;
     o.seq_len = ref.context;
     c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
+  }
+  {  // What the cp 2 reference takes beyond its dp 2 twin, less what the cost model predicts
+     // between them, per ring step and layer (cp 2: one step a layer).
+    PlanOptions dp2, cp2;
+    dp2.dp = 2, dp2.micro_batch = 4, dp2.seq_len = ref.context;
+    cp2.cp = 2, cp2.micro_batch = 8, cp2.seq_len = ref.context;
+    const double extra = (cp2_ref->best - dp2_ref->best) -
+                         (cost_json(ref, cp2, c)["step_s"].get<double>() - cost_json(ref, dp2, c)["step_s"].get<double>());
+    c.ring_step_s = std::clamp(extra / static_cast<double>(ref.n_layer), 0.0, 0.1);
   }
   {  // What the mixture's step on one core takes beyond its dense twin's, less what the cost
      // model predicts between them, per routed (row, choice) pair and block: the twin takes

@@ -67,6 +67,11 @@ struct Cluster {
   // the slots and auxiliary losses computed there, the experts' row ranges run one by one):
   // fitted by dtrain plan --calibrate to a reference mixture; 0 for data-sheet clusters.
   double moe_row_s = 0;
+  // Context parallelism's cost per ring step and layer, forward and backward, beyond what the
+  // cost model itemizes (the ranks waiting for each other at every exchange, the partial
+  // results' bookkeeping): fitted by dtrain plan --calibrate to a cp 2 reference against its
+  // dp 2 twin (the same rows a rank); 0 for data-sheet clusters.
+  double ring_step_s = 0;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
   // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.

@@ -36,9 +36,11 @@ Work attention_work(const Shapes& s, const Rates& r, const Link& cp_link, double
                                                              r.cluster->attention_backward_ratio * step_f);
     w.f += steps * stream(r, 2.0 * kv + merge, 3);
     w.b += steps * stream(r, 4.0 * kv + 2.0 * merge, 5);
-    cp_comm = fwd + bwd;
-    w.f += fwd;
-    w.b += bwd;
+    // What the cluster measured beyond these per ring step (a third forward, two backward).
+    const double waits = steps * r.cluster->ring_step_s;
+    cp_comm = fwd + bwd + waits;
+    w.f += fwd + waits / 3.0;
+    w.b += bwd + 2.0 * waits / 3.0;
   }
   return w;
 }

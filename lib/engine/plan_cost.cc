@@ -142,6 +142,10 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       parallel::make_pipe_schedule(P > 1 ? o.pp_schedule : "gpipe", static_cast<int>(P), static_cast<int>(M),
                                    P > 1 ? o.virtual_stages : 1);
   const std::vector<int> live = P > 1 ? live_micro_batches(sched) : std::vector<int>{1};
+  // One block's copies a split backward keeps for its deferred weight gradients (each linear
+  // layer's output gradient and input, one micro-batch).
+  const double block_copies =
+      s.R * e * (2.0 * s.q + 2.0 * s.kv + (s.swiglu ? 7.0 : 6.0) * s.C + (s.swiglu ? 3.0 : 2.0) * s.F);
 
   // One block's micro-batch, the same on every stage.
   double cp_comm = 0, ep_comm = 0;
@@ -159,6 +163,12 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     if (c.checkpoint) mb.b += g.blocks * blk.f;
     if (g.head) mb += blocks::head_work(s, r);
     if (g.embed) mb += blocks::embed_work(s, r, c.pos == nn::PosKind::Learned);
+    // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
+    // output gradient and input (nn/module.cc): made in the input pass, read in the weight
+    // pass, per micro-batch.
+    const double split_copies = sched.split_backward() ? g.blocks * block_copies + (g.head ? s.R * e * (s.Vl + s.C) : 0.0)
+                                                       : 0.0;
+    if (split_copies > 0) mb.b += stream(r, 2.0 * split_copies, 2 * (6 * g.blocks + (g.head ? 1 : 0)));
     // tp: the stage's collectives per micro-batch, on the critical path.
     // (A mixture of experts' region has none: half the block's.)
     const double tp_calls =
@@ -258,15 +268,9 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       act += alive * msg;
       if (c.tied_embeddings) act += ((g.embed ? 2.0 : 0.0) + (g.head ? 1.0 : 0.0)) * s.Vl * s.C * e;
     }
-    // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
-    // output gradient and input (nn/module.cc): rank r keeps up to r passes waiting besides
-    // the one it runs.
-    if (sched.split_backward()) {
-      const double block_copies = s.R * e * (2.0 * s.q + 2.0 * s.kv + (s.swiglu ? 7.0 : 6.0) * s.C +
-                                             (s.swiglu ? 3.0 : 2.0) * s.F);
-      act += (std::min<double>(static_cast<double>(st), static_cast<double>(M - 1)) + 1.0) *
-             (g.blocks * block_copies + (g.head ? s.R * e * (s.Vl + s.C) : 0.0));
-    }
+    // The split backward's copies: rank r keeps up to r passes waiting besides the one it runs.
+    if (split_copies > 0)
+      act += (std::min<double>(static_cast<double>(st), static_cast<double>(M - 1)) + 1.0) * split_copies;
     // Peaks within a step, as the ledger sees them: ZeRO-2 holds the embedding unit's whole
     // gradients and two blocks' (one computing, one being reduced); ZeRO-3 two blocks'
     // gathered weights (one prefetched) beside the embedding unit's and one block's whole

@@ -64,16 +64,21 @@ std::vector<int32_t> local_ranks(dt_mesh* mesh) {
   return mine;
 }
 
+namespace {
+// Rank r's current and peak bytes under `tag` (its own ledger on a mesh, else the process's).
+std::pair<int64_t, int64_t> rank_memory(dt_mesh* mesh, int32_t r, dt_mem_tag tag) {
+  int64_t cur = 0, peak = 0;
+  if (mesh)
+    check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
+  else
+    check(dt_memory_stats("cpu", tag, &cur, &peak), "memory stats");
+  return {cur, peak};
+}
+}  // namespace
+
 nlohmann::json rank_peaks(dt_mesh* mesh) {
   nlohmann::json out = nlohmann::json::object();
-  for (int32_t r : local_ranks(mesh)) {
-    int64_t cur = 0, peak = 0;
-    if (mesh)
-      check(dt_memory_rank_stats("cpu", r, DT_MEM_ALL, &cur, &peak), "rank memory stats");
-    else
-      check(dt_memory_stats("cpu", DT_MEM_ALL, &cur, &peak), "memory stats");
-    out[std::to_string(r)] = peak;
-  }
+  for (int32_t r : local_ranks(mesh)) out[std::to_string(r)] = rank_memory(mesh, r, DT_MEM_ALL).second;
   return out;
 }
 
@@ -84,14 +89,7 @@ nlohmann::json rank_tag_peaks(dt_mesh* mesh) {
   nlohmann::json out = nlohmann::json::object();
   for (int32_t r : local_ranks(mesh)) {
     nlohmann::json& row = out[std::to_string(r)];
-    for (const auto& [name, tag] : tags) {
-      int64_t cur = 0, peak = 0;
-      if (mesh)
-        check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
-      else
-        check(dt_memory_stats("cpu", tag, &cur, &peak), "memory stats");
-      row[name] = peak;
-    }
+    for (const auto& [name, tag] : tags) row[name] = rank_memory(mesh, r, tag).second;
   }
   return out;
 }
@@ -138,11 +136,7 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
     const double f_param = fr.param, f_grad = fr.grad, f_opt = fr.opt;
     if (pipeline.is_object()) row["pp_stage"] = pp_stage_of(mesh, r);
     for (const auto& [name, tag] : tags) {
-      int64_t cur = 0, peak = 0;
-      if (mesh)
-        check(dt_memory_rank_stats("cpu", r, tag, &cur, &peak), "rank memory stats");
-      else
-        check(dt_memory_stats("cpu", tag, &cur, &peak), "memory stats");
+      const auto [cur, peak] = rank_memory(mesh, r, tag);
       const std::string tn = name;
       const double f = tn == "param" ? f_param : tn == "grad" ? f_grad : tn == "optimizer" ? f_opt : -1;
       row[tn] = {{"current", cur}, {"peak", peak}};
