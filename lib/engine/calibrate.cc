@@ -319,11 +319,13 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // blocks of width 256, 4 experts of 512, top 2: its routed pairs' costs, below).
   nn::GPTConfig moe = shaped(2, 256, 128), twin = moe;
   moe.n_experts = 4, moe.top_k = 2, moe.d_ff = 512;
+  const int64_t moe_batch = 4;
   twin.d_ff = 1024;  // its dense twin: the same FLOPs a token, in one MLP
   std::unique_ptr<Reference> alone_ref = reference(ref, 4, true, nullptr), pool_ref = reference(ref, 4, false, nullptr),
                              small_ref = reference(small, 2, true, nullptr),
                              dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo)),
-                             moe_ref = reference(moe, 4, true, nullptr), twin_ref = reference(twin, 4, true, nullptr);
+                             moe_ref = reference(moe, moe_batch, true, nullptr),
+                             twin_ref = reference(twin, moe_batch, true, nullptr);
   // The first reference over cp 2 (each rank half of every one of the 8 sequences: dp 2's rows).
   comm::Coords cp_axes{};
   cp_axes.fill(1);
@@ -401,11 +403,11 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     serial.pool_speedup = 1;
     serial.moe_row_s = 0;
     PlanOptions one;
-    one.micro_batch = 4;
+    one.micro_batch = moe_batch;
     one.seq_len = moe.context;
     const double extra = (moe_ref->best - twin_ref->best) - (cost_json(moe, one, serial)["step_s"].get<double>() -
                                                              cost_json(twin, one, serial)["step_s"].get<double>());
-    const double pairs = static_cast<double>(moe.n_layer * 4 * moe.context * moe.top_k);
+    const double pairs = static_cast<double>(moe.n_layer * moe_batch * moe.context * moe.top_k);
     c.moe_row_s = std::clamp(extra / pairs, 0.0, 1e-5);
   }
   say("the reference's paged prefill and decode on the kernel pool");

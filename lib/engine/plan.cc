@@ -325,6 +325,8 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
                 {"expert_params", experts},
                 {"shared_expert_params", static_cast<double>(L * c.shared_expert_params())},  // whole on every rank
                 {"params_per_rank", held},
+                // One block's mixture on a rank: its experts, the router, a shared expert.
+                {"block_params_per_rank", moe_block_params},
                 {"all_to_all_bytes_per_micro_batch", a2a},
                 {"all_to_all_bytes_per_step", a2a * static_cast<double>(o.accumulation)}};
   }

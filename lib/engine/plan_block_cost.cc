@@ -80,7 +80,7 @@ Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_c
   if (s.Fs > 0) w += mlp_work(s, r, R, s.Fs, 1);
   const double router = gemm(r, R, s.C, s.E);
   const double routing = R * s.E * (s.e + 8.0) + R * s.k * 16.0;  // logits, probs, top-k, gates, slots
-  w.f += router + stream(r, routing + 2.0 * S * rowsC + 2.0 * S * rowsC + 2.0 * R * rowsC + 5.0 * R * rowsC, 8);
+  w.f += router + stream(r, routing + 4.0 * S * rowsC + 7.0 * R * rowsC, 8);
   w.b += 2.0 * router + stream(r, routing + 4.0 * S * rowsC + 3.0 * R * rowsC + 8.0 * R * rowsC, 8);
   w.flops += 3.0 * 2.0 * R * s.C * s.E;
   // What the cluster measured beyond these per routed pair (a third forward, two backward).
@@ -89,11 +89,13 @@ Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_c
   w.b += 2.0 * per_pair / 3.0;
   if (s.ep > 1) {
     const double wire = s.rows.received * (s.ep - 1) / s.ep * rowsC;  // one all-to-all's rows from other ranks
-    const double fwd = comm(ep_link, 2.0 * wire, 3.0) + stream(r, 4.0 * s.rows.received * rowsC, 2);
-    const double bwd = comm(ep_link, 2.0 * wire, 2.0) + stream(r, 4.0 * s.rows.received * rowsC, 2);
-    ep_comm = comm(ep_link, 4.0 * wire, 5.0);
-    w.f += fwd;
-    w.b += bwd;
+    // Forward the counts, dispatch and combine; backward dispatch and combine; each pair
+    // regrouped by a copy.
+    const double fwd = comm(ep_link, 2.0 * wire, 3.0), bwd = comm(ep_link, 2.0 * wire, 2.0);
+    const double regroup = stream(r, 4.0 * s.rows.received * rowsC, 2);
+    ep_comm = fwd + bwd;
+    w.f += fwd + regroup;
+    w.b += bwd + regroup;
   }
   return w;
 }

@@ -28,7 +28,7 @@ struct Shapes : rates::Widths {
   double B = 0, T = 0, Tg = 0, R = 0, Rl = 0, cp = 1;
   double E = 0, k = 0, ep = 1, Fe = 0, Fs = 0;
   nn::ExpertRows rows;  // the rows this rank keeps and its experts receive
-  bool moe = false, shared_gate = false;
+  bool moe = false;
 };
 
 // The links a layout's axes cross (the mesh is ordered {dp, pp, ep, cp, tp}, tp fastest).

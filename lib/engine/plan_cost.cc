@@ -23,6 +23,9 @@ using rates::link_of;
 using rates::Rates;
 using rates::stream;
 
+// DDP's all-reduces of `bytes` of gradients: one per 25 MiB bucket.
+double ddp_buckets(double bytes) { return std::ceil(bytes / (25.0 * (1 << 20))); }
+
 // Per rank of a pipeline: the most micro-batches whose activations (one GPTActs each) are
 // alive at once, from its first action to its last, as TrainEngine::run_actions keeps them.
 std::vector<int> live_micro_batches(const parallel::PipeSchedule& s) {
@@ -86,7 +89,6 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     s.ep = static_cast<double>(o.ep);
     s.Fe = static_cast<double>(c.d_ff);
     s.Fs = static_cast<double>(c.moe_shared_d_ff);
-    s.shared_gate = c.moe_shared_gate;
     s.rows = nn::expert_rows(c, s.Rl, o.ep);
   }
 
@@ -117,12 +119,12 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   nn::GPTConfig one = c, none = c;
   one.n_layer = 1;
   none.n_layer = 0;
-  const double L = static_cast<double>(c.n_layer);
-  const double experts_elsewhere = (static_cast<double>(c.param_count(o.tp, nullptr)) - psi_rank) / L;  // per block
-  const double block_params =
-      static_cast<double>(one.param_count(o.tp, nullptr) - none.param_count(o.tp, nullptr)) - experts_elsewhere;
+  // Per block: all E experts' parameters, and those this rank holds (E / ep of them).
+  const double block_experts = c.moe() ? plan["moe"]["expert_params"].get<double>() / static_cast<double>(c.n_layer) : 0.0;
+  const double experts_held = block_experts / s.ep;
+  const double block_params = static_cast<double>(one.param_count(o.tp, nullptr) - none.param_count(o.tp, nullptr)) -
+                              (block_experts - experts_held);
   const double unit0_params = static_cast<double>(none.param_count(o.tp, nullptr));
-  const double experts_held = c.moe() ? plan["moe"]["expert_params"].get<double>() / s.ep / L : 0.0;  // per block
 
   // Links: the mesh is {dp, pp, ep, cp, tp}, tp fastest.
   Links lk;
@@ -191,12 +193,12 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     double dp_time = 0;
     if (o.ep > 1 && o.zero == 0) {
       auto ddp = [&](const Link& l, double bytes, double size) {
-        return size > 1 ? comm(l, 2.0 * (size - 1) / size * bytes, std::ceil(bytes / (25.0 * (1 << 20)))) : 0.0;
+        return size > 1 ? comm(l, 2.0 * (size - 1) / size * bytes, ddp_buckets(bytes)) : 0.0;
       };
       dp_time = ddp(o.dp > 1 ? *lk.dp : *lk.ep, shared_bytes, ne) + ddp(*lk.dp, ex_bytes, static_cast<double>(o.dp));
     } else if (n > 1) {
       const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes, share = (n - 1) / n * grads_bytes;
-      const double calls = o.zero == 0 ? std::ceil(grads_bytes / (25.0 * (1 << 20))) : (o.zero == 3 ? 3.0 : 2.0) * units;
+      const double calls = o.zero == 0 ? ddp_buckets(grads_bytes) : (o.zero == 3 ? 3.0 : 2.0) * units;
       // DDP all-reduces; ZeRO reduce-scatters the gradients and all-gathers the weights
       // (ZeRO-3 twice: for the forward and again for the backward).
       dp_time = o.zero == 0 ? comm(dp_link, wire, calls)
@@ -242,9 +244,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                                            : 0.0;
     // SP with a mixture of experts: its gradients are partial over tp, packed a block at a
     // time for their all-reduce (parallel/tp_strategy.cc) in a buffer kept for the next step.
-    const double tp_pack = sp && c.moe() ? e * (experts_held + static_cast<double>(c.n_experts * c.d_model +
-                                                                                   c.shared_expert_params()))
-                                         : 0.0;
+    const double tp_pack = sp && c.moe() ? e * plan["moe"]["block_params_per_rank"].get<double>() : 0.0;
     nn::ActsLayout al;
     al.batch = o.micro_batch;
     al.seq = T / o.cp;
@@ -319,7 +319,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   const double cores = static_cast<double>(cl.devices_per_host);
   const bool shared = cl.cpu && static_cast<double>(world) > cores;
   if (shared) step = std::max(critical, work_sum / cores);
-  const double tokens = static_cast<double>(o.micro_batch * M * o.dp * o.ep * T);  // ep ranks route their own rows
+  const double tokens = plan["effective_batch"].get<double>() * static_cast<double>(T);
   // CPU: a device is a core; a process of one rank runs on all of them.
   const double used = cl.cpu ? static_cast<double>(world == 1 ? cl.devices_per_host : std::min<int64_t>(world, cl.devices_per_host))
                              : static_cast<double>(world);

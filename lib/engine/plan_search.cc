@@ -76,6 +76,39 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
   std::map<std::string, int64_t> rejected;
   int64_t evaluated = 0;
   nlohmann::json smallest;  // the layout needing the least memory, when nothing fits
+  // A layout at every ZeRO stage its data-parallel ranks allow, each with recompute only
+  // where keeping the activations does not fit (plan: base's formulas, the same for all).
+  auto cost_stages = [&](const PlanOptions& base, const nlohmann::json& plan) {
+    const int64_t dps = base.dp * base.cp;  // ZeRO shards over dp x cp (under ep over dp alone)
+    for (int zero = 0; zero <= (dps > 1 ? (base.pp > 1 ? 2 : 3) : 0); ++zero) {
+      if (base.ep > 1 && zero > 0 && base.dp == 1) break;
+      for (int rc = 0; rc <= 1; ++rc) {
+        PlanOptions o = base;
+        o.zero = zero;
+        o.recompute = rc == 1;
+        nlohmann::json cost;
+        try {
+          cost = cost_json(c, o, cl, &plan);
+        } catch (const Error&) {
+          ++rejected["not a valid layout for this model"];
+          continue;
+        }
+        ++evaluated;
+        nlohmann::json row = {{"layout", layout_json(o)},   {"step_s", cost["step_s"]},
+                              {"tokens_per_s", cost["tokens_per_s"]}, {"mfu", cost["mfu"]},
+                              {"peak_bytes", cost["peak_bytes"]}, {"time", cost["time"]}};
+        if (!cost["fits"].get<bool>()) {
+          if (rc == 0) continue;  // try it with recompute
+          ++rejected["does not fit a device's memory"];
+          if (smallest.is_null() || row["peak_bytes"].get<double>() < smallest["peak_bytes"].get<double>())
+            smallest = row;
+          continue;
+        }
+        fitting.push_back(row);
+        break;  // it fits without recompute: recomputing would only be slower
+      }
+    }
+  };
   for (int64_t tp : divisors(std::min(devices, cl.devices_per_host))) {
     if (c.n_head % tp || c.d_ff % tp || (c.n_kv_head % tp && tp % c.n_kv_head)) {
       ++rejected["tp does not split the heads or the MLP"];
@@ -120,37 +153,7 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
                 ++rejected["not a valid layout for this model"];
                 continue;
               }
-              for (int zero = 0; zero <= (dp * cp > 1 ? (pp > 1 ? 2 : 3) : 0); ++zero) {
-                if (ep > 1 && zero > 0 && dp == 1) break;  // ZeRO shards over dp
-                for (int rc = 0; rc <= 1; ++rc) {  // recompute only where keeping the activations does not fit
-                  PlanOptions o = base;
-                  o.zero = zero;
-                  o.recompute = rc == 1;
-                  nlohmann::json cost;
-                  try {
-                    cost = cost_json(c, o, cl, &plan);
-                  } catch (const Error&) {
-                    ++rejected["not a valid layout for this model"];
-                    continue;
-                  }
-                  ++evaluated;
-                  nlohmann::json row = {{"layout", layout_json(o)},
-                                        {"step_s", cost["step_s"]},
-                                        {"tokens_per_s", cost["tokens_per_s"]},
-                                        {"mfu", cost["mfu"]},
-                                        {"peak_bytes", cost["peak_bytes"]},
-                                        {"time", cost["time"]}};
-                  if (!cost["fits"].get<bool>()) {
-                    if (rc == 0) continue;  // try it with recompute
-                    ++rejected["does not fit a device's memory"];
-                    if (smallest.is_null() || row["peak_bytes"].get<double>() < smallest["peak_bytes"].get<double>())
-                      smallest = row;
-                    continue;
-                  }
-                  fitting.push_back(row);
-                  break;  // it fits without recompute: recomputing would only be slower
-                }
-              }
+              cost_stages(base, plan);
             }
           }
         }

@@ -15,10 +15,10 @@ struct Dims {
   int64_t heads;
 };
 
-// An MLP's Acts over `rows` rows of width F: GELU keeps h and a, backward da and dh; SwiGLU
-// gate, up and a, backward da, dgate and dup; and its output [rows, C].
-double mlp_bytes(const GPTConfig& c, double rows, double F, double C, double e) {
-  return (c.act == Act::SwiGLU ? 6.0 : 4.0) * rows * F * e + rows * C * e;
+// An MLP's hidden Acts over `rows` rows of width F: GELU keeps h and a, backward da and dh;
+// SwiGLU gate, up and a, backward da, dgate and dup. (Its output is its caller's to count.)
+double mlp_hidden_bytes(const GPTConfig& c, double rows, double F, double e) {
+  return (c.act == Act::SwiGLU ? 6.0 : 4.0) * rows * F * e;
 }
 
 // A mixture of experts' Acts (nn/moe.h) for the Rl rows this rank routes (its own under SP):
@@ -36,10 +36,10 @@ double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep) {
   const double route = 2.0 * R * E * e + R * k * (4.0 + 4.0 + 4.0) + R * E * 4.0 + R * 4.0;
   double out = route + 4.0 * S * d.C * e + 2.0 * R * d.C * e;  // xp, yp, dyp, dxp; y, dx_router
   // The experts' (S_in rows received), each writing its output rows in place.
-  out += mlp_bytes(c, S_in, static_cast<double>(c.d_ff), d.C, e) - S_in * d.C * e;
+  out += mlp_hidden_bytes(c, S_in, static_cast<double>(c.d_ff), e);
   if (ep > 1) out += 5.0 * S_in * d.C * e;  // xr, yr, dyr, dxr, staged
   if (c.moe_shared_d_ff > 0) {
-    out += mlp_bytes(c, R, static_cast<double>(c.moe_shared_d_ff), d.C, e) + R * d.C * e;  // and dx_shared
+    out += mlp_hidden_bytes(c, R, static_cast<double>(c.moe_shared_d_ff), e) + 2.0 * R * d.C * e;  // its output, dx_shared
     if (c.moe_shared_gate)  // logit, idx, gate, probs, lse, out; dy, dgate, dlogit; a zero aux coefficient
       out += 2.0 * R * e + 4.0 * R * 4.0 + R * d.C * e + R * d.C * e + R * 4.0 + 4.0;
   }
@@ -55,8 +55,8 @@ double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep) {
   double attn = 4.0 * d.R * d.q * d.e + 4.0 * d.R * d.kv * d.e + 4.0 * d.R * static_cast<double>(d.heads) + row_out;
   if (c.n_kv_head % tp != 0)  // KV heads held by several ranks: their gradients' zeroed sum
     attn += static_cast<double>(c.n_kv_head) * 2.0 * (c.head_dim() * c.d_model + (c.qkv_bias_elems() ? c.head_dim() : 0)) * d.e;
-  // MLP: GELU keeps h and a, backward da and dh; SwiGLU gate, up and a, backward da, dgate, dup.
-  const double mlp = c.moe() ? moe_bytes(c, d, ep) : (c.act == Act::SwiGLU ? 6.0 : 4.0) * d.R * d.F * d.e + row_out;
+  // MLP: its hidden tensors on every token (SP gathers them), its output on this rank's rows.
+  const double mlp = c.moe() ? moe_bytes(c, d, ep) : mlp_hidden_bytes(c, d.R, d.F, d.e) + row_out;
   const double residual = 3.0 * d.Rl * d.C * d.e;  // r, and the backward's dr and dh
   return 2.0 * norm + attn + mlp + residual;
 }

@@ -298,14 +298,10 @@ int run_plan(const PlanArgs& a) {
     }
   }
   const int64_t eff = a.micro_batch * a.dp * a.ep * M;  // ep ranks route their own rows
-  if (a.ep > 1)
-    std::printf("\n  effective batch = micro-batch x dp x ep x accumulation = %lld x %lld x %lld x %lld = %lld sequences\n",
-                static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(a.ep),
-                static_cast<long long>(M), static_cast<long long>(eff));
-  else
-    std::printf("\n  effective batch = micro-batch x dp x accumulation = %lld x %lld x %lld = %lld sequences\n",
-                static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), static_cast<long long>(M),
-                static_cast<long long>(eff));
+  const std::string ep_name = a.ep > 1 ? " x ep" : "", ep_value = a.ep > 1 ? " x " + std::to_string(a.ep) : "";
+  std::printf("\n  effective batch = micro-batch x dp%s x accumulation = %lld x %lld%s x %lld = %lld sequences\n",
+              ep_name.c_str(), static_cast<long long>(a.micro_batch), static_cast<long long>(a.dp), ep_value.c_str(),
+              static_cast<long long>(M), static_cast<long long>(eff));
   if (cost.is_object()) print_cost(cost);
   if (!a.json.empty()) {
     nlohmann::json j = {{"params", psi},           {"dp", a.dp},        {"precision", precision},

@@ -263,7 +263,7 @@ int run_train(TrainArgs a) {
 
   std::ofstream metrics;  // rank 0's alone under mpirun
   if (lead) metrics.open(metrics_path, std::ios::app);
-  nlohmann::json training_peaks, tag_peaks;  // --report: each rank's peak of all memory over the steps, and by tag
+  nlohmann::json training_peaks;  // --report: each rank's peaks over the steps, by tag
   TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
   PipeMeter pipe_meter;                    // --report with --pp: each step's bubble and activation peaks
   MoeMeter moe_meter;                      // --report with experts: each step's routing
@@ -335,10 +335,7 @@ int run_train(TrainArgs a) {
     char status[96];
     std::snprintf(status, sizeof status, "loss %.4f | %.0f tok/s", smooth, tokens_per_s);
     bar.update(step, status);
-    if (a.report && step == last) {  // before the final save
-      training_peaks = rank_peaks(mesh.get());
-      tag_peaks = rank_tag_peaks(mesh.get());
-    }
+    if (a.report && step == last) training_peaks = rank_peaks(mesh.get());  // before the final save
     if ((a.save_every > 0 && step % a.save_every == 0) || step == last) {
       if (lead) metrics.flush();  // the metrics of every saved step are on disk before the checkpoint
       if (a.async_save && step != last) ckpt_meter.save_async();  // collective; the next step commits it
@@ -391,8 +388,6 @@ int run_train(TrainArgs a) {
     std::printf("\nreport: with --ep the memory and dp-traffic ledgers are not printed (their formulas place no "
                 "experts); the experts' report follows\n");
     summary["report"] = nlohmann::json::object();
-    summary["report"]["training_peak_bytes"] = training_peaks;  // per rank (the planner's validation reads it)
-    summary["report"]["training_peak_bytes_by_tag"] = tag_peaks;
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
   } else if (a.report && a.cp > 1) {
     std::printf("\nreport: with --cp the dp ledgers' formulas are not printed (the gradients sum over dp x cp); the "
@@ -401,8 +396,6 @@ int run_train(TrainArgs a) {
                                           T, a.micro_batches, nullptr, false, 1, a.cp);
     summary["report"] = nlohmann::json::object();
     summary["report"]["cp"] = cp_meter.print(mesh.get(), p["cp"]);
-    summary["report"]["training_peak_bytes"] = training_peaks;
-    summary["report"]["training_peak_bytes_by_tag"] = tag_peaks;
   } else if (a.report) {
     // Under tp each rank's model is its part: the library's plan says how many parameters
     // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
@@ -417,10 +410,13 @@ int run_train(TrainArgs a) {
     }
     summary["report"] = print_report(mesh.get(), traffic, plan, static_cast<int>(a.zero), step - first,
                                      a.tp > 1 ? &tp_traffic : nullptr, pipeline);
-    summary["report"]["training_peak_bytes"] = training_peaks;  // per rank: all memory, before the final save
-    summary["report"]["training_peak_bytes_by_tag"] = tag_peaks;
     if (a.pipe.pp > 1) summary["report"]["pipeline"] = print_pipeline_report(mesh.get(), pipe_meter, pipeline);
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
+  }
+  if (a.report) {  // per rank, every layout: all memory and by tag, before the final save (bench_plan.py reads them)
+    nlohmann::json& all = summary["report"]["training_peak_bytes"] = nlohmann::json::object();
+    for (const auto& [rank, tags] : training_peaks.items()) all[rank] = tags["all"];
+    summary["report"]["training_peak_bytes_by_tag"] = training_peaks;
   }
   if (addition && a.eval_problems > 0 && step == a.steps) {
     Dataset test = open_dataset(spec, a.context, a.digits, a.eval_problems, a.seed + 1, "test");

@@ -65,6 +65,12 @@ std::vector<int32_t> local_ranks(dt_mesh* mesh) {
 }
 
 namespace {
+// The ledger's tags as --report names them (all: the peak of the sum).
+const std::pair<const char*, dt_mem_tag> kTags[] = {
+    {"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},           {"optimizer", DT_MEM_OPTIMIZER},
+    {"activation", DT_MEM_ACTIVATION}, {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE},
+    {"checkpoint", DT_MEM_CHECKPOINT}, {"all", DT_MEM_ALL}};
+
 // Rank r's current and peak bytes under `tag` (its own ledger on a mesh, else the process's).
 std::pair<int64_t, int64_t> rank_memory(dt_mesh* mesh, int32_t r, dt_mem_tag tag) {
   int64_t cur = 0, peak = 0;
@@ -78,18 +84,9 @@ std::pair<int64_t, int64_t> rank_memory(dt_mesh* mesh, int32_t r, dt_mem_tag tag
 
 nlohmann::json rank_peaks(dt_mesh* mesh) {
   nlohmann::json out = nlohmann::json::object();
-  for (int32_t r : local_ranks(mesh)) out[std::to_string(r)] = rank_memory(mesh, r, DT_MEM_ALL).second;
-  return out;
-}
-
-nlohmann::json rank_tag_peaks(dt_mesh* mesh) {
-  const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
-                                                     {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
-                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE}};
-  nlohmann::json out = nlohmann::json::object();
   for (int32_t r : local_ranks(mesh)) {
     nlohmann::json& row = out[std::to_string(r)];
-    for (const auto& [name, tag] : tags) row[name] = rank_memory(mesh, r, tag).second;
+    for (const auto& [name, tag] : kTags) row[name] = rank_memory(mesh, r, tag).second;
   }
   return out;
 }
@@ -125,17 +122,12 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
   std::printf("\nreport: memory per rank by tag (each rank's own ledger; peak: since training began), zero = %d,\n"
               "        and the formula\n", zero);
   std::printf("  %-5s %-12s %14s %14s %14s\n", "rank", "tag", "current", "peak", "formula");
-  const std::pair<const char*, dt_mem_tag> tags[] = {{"param", DT_MEM_PARAM},           {"grad", DT_MEM_GRAD},
-                                                     {"optimizer", DT_MEM_OPTIMIZER},   {"activation", DT_MEM_ACTIVATION},
-                                                     {"comm_buffer", DT_MEM_COMM_BUFFER}, {"workspace", DT_MEM_WORKSPACE},
-                                                     {"checkpoint", DT_MEM_CHECKPOINT},
-                                                     {"all", DT_MEM_ALL}};  // all: the peak of the sum
   for (int32_t r : local_ranks(mesh)) {
     nlohmann::json row = {{"rank", r}};
     const Formula fr = formula(r);
     const double f_param = fr.param, f_grad = fr.grad, f_opt = fr.opt;
     if (pipeline.is_object()) row["pp_stage"] = pp_stage_of(mesh, r);
-    for (const auto& [name, tag] : tags) {
+    for (const auto& [name, tag] : kTags) {
       const auto [cur, peak] = rank_memory(mesh, r, tag);
       const std::string tn = name;
       const double f = tn == "param" ? f_param : tn == "grad" ? f_grad : tn == "optimizer" ? f_opt : -1;

@@ -46,13 +46,11 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
                             int64_t steps, const TrafficMeter* tp_traffic = nullptr,
                             const nlohmann::json& pipeline = nlohmann::json());
 
-// Each of this process's ranks' peak of all its memory (DT_MEM_ALL) so far: {"rank": peak}.
-// dtrain train takes it after the last step and before the final save, the training's own
-// peak, which the planner predicts (bench/bench_plan.py).
+// Each of this process's ranks' peaks so far by ledger tag: {"<rank>": {"param": peak, "grad",
+// "optimizer", "activation", "comm_buffer", "workspace", "checkpoint", "all"}} (each tag's own
+// peak; "all" the peak of the sum). dtrain train takes it after the last step and before the
+// final save, the training's own peaks, which the planner predicts (bench/bench_plan.py).
 nlohmann::json rank_peaks(dt_mesh* mesh);
-// The same by ledger tag: {"<rank>": {"param": peak, "grad", "optimizer", "activation",
-// "comm_buffer", "workspace"}} (each tag's own peak since training began).
-nlohmann::json rank_tag_peaks(dt_mesh* mesh);
 
 // --report with a pipeline: what the steps measured, from each step's stats JSON
 // (dt_engine_last_stats_json's "pipeline": the step's bubble and each stage's live
