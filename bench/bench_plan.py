@@ -6,7 +6,10 @@ ledger's peak of all memory per rank over the steps, before the final save). Pri
 the error statistics (mean and worst relative error, how many within 10% for time and 5% for
 memory) and Kendall's tau between the predicted and the measured ranking of the layouts by
 step time (per model, then pooled). The models include a mixture of experts (its layouts with
-ep), and the dense ones add context-parallel layouts (cp). The cluster is this machine calibrated in the same run,
+ep), and the dense ones add context-parallel layouts (cp). Under ep the busiest rank's rows
+are the router's: the plan takes them (--expert-load, --expert-load-peak) as the mixture's
+one-rank run measured them (its --report), and the measured step is the median (the work
+changes with the routing from step to step, so the fastest is the best-balanced). The cluster is this machine calibrated in the same run,
 again before each model's layouts (`dtrain plan --calibrate`, and under mpirun -np 2 its
 processes' link), unless --cluster names one.
 
@@ -161,6 +164,7 @@ def main():
     # prediction is paired with the measurement of its own pass, and the pass that ran it
     # fastest counts.
     tries = {}
+    loads = {}  # model -> {ep: the busiest ep rank's rows over an even share}, from its one-rank run
     for rep in range(a.repeats):
         cluster, calibrated_for = a.cluster, None
         for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
@@ -169,8 +173,15 @@ def main():
                 cluster, calibrated_for = calibrate(), mname
                 clusters.append({"pass": rep, "model": mname, "cluster": json.load(open(cluster))})
             out = os.path.join(tmp, "plan%d.json" % i)
+            # A mixture under ep: the busiest rank's rows as the model's one-rank run routed
+            # them (its --report measures every ep; each layout routes the same tokens alike).
+            ep = flag(layout, "--ep", "1")
+            load = []
+            if ep != "1" and ep in loads.get(mname, {}):
+                load = ["--expert-load", "%.4f" % loads[mname][ep]["typical_step"],
+                        "--expert-load-peak", "%.4f" % loads[mname][ep]["peak"]]
             run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
-                plan_flags(layout, procs, batch), env)
+                plan_flags(layout, procs, batch) + load, env)
             cost = json.load(open(out))["cost"]
             summ = os.path.join(tmp, "train%d.json" % i)
             rundir = os.path.join(tmp, "run%d" % i)
@@ -188,16 +199,23 @@ def main():
             # machine's own speed, as calibration's best-of figures are (--estimator median:
             # the middle step instead).
             steady = secs[2:] if len(secs) > 2 else secs[-1:]
-            measured = min(steady) if a.estimator == "min" else statistics.median(steady)
-            peaks = json.load(open(summ))["report"].get("training_peak_bytes", {})
-            tries.setdefault(i, []).append((measured, cost, max(peaks.values()) if peaks else 0))
+            # Under ep the work itself changes from step to step with the routing (the busiest
+            # rank sets the pace), so the fastest step is the best-balanced one, not the
+            # machine's speed: the median step, against a typical step's load.
+            routed = ep != "1"
+            measured = min(steady) if a.estimator == "min" and not routed else statistics.median(steady)
+            report = json.load(open(summ))["report"]
+            peaks = report.get("training_peak_bytes", {})
+            if lname == "1 rank" and "moe" in report:
+                loads[mname] = report["moe"].get("busiest_rank_over_even_by_ep", {})
+            tries.setdefault(i, []).append((measured, cost, max(peaks.values()) if peaks else 0, load))
             print("pass %d/%d %-12s %-26s predicted %.4f s, measured %.4f s" % (
                 rep + 1, a.repeats, mname, lname, cost["step_s"], measured), flush=True)
     print()
     print("%-12s %-26s %10s %10s %7s %10s %10s %7s" % ("model", "layout", "pred s", "meas s", "err", "pred MB",
                                                          "meas MB", "err"), flush=True)
     for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
-        measured, cost, mpeak = min(tries[i], key=lambda t: t[0])
+        measured, cost, mpeak, _ = min(tries[i], key=lambda t: t[0])
         # Under mpirun only rank 0's process reports: its rank's peak, against its stage's.
         ppeak = cost["ranks"][0]["peak_bytes"] if procs else cost["peak_bytes"]
         row = {"model": mname, "layout": lname, "flags": layout, "mpi_processes": procs,
@@ -205,6 +223,8 @@ def main():
                "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
                "measured_step_s_per_pass": [t[0] for t in tries[i]],
                "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]]}
+        if tries[i][0][3]:
+            row["plan_flags"] = tries[i][0][3]
         row["step_error"] = cost["step_s"] / measured - 1
         row["peak_error"] = ppeak / mpeak - 1 if mpeak else float("nan")
         rows.append(row)

@@ -536,7 +536,12 @@ DT_API dt_status dt_module_gpt_param_count(const dt_options* config, int64_t* ou
  *  per rank, default 1), "seq_len" (tokens per sequence, default 0: the context),
  *  "accumulation" (micro-batches per step, default 1: a pipeline's M), "ep" (1 to 1024:
  *  a mixture of experts' experts split over ep ranks; the JSON's "moe": experts and
- *  parameters per rank, all-to-all bytes for a uniform router), "cp" (1 to 1024: context
+ *  parameters per rank, all-to-all bytes for a uniform router), "expert_load" and
+ *  "expert_load_peak" (with "cluster": a mixture's busiest ep rank's received rows over an
+ *  even share, 1 to 1024, as `dtrain train --report` measures them for each ep: in a
+ *  typical step, which prices the time, and at each block's most, which prices the memory;
+ *  default 0: unstated, an even share dropless, the capacity bound with a capacity factor;
+ *  the peak defaults to "expert_load"; with "search" applied to every ep), "cp" (1 to 1024: context
  *  parallelism, seq_len a multiple of 2 cp; the JSON's "cp": tokens per rank, ring bytes
  *  per layer, micro-batch and step, a block's activations per rank and at cp 1). Pipeline: "pp"
  *  (1 to 1024, default 1), and with pp > 1 only (else DT_ERR_INVALID_ARGUMENT) the keys

@@ -181,8 +181,9 @@ float real_option(const dt::OptionReader& r, const char* key, double fallback, d
 // dt_plan_json with "serve": the serving cost of one layout (dp = replicas, tp, pp), or with
 // "search" the ranking of every layout; the training keys are refused by name.
 void plan_serving(const dt::nn::GPTConfig& cfg, const dt::OptionReader& r, char* buf, size_t capacity, size_t* needed) {
-  for (const char* key : {"ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp_schedule",
-                          "virtual_stages", "pp_blocks", "timeline_trace", "zero", "recompute", "global_batch"})
+  for (const char* key : {"ep", "cp", "expert_load", "expert_load_peak", "sequence_parallel", "micro_batch", "seq_len",
+                          "accumulation", "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace", "zero", "recompute",
+                          "global_batch"})
     DT_CHECK(!r.has(key), std::string("option \"") + key + "\" is for training plans; with \"serve\": true accepted: "
                           "dp (replicas), tp, pp, prompt, output, batch, max_num_seqs, max_batched_tokens, "
                           "block_size, memory_fraction, itl_target_s, ttft_target_s, in_process, search, top");
@@ -248,8 +249,9 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     const dt::nn::GPTConfig cfg = gpt_config(config, "dt_plan_json");
     gpt_device(config, "dt_plan_json");
     dt::OptionReader r(dt::api::opts_of(plan), "dt_plan_json",
-                       {"dp", "tp", "ep", "cp", "sequence_parallel", "micro_batch", "seq_len", "accumulation", "pp",
-                        "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace", "cluster", "zero",
+                       {"dp", "tp", "ep", "cp", "expert_load", "expert_load_peak", "sequence_parallel", "micro_batch",
+                        "seq_len", "accumulation", "pp", "pp_schedule", "virtual_stages", "pp_blocks", "timeline_trace",
+                        "cluster", "zero",
                         "recompute", "in_process", "search", "global_batch", "top", "serve", "prompt", "output",
                         "batch", "max_num_seqs", "max_batched_tokens", "block_size", "memory_fraction",
                         "itl_target_s", "ttft_target_s"});
@@ -262,6 +264,16 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     o.tp = r.get_int("tp", 1);
     o.ep = r.get_int("ep", 1);
     DT_CHECK(o.ep >= 1 && o.ep <= 1024, "option \"ep\" = " + std::to_string(o.ep) + "; accepted: 1 to 1024");
+    for (const char* key : {"expert_load", "expert_load_peak"}) {
+      const double v = r.get_double(key, 0);
+      DT_CHECK(v == 0 || (v >= 1 && v <= 1024), std::string("option \"") + key + "\" = " + std::to_string(v) +
+                                                    "; accepted: 1 to 1024 (the busiest ep rank's rows over an even "
+                                                    "share), or 0 (unstated)");
+      DT_CHECK(v == 0 || cfg.moe(), std::string("option \"") + key + "\" is a mixture of experts'; accepted with "
+                                                                      "\"n_experts\" > 0");
+    }
+    o.expert_load = r.get_double("expert_load", 0);
+    o.expert_load_peak = r.get_double("expert_load_peak", 0);
     o.cp = r.get_int("cp", 1);
     DT_CHECK(o.cp >= 1 && o.cp <= 1024, "option \"cp\" = " + std::to_string(o.cp) + "; accepted: 1 to 1024");
     o.sequence_parallel = r.get_bool("sequence_parallel", false);
@@ -282,7 +294,7 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     o.zero = static_cast<int>(zero);
     o.recompute = r.get_bool("recompute", false);
     o.in_process = r.get_bool("in_process", true);
-    for (const char* key : {"zero", "recompute", "in_process", "search"})
+    for (const char* key : {"zero", "recompute", "in_process", "search", "expert_load", "expert_load_peak"})
       DT_CHECK(r.has("cluster") || !r.has(key), std::string("option \"") + key + "\" is the cost model's; it needs "
                                                 "\"cluster\" (a built-in name or a cluster's JSON)");
     nlohmann::json out;
@@ -293,6 +305,8 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
         so.global_batch = r.get_int("global_batch", 0);
         so.seq_len = o.seq_len;
         so.top = r.get_int("top", 5);
+        so.expert_load = o.expert_load;
+        so.expert_load_peak = o.expert_load_peak;
         out = {{"search", dt::engine::search_json(cfg, so, cl)}};
       } else {
         out = dt::engine::plan_json(cfg, o);

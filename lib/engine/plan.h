@@ -23,6 +23,11 @@ namespace dt::engine {
 struct PlanOptions {
   int64_t dp = 1, tp = 1;
   int64_t ep = 1;  // expert parallelism: a mixture of experts' experts split over ep ranks
+  // ep > 1: the busiest ep rank's received rows over an even share, as the router will send
+  // them (nn::expert_rows; `dtrain train --report` measures both); 0: unstated. expert_load
+  // prices a typical step's time (each block waits for its busiest rank), expert_load_peak
+  // the memory (a rank's experts' buffers grow to each block's most rows; 0: expert_load).
+  double expert_load = 0, expert_load_peak = 0;
   int64_t cp = 1;  // context parallelism: every sequence split over cp ranks (ring attention)
   bool sequence_parallel = false;
   int64_t micro_batch = 1;   // sequences per rank per micro-batch

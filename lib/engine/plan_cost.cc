@@ -89,7 +89,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     s.ep = static_cast<double>(o.ep);
     s.Fe = static_cast<double>(c.d_ff);
     s.Fs = static_cast<double>(c.moe_shared_d_ff);
-    s.rows = nn::expert_rows(c, s.Rl, o.ep);
+    s.rows = nn::expert_rows(c, s.Rl, o.ep, o.expert_load);
   }
 
   // The stages: blocks, whether they hold the embedding and head, parameters.
@@ -153,6 +153,17 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   double cp_comm = 0, ep_comm = 0;
   Work blk = blocks::attention_work(s, r, *lk.cp, cp_comm);
   blk += blocks::ffn_work(s, r, *lk.ep, ep_comm);
+  // What the busiest ep rank's rows beyond an even share add to a block: the pace is the
+  // busiest rank's, but the ranks' work in all (what ranks sharing cores divide) is not.
+  double excess_fb = 0, excess_f = 0;
+  if (s.moe && s.rows.received > s.rows.kept) {
+    Shapes even = s;
+    even.rows.received = s.rows.kept;
+    double unused = 0;
+    const Work busy = blocks::ffn_work(s, r, *lk.ep, unused), fair = blocks::ffn_work(even, r, *lk.ep, unused);
+    excess_f = busy.f - fair.f;
+    excess_fb = excess_f + busy.b - fair.b;
+  }
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
          opt_max = 0, msg_time = 0, compute_fb = 0, recompute_max = 0, cp_max = 0, ep_max = 0;
@@ -218,7 +229,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     const double opt_time = stream(r, stepped * (mixed ? 30.0 : 28.0) + held * 2.0 * e, 3 * static_cast<int>(units) * 4);
     const double work = M * fb + dp_time + opt_time + (P > 1 ? 2.0 * M * msg_time : 0.0);
     const double holders = static_cast<double>(o.dp * o.tp * o.ep * o.cp);  // ranks that run this stage
-    work_sum += work * holders;
+    work_sum += (work - M * g.blocks * (excess_fb + (c.checkpoint ? excess_f : 0.0))) * holders;
     // (compute without the ring transfers and all-to-alls it waits on, reported apart)
     if (fb > slowest_fb) compute_fb = mb.f + mb.b - g.blocks * (cp_comm + ep_comm);
     slowest_fb = std::max(slowest_fb, fb);
@@ -250,6 +261,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     al.seq = T / o.cp;
     al.tp = o.tp;
     al.ep = o.ep;
+    al.expert_load = o.expert_load_peak > 0 ? o.expert_load_peak : o.expert_load;
     al.sp = sp;
     al.embed = g.embed;
     al.head = g.head;

@@ -142,7 +142,8 @@ nlohmann::json search_json(const nn::GPTConfig& raw, const SearchOptions& so, co
               // The formulas' part of the plan, the same for every ZeRO stage and recompute.
               PlanOptions base;
               base.dp = dp, base.tp = tp, base.pp = pp, base.pp_schedule = sched, base.virtual_stages = v;
-              base.ep = ep, base.cp = cp;
+              base.ep = ep, base.cp = cp, base.expert_load = ep > 1 ? so.expert_load : 0.0;
+              base.expert_load_peak = ep > 1 ? so.expert_load_peak : 0.0;
               base.sequence_parallel = sp == 1, base.micro_batch = mb, base.accumulation = M, base.seq_len = so.seq_len;
               base.timeline = false;
               base.in_process = false;  // a process per device

@@ -18,6 +18,8 @@ struct SearchOptions {
   int64_t global_batch = 0;  // sequences per step (required)
   int64_t seq_len = 0;       // 0: the context
   int64_t top = 5;           // layouts returned
+  // A mixture's busiest ep rank over an even share (PlanOptions), for every ep tried.
+  double expert_load = 0, expert_load_peak = 0;
 };
 
 // {"devices", "evaluated", "fitting", "rejected": {reason: count}, "best": [...], each

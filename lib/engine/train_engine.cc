@@ -19,6 +19,14 @@ namespace dt::engine {
 nlohmann::json moe_json(const nn::MoEStats& m) {
   nlohmann::json j = {{"tokens_per_expert", m.tokens}, {"dropped", m.dropped}, {"aux_loss", m.aux_loss},
                       {"z_loss", m.z_loss}};
+  const size_t E = m.tokens.size();
+  if (E > 0 && !m.block_tokens.empty()) {  // per block: [[expert 0, expert 1, ...], ...]
+    nlohmann::json blocks = nlohmann::json::array();
+    for (size_t b = 0; b + E <= m.block_tokens.size(); b += E)
+      blocks.push_back(std::vector<int64_t>(m.block_tokens.begin() + static_cast<std::ptrdiff_t>(b),
+                                            m.block_tokens.begin() + static_cast<std::ptrdiff_t>(b + E)));
+    j["tokens_per_block_expert"] = blocks;
+  }
   if (m.exchanged_bytes > 0)
     j.update({{"all_to_all_bytes", m.exchanged_bytes}, {"all_to_all_bytes_uniform", m.exchanged_bytes_uniform}});
   return j;
@@ -107,7 +115,7 @@ nn::MoEStats TrainEngine::sum_routing() {
   nn::MoEStats m = routed_;
   if (!model_.config().moe()) return m;
   // Summed as the loss is: over the strategies' groups (stages hold disjoint blocks), then
-  // the batch (ranks hold disjoint rows). A few numbers, once per step.
+  // the batch (ranks hold disjoint rows): one collective per group, once per step.
   m.tokens.resize(static_cast<size_t>(model_.config().n_experts), 0);
   std::vector<double> v(m.tokens.begin(), m.tokens.end());
   v.push_back(static_cast<double>(m.dropped));
@@ -115,10 +123,10 @@ nn::MoEStats TrainEngine::sum_routing() {
   v.push_back(m.z_loss);
   v.push_back(m.exchanged_bytes);
   v.push_back(m.exchanged_bytes_uniform);
-  for (double& x : v) {
-    for (auto& s : strategies_) s->sum_loss(x), s->sum_over_split_tokens(x);
-    x = batch_sum(x);
-  }
+  m.block_tokens.resize(static_cast<size_t>(model_.config().n_layer * model_.config().n_experts), 0);
+  v.insert(v.end(), m.block_tokens.begin(), m.block_tokens.end());
+  for (auto& s : strategies_) s->sum_loss(v.data(), v.size()), s->sum_over_split_tokens(v.data(), v.size());
+  if (batch_) parallel::exact_sum(*batch_, v.data(), v.size(), model_.device());
   const size_t E = m.tokens.size();
   for (size_t e = 0; e < E; ++e) m.tokens[e] = static_cast<int64_t>(std::llround(v[e]));
   m.dropped = static_cast<int64_t>(std::llround(v[E]));
@@ -126,6 +134,7 @@ nn::MoEStats TrainEngine::sum_routing() {
   m.z_loss = v[E + 2];
   m.exchanged_bytes = v[E + 3];
   m.exchanged_bytes_uniform = v[E + 4];
+  for (size_t i = 0; i < m.block_tokens.size(); ++i) m.block_tokens[i] = static_cast<int64_t>(std::llround(v[E + 5 + i]));
   return m;
 }
 
@@ -215,7 +224,7 @@ StepStats TrainEngine::train_step(const Tensor& inputs, const Tensor& targets) {
     }
     double loss_sum = run_actions(actions_for(M, false), mbs, false, st.pipeline);
     for (auto& s : strategies_) s->finish_grads();
-    for (auto& s : strategies_) s->sum_loss(loss_sum);
+    for (auto& s : strategies_) s->sum_loss(&loss_sum, 1);
     loss_sum = batch_sum(loss_sum);
     st.moe = sum_routing();
     st.loss = total > 0 ? loss_sum / static_cast<double>(total) : 0.0;
@@ -317,7 +326,7 @@ double TrainEngine::evaluate(const Tensor& inputs, const Tensor& targets) {
     }
     parallel::PipeStats stats;
     sum = run_actions(actions_for(M, true), mbs, true, stats);
-    for (auto& s : strategies_) s->sum_loss(sum);
+    for (auto& s : strategies_) s->sum_loss(&sum, 1);
     total = count_targets(targets);
   });
   return total > 0 ? sum / static_cast<double>(total) : 0.0;

@@ -27,9 +27,9 @@ double mlp_hidden_bytes(const GPTConfig& c, double rows, double F, double e) {
 // combined output, the router's input gradient; each expert's MLP over its rows (whole
 // experts: d_ff is not split over tp; their outputs written into the permuted rows); under ep the rows received, their outputs and
 // gradients, and the exchange's staging buffer; a shared expert and its gate.
-double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep) {
+double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep, double load) {
   const double R = d.Rl, E = static_cast<double>(c.n_experts), k = static_cast<double>(c.top_k), e = d.e;
-  const ExpertRows rows = expert_rows(c, R, ep);
+  const ExpertRows rows = expert_rows(c, R, ep, load);
   const double S = rows.kept, S_in = rows.received;
   // logits and their gradient; i32 choices, f32 gates and their gradient; f32 probs and lse
   // (the slots and the auxiliary losses' coefficients are host tensors the CPU keeps as made).
@@ -48,7 +48,7 @@ double moe_bytes(const GPTConfig& c, const Dims& d, int64_t ep) {
 
 // A block's Acts (block.h, attention.h, layers.h), forward and backward scratch. The block's
 // output is the GPTActs' residual stream, counted there.
-double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep) {
+double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep, double load) {
   const double norm = d.Rl * d.C * d.e + 4.0 * d.Rl * (c.norm == NormKind::LayerNorm ? 2.0 : 1.0);  // y, rstd (+ mean)
   const double row_out = d.Rl * d.C * d.e;  // a row-parallel projection's output, this rank's rows
   // attention: q, out, dout, dq (its query heads, every token), k, v, dk, dv, the f32 lse.
@@ -56,19 +56,27 @@ double block_bytes(const GPTConfig& c, const Dims& d, int64_t tp, int64_t ep) {
   if (c.n_kv_head % tp != 0)  // KV heads held by several ranks: their gradients' zeroed sum
     attn += static_cast<double>(c.n_kv_head) * 2.0 * (c.head_dim() * c.d_model + (c.qkv_bias_elems() ? c.head_dim() : 0)) * d.e;
   // MLP: its hidden tensors on every token (SP gathers them), its output on this rank's rows.
-  const double mlp = c.moe() ? moe_bytes(c, d, ep) : mlp_hidden_bytes(c, d.R, d.F, d.e) + row_out;
+  const double mlp = c.moe() ? moe_bytes(c, d, ep, load) : mlp_hidden_bytes(c, d.R, d.F, d.e) + row_out;
   const double residual = 3.0 * d.Rl * d.C * d.e;  // r, and the backward's dr and dh
   return 2.0 * norm + attn + mlp + residual;
 }
 
 }  // namespace
 
-ExpertRows expert_rows(const GPTConfig& c, double rows, int64_t ep) {
+ExpertRows expert_rows(const GPTConfig& c, double rows, int64_t ep, double load) {
+  DT_CHECK(load == 0 || (load >= 1 && std::isfinite(load)), "expert_rows: load 0 (unstated) or >= 1");
   const double E = static_cast<double>(c.n_experts), pairs = rows * static_cast<double>(c.top_k);
   const double bound = c.moe_capacity > 0 ? E * std::ceil(static_cast<double>(c.moe_capacity) * pairs / E) : 0.0;
   ExpertRows r;
   r.kept = bound > 0 ? std::min(pairs, bound) : pairs;
-  r.received = ep > 1 && bound > 0 ? bound : r.kept;
+  if (ep <= 1) {
+    r.received = r.kept;  // every expert here: whatever the balance, the rows are the rank's own
+  } else if (load == 0) {
+    r.received = bound > 0 ? bound : r.kept;
+  } else {
+    r.received = std::min(r.kept * load, r.kept * static_cast<double>(ep));
+    if (bound > 0) r.received = std::min(r.received, bound);
+  }
   return r;
 }
 
@@ -90,7 +98,7 @@ ActsBytes activation_bytes(const GPTConfig& c, const ActsLayout& l) {
   d.F = static_cast<double>(c.d_ff / l.tp);
   d.V = static_cast<double>(l.tp == 1 ? c.vocab_size : (c.vocab_size + l.tp - 1) / l.tp);
   const double stream = d.Rl * d.C * d.e;  // one [Rl, C] tensor of the residual stream
-  const double blocks = static_cast<double>(end - l.begin), block = block_bytes(c, d, l.tp, l.ep);
+  const double blocks = static_cast<double>(end - l.begin), block = block_bytes(c, d, l.tp, l.ep, l.expert_load);
   ActsBytes out;
   // The residual stream: one output per block, and the input of the first block when this
   // rank makes it (the embedding; a later stage's input is the received tensor).

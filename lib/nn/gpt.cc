@@ -150,7 +150,12 @@ void GPT::forward_blocks(int begin, int end, GPTActs& a) {
     Tensor& y = ensure(a.resid[i + 1], a.resid[i].shape(), a.resid[i].dtype());
     TransformerBlock::Acts& acts = cfg_.checkpoint ? scratch_ : a.blocks[i];
     block(i).forward(a.resid[i], {a.B, a.T}, acts, y);
-    if (cfg_.moe()) a.moe.add(acts.ffn.moe.stats);
+    if (cfg_.moe()) {
+      const std::vector<int64_t>& t = acts.ffn.moe.stats.tokens;
+      a.moe.add(acts.ffn.moe.stats);
+      a.moe.block_tokens.resize(static_cast<size_t>(cfg_.n_layer * cfg_.n_experts), 0);
+      for (size_t e = 0; e < t.size(); ++e) a.moe.block_tokens[static_cast<size_t>(i * cfg_.n_experts) + e] += t[e];
+    }
   }
 }
 

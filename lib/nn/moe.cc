@@ -12,6 +12,8 @@ namespace dt::nn {
 void MoEStats::add(const MoEStats& o, double weight) {
   if (tokens.size() < o.tokens.size()) tokens.resize(o.tokens.size(), 0);
   for (size_t e = 0; e < o.tokens.size(); ++e) tokens[e] += o.tokens[e];
+  if (block_tokens.size() < o.block_tokens.size()) block_tokens.resize(o.block_tokens.size(), 0);
+  for (size_t i = 0; i < o.block_tokens.size(); ++i) block_tokens[i] += o.block_tokens[i];
   dropped += o.dropped;
   aux_loss += weight * o.aux_loss;
   z_loss += weight * o.z_loss;

@@ -37,6 +37,10 @@ namespace dt::nn {
 // micro-batches by whoever reports them.
 struct MoEStats {
   std::vector<int64_t> tokens;   // per expert: kept choices
+  // Per block and expert ([n_layer x E], block-major; the model fills it, GPT::forward_blocks):
+  // under ep a rank's experts' activations are sized block by block (MoE::seat_experts), so
+  // the busiest rank's memory follows each block's load, not the sum's.
+  std::vector<int64_t> block_tokens;
   int64_t dropped = 0;           // choices over an expert's capacity
   double aux_loss = 0, z_loss = 0;
   // Expert parallelism: the bytes this rank's all-to-alls sent to other ranks (the counts,

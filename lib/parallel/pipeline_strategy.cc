@@ -125,7 +125,7 @@ void PipelineStrategy::gather_model() {
   }
 }
 
-void PipelineStrategy::sum_loss(double& loss) { loss = exact_sum(pp_, loss, device_); }
+void PipelineStrategy::sum_loss(double* x, size_t n) { exact_sum(pp_, x, n, device_); }
 
 void PipelineStrategy::sum_squared_norm(SquaredNorm& sq) {
   // Stages hold disjoint parameters: both parts add up over pp.

@@ -46,7 +46,7 @@ class PipelineStrategy final : public Strategy {
   void finish_grads() override;
   // The last stage's tied copy made current (generation reads it outside any step).
   void gather_model() override;
-  void sum_loss(double& loss) override;
+  void sum_loss(double* x, size_t n) override;
   void sum_squared_norm(SquaredNorm& sq) override;
   void sum_pipe_stats(PipeStats& stats) override;
 

@@ -5,18 +5,28 @@
 
 namespace dt::parallel {
 
-double exact_sum(comm::Communicator& group, double x, Device device) {
-  float v[2] = {static_cast<float>(x), 0.0f};
-  v[1] = static_cast<float>(x - static_cast<double>(v[0]));
-  if (device.type == DeviceType::CPU) {
-    group.all_reduce(v, v, 2, DType::F32, comm::ReduceOp::Sum);
-  } else {
-    Tensor buf = Tensor::uninit({2}, DType::F32, device);
-    copy_between(device, buf.raw(), Device::cpu(), v, sizeof v);
-    group.all_reduce(buf.raw(), buf.raw(), 2, DType::F32, comm::ReduceOp::Sum);
-    copy_between(Device::cpu(), v, device, buf.raw(), sizeof v);
+void exact_sum(comm::Communicator& group, double* x, size_t n, Device device) {
+  if (n == 0) return;
+  std::vector<float> v(2 * n);  // each x as hi, lo
+  for (size_t i = 0; i < n; ++i) {
+    v[2 * i] = static_cast<float>(x[i]);
+    v[2 * i + 1] = static_cast<float>(x[i] - static_cast<double>(v[2 * i]));
   }
-  return static_cast<double>(v[0]) + static_cast<double>(v[1]);
+  const size_t bytes = v.size() * sizeof(float);
+  if (device.type == DeviceType::CPU) {
+    group.all_reduce(v.data(), v.data(), static_cast<int64_t>(v.size()), DType::F32, comm::ReduceOp::Sum);
+  } else {
+    Tensor buf = Tensor::uninit({static_cast<int64_t>(v.size())}, DType::F32, device);
+    copy_between(device, buf.raw(), Device::cpu(), v.data(), bytes);
+    group.all_reduce(buf.raw(), buf.raw(), static_cast<int64_t>(v.size()), DType::F32, comm::ReduceOp::Sum);
+    copy_between(Device::cpu(), v.data(), device, buf.raw(), bytes);
+  }
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(v[2 * i]) + static_cast<double>(v[2 * i + 1]);
+}
+
+double exact_sum(comm::Communicator& group, double x, Device device) {
+  exact_sum(group, &x, 1, device);
+  return x;
 }
 
 void all_reduce_grads(comm::Communicator& group, const nn::ParamList& params, Tensor& flat, Device device) {

@@ -117,16 +117,17 @@ class Strategy {
   }
   // Runs a communication action on the micro-batch's activations (B, T already set).
   virtual void communicate(const PipeAction& action, nn::GPTActs& acts) {}
-  // A micro-batch's loss exists only where the head is: sums the step's loss over the
-  // pipeline so that every rank reports it.
-  virtual void sum_loss(double& loss) {}
+  // A micro-batch's loss exists only where the head is: sums the step's loss (x[0, n): the
+  // loss, or figures counted where each block or the head is) over the pipeline so that every
+  // rank reports it. One collective for the n.
+  virtual void sum_loss(double* x, size_t n) {}
   // The share of a micro-batch's targets (i32, ignore_index not counted) on this rank's
   // token rows when it splits them within a replica (sequence parallelism), which weighs the
   // experts' auxiliary losses computed over those rows; 1 otherwise.
   virtual double rows_share(const Tensor& targets, int32_t ignore_index) const { return 1.0; }
-  // A figure counted over a micro-batch's tokens (the experts' routing), summed over the
-  // ranks that split those tokens within a replica (sequence parallelism's tp ranks).
-  virtual void sum_over_split_tokens(double& x) {}
+  // Figures counted over a micro-batch's tokens (the experts' routing, x[0, n)), summed over
+  // the ranks that split those tokens within a replica (sequence parallelism's tp ranks).
+  virtual void sum_over_split_tokens(double* x, size_t n) {}
   virtual void sum_pipe_stats(PipeStats& stats) {}
 
   // --- whole values (generation, evaluation, export)
@@ -156,6 +157,8 @@ class Strategy {
 // x to about 2^-48, each summed in f32). Inf or NaN stays non-finite. device: where the
 // group's buffers must live (an NCCL communicator takes device buffers only). Collective.
 double exact_sum(comm::Communicator& group, double x, Device device);
+// The same for x[0, n) in place, in one all-reduce.
+void exact_sum(comm::Communicator& group, double* x, size_t n, Device device);
 
 // The gradients of `params` (one dtype, on `device`) summed over `group` in place, by one
 // all-reduce of them packed into `flat` (made or grown as needed, MemTag::Grad). Collective.

@@ -30,8 +30,8 @@ class TpStrategy final : public Strategy {
   void after_backward(int unit, Part part, bool last) override;
   void sum_squared_norm(SquaredNorm& sq) override;
   double rows_share(const Tensor& targets, int32_t ignore_index) const override;
-  void sum_over_split_tokens(double& x) override {
-    if (sequence_parallel_) x = exact_sum(tp_, x, device_);
+  void sum_over_split_tokens(double* x, size_t n) override {
+    if (sequence_parallel_) exact_sum(tp_, x, n, device_);
   }
 
  private:

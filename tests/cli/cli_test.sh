@@ -326,13 +326,17 @@ plan)
   python3 -c "import json; p = json.load(open('big.json'))['params']; print('params', p); \
 assert 12 * 1024 * 65536**2 < p < 12.01 * 1024 * 65536**2" || fail "plan's parameter count"
   expect_error "--zero" $D plan --params 1e9 --zero 4
+  # --expert-load: a cost-model figure of a mixture's, in range.
+  expect_usage "--expert-load and --expert-load-peak price the experts' rows on a cluster" $D plan --model gpt-tiny --experts 4 --ep 2 --expert-load 1.2
+  expect_error "expert_load n_experts" $D plan --model gpt-tiny --cluster cpu-default --expert-load 1.2
+  expect_error "--expert-load" $D plan --model gpt-tiny --experts 4 --ep 2 --cluster cpu-default --expert-load 0.5
   # The cost model's memory is an inventory of what the library allocates: each layout's
   # predicted peak per rank against the ledger's over the training steps (bench/bench_plan.py
   # times them too, on this machine calibrated, with more layouts and models).
   M=(--layers 2 --d-model 64 --heads 4 --context 32 --precision f32)
   layouts=("--dp 2 --zero 3" "--tp 2 --sp" "--pp 2 --micro-batches 2" "--dp 2 --tp 2 --pp 2 --micro-batches 2"
     "--pp 2 --micro-batches 2 --recompute" "--cp 2" "--dp 2 --cp 2 --zero 1" "--experts 4" "--experts 4 --tp 2 --sp"
-    "--experts 4 --moe-capacity 1 --ep 2")
+    "--experts 4 --moe-capacity 1 --ep 2" "--experts 4 --ep 2")
   # Under a sanitizer (tests/CMakeLists.txt), two of them: the bytes do not change there.
   [[ "${DTRAIN_SANITIZED:-0}" == 1 ]] && layouts=("--dp 2 --cp 2 --zero 1" "--experts 4 --moe-capacity 1 --ep 2")
   for layout in "${layouts[@]}"; do
@@ -341,9 +345,15 @@ assert 12 * 1024 * 65536**2 < p < 12.01 * 1024 * 65536**2" || fail "plan's param
     ep=1; [[ $layout == *"--ep 2"* ]] && ep=2
     m=1; [[ $layout == *"--micro-batches 2"* ]] && m=2
     mb=$((4 / dp / ep / m))  # sequences per rank per micro-batch of --batch 4 (ep ranks route their own)
-    $D plan "${M[@]}" "${L[@]}" --micro-batch $mb --cluster cpu-default --json pc.json >pc.txt || fail "plan --cluster $layout"
     $D train --data "text:$(dirname "$0")/../../README.md" --batch 4 --steps 3 --no-progress --threads 1 --report \
       --eval-problems 0 --show 0 "${M[@]}" "${L[@]}" --out pt --json pt.json >/dev/null 2>&1 || fail "train $layout"
+    # Dropless under ep the router decides the busiest rank's rows: the plan takes them as
+    # --report measured them (one rank's run would measure the same: the routing is alike).
+    load=()
+    [[ $ep == 2 && $layout != *capacity* ]] && load=(--expert-load-peak "$(python3 -c \
+      "import json; print(json.load(open('pt.json'))['report']['moe']['busiest_rank_over_even_by_ep']['2']['peak'])")")
+    $D plan "${M[@]}" "${L[@]}" --micro-batch $mb --cluster cpu-default "${load[@]}" --json pc.json >pc.txt \
+      || fail "plan --cluster $layout ${load[*]}"
     python3 - "$layout" <<'PY' || fail "predicted peak memory against the ledger: $layout"
 import json, sys
 p = json.load(open("pc.json"))["cost"]["peak_bytes"]

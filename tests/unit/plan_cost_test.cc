@@ -60,6 +60,33 @@ TEST(PlanCost, ExpertParallelRanksHoldTheirShareOfTheExperts) {
   }
 }
 
+// A router that sends the busiest ep rank more than an even share (the load --report
+// measures) costs that rank the experts' activations and work of its rows: the experts'
+// activation bytes grow by the load (nothing else does), the step by the busiest rank's
+// expert work. Unstated is an even share; the rows are bounded by every rank's.
+TEST(PlanCost, ExpertLoadSizesTheBusiestRanksRows) {
+  const nn::GPTConfig c = moe();
+  const engine::Cluster h100 = engine::builtin_cluster("h100-node");
+  engine::PlanOptions o = layout(1, 2, 1, 1);
+  const nlohmann::json even = engine::cost_json(c, o, h100);
+  o.expert_load = 1.0;
+  EXPECT_EQ(engine::cost_json(c, o, h100)["peak_bytes"], even["peak_bytes"]);
+  o.expert_load = 1.5;
+  const nlohmann::json busy = engine::cost_json(c, o, h100);
+  // The experts' rows: R = 4096 tokens x top 2 received; SwiGLU keeps 6 [rows, d_ff] tensors
+  // and ep 5 [rows, d_model] (received, outputs, their gradients, the staging), bf16, 8 blocks.
+  const double rows = 4096.0 * 2.0, per_row = (6.0 * 4096.0 + 5.0 * 2048.0) * 2.0 * 8.0;
+  EXPECT_NEAR(busy["ranks"][0]["memory"]["activation"].get<double>() - even["ranks"][0]["memory"]["activation"].get<double>(),
+              0.5 * rows * per_row, 1e-6 * rows * per_row);
+  EXPECT_GT(busy["step_s"].get<double>(), even["step_s"].get<double>());
+  EXPECT_EQ(busy["ranks"][0]["memory"]["param"], even["ranks"][0]["memory"]["param"]);
+  o.expert_load = 1000;  // more than every rank's rows: capped at them
+  o.ep = 2;
+  const nlohmann::json all = engine::cost_json(c, o, h100);
+  o.expert_load = 2;
+  EXPECT_EQ(all["peak_bytes"], engine::cost_json(c, o, h100)["peak_bytes"]);
+}
+
 TEST(PlanCost, ContextParallelRanksHoldTheirShareOfTheActivations) {
   const nn::GPTConfig c = dense();
   const engine::Cluster h100 = engine::builtin_cluster("h100-node");

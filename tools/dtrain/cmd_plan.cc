@@ -184,6 +184,9 @@ int run_plan(const PlanArgs& a) {
   if (a.sp && a.tp < 2) throw CliError("--sp splits tokens over the tensor-parallel ranks; accepted with --tp >= 2");
   const int64_t M = a.steps_micro_batches();
   nlohmann::json tp_plan;
+  if ((a.cost.expert_load > 0 || a.cost.expert_load_peak > 0) && a.cost.cluster.empty())
+    throw UsageError("--expert-load and --expert-load-peak price the experts' rows on a cluster; accepted with "
+                     "--cluster NAME or FILE");
   if (!a.cost.cluster.empty() && a.params > 0)
     throw UsageError("--cluster costs a model's shape, not a raw count; accepted: --model and its flags (without --params)");
   if (a.tp > 1 || a.pipe.pp > 1 || a.ep > 1 || a.cp > 1 || !a.cost.cluster.empty() ||

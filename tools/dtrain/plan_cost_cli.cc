@@ -186,6 +186,8 @@ int run_serve(const CostArgs& a, const ModelArgs& given, int64_t context, int64_
   if (a.auto_search && (dp > 1 || tp > 1 || pp > 1))
     throw UsageError("--serve --auto chooses --dp (replicas), --tp and --pp; accepted: leave them out");
   if (a.auto_search && a.batch > 0) throw UsageError("--serve --auto chooses each layout's --batch; accepted: leave it out");
+  if (a.expert_load > 0 || a.expert_load_peak > 0)
+    throw UsageError("--expert-load and --expert-load-peak are for training plans; accepted without --serve");
   ModelArgs model = given;
   if (model.precision.empty()) model.precision = "bf16";
   Options po = make_options();
@@ -271,6 +273,13 @@ void CostArgs::add_to(CLI::App& app) {
   add_int(c, "--seq", seq, {0, 1048576, "the --context"}, "Tokens per sequence (default: the --context)")
       ->group("Cost model");
   add_int(c, "--top", top, {1, 1000}, "With --auto: the layouts printed")->group("Cost model");
+  add_real(c, "--expert-load", expert_load, {1, 1024, "an even share (dropless), the capacity bound (with a factor)"},
+           "A mixture of experts under --ep: the busiest ep rank's received rows over an even share in a typical step, "
+           "which sets its pace (dtrain train --report measures it for each ep, from any layout's run)")
+      ->group("Cost model");
+  add_real(c, "--expert-load-peak", expert_load_peak, {1, 1024, "--expert-load"},
+           "The same at each block's most, which sizes the busiest rank's memory (--report measures it too)")
+      ->group("Cost model");
   c->add_flag("--serve", serve,
               "With --cluster: cost serving instead of training (--dp replicas x --tp x --pp); with --auto: every "
               "layout ranked by tokens/s within --itl-target-ms and --ttft-target-ms")
@@ -311,6 +320,8 @@ std::function<void(dt_options*)> CostArgs::keys(int64_t zero, bool recompute) co
     set(o, "zero", zero);
     set_bool(o, "recompute", recompute);
     set_bool(o, "in_process", backend == "local");
+    if (expert_load > 0) set(o, "expert_load", expert_load);
+    if (expert_load_peak > 0) set(o, "expert_load_peak", expert_load_peak);
     if (auto_search) {
       set_bool(o, "search", true);
       set(o, "global_batch", global_batch);

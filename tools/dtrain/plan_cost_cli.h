@@ -25,6 +25,7 @@ struct CostArgs {
   bool serve = false;
   int64_t prompt = 0, output = 0, batch = 0, max_num_seqs = 0, max_batched_tokens = 0;
   double itl_target_ms = 0, ttft_target_ms = 0, memory_fraction = 0;
+  double expert_load = 0, expert_load_peak = 0;  // --expert-load, --expert-load-peak (0: unstated)
   void add_to(CLI::App& app);
   // dt_plan_json's cost-model keys (null without --cluster): the ZeRO stage and recompute
   // are the plan's own flags.

@@ -231,6 +231,44 @@ void MoeMeter::add_step(const std::string& stats_json) {
   z_ += m["z_loss"].get<double>();
   a2a_ += m.value("all_to_all_bytes", 0.0);
   a2a_uniform_ += m.value("all_to_all_bytes_uniform", 0.0);
+  add_blocks(m);
+}
+
+void MoeMeter::add_blocks(const nlohmann::json& m) {
+  // The busiest ep rank's rows, block by block. Time: each block's ranks wait for its busiest
+  // at the all-to-all, so a step's pace is the sum over blocks of the busiest rank's rows.
+  // Memory: a rank's experts' activations are sized per block and grown, never shrunk
+  // (nn/moe.h), so it holds the sum over blocks of each block's most rows so far.
+  if (!m.contains("tokens_per_block_expert")) return;
+  const int64_t E = static_cast<int64_t>(tokens_.size());
+  const auto blocks = m["tokens_per_block_expert"].get<std::vector<std::vector<int64_t>>>();
+  for (const auto& b : blocks)
+    if (b.size() != static_cast<size_t>(E)) return;  // not this meter's experts: nothing to add
+  for (int64_t ep = 2; ep <= E; ++ep) {
+    if (E % ep != 0) continue;
+    std::vector<int64_t>& most = most_rows_[ep];  // [block x ep]: the most each group's experts received
+    most.resize(blocks.size() * static_cast<size_t>(ep), 0);
+    double pace = 0, all = 0;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      int64_t busiest = 0;
+      for (int64_t g = 0; g < ep; ++g) {
+        int64_t rows = 0;
+        for (int64_t e = g * (E / ep); e < (g + 1) * (E / ep); ++e) rows += blocks[b][static_cast<size_t>(e)];
+        int64_t& slot = most[b * static_cast<size_t>(ep) + static_cast<size_t>(g)];
+        slot = std::max(slot, rows);
+        busiest = std::max(busiest, rows);
+        all += static_cast<double>(rows);
+      }
+      pace += static_cast<double>(busiest);
+    }
+    if (all > 0) step_load_[ep].push_back(pace * static_cast<double>(ep) / all);
+  }
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    int64_t rows = 0;
+    for (int64_t t : blocks[b]) rows += t;
+    most_block_rows_.resize(blocks.size(), 0);
+    most_block_rows_[b] = std::max(most_block_rows_[b], rows);
+  }
 }
 
 nlohmann::json MoeMeter::print() const {
@@ -246,6 +284,32 @@ nlohmann::json MoeMeter::print() const {
               mean > 0 ? static_cast<double>(most) / mean : 0.0, static_cast<long long>(dropped_), routed,
               routed > 0 ? 100.0 * static_cast<double>(dropped_) / routed : 0.0);
   std::printf("  auxiliary losses per step: load balancing %.5f, router z %.5f\n", aux_ / steps, z_ / steps);
+  nlohmann::json by_ep = nlohmann::json::object();
+  if (!most_rows_.empty()) {
+    // Each group's blocks' most rows summed, the busiest group's over an even share of every
+    // block's most rows.
+    double even = 0;
+    for (int64_t r : most_block_rows_) even += static_cast<double>(r);
+    std::printf("  busiest ep rank's expert rows over an even share, a typical step's (the median; dtrain plan "
+                "--expert-load) and each block at its most (--expert-load-peak):");
+    for (const auto& [ep, group_most] : most_rows_) {
+      int64_t busiest = 0;
+      for (int64_t g = 0; g < ep; ++g) {
+        int64_t sum = 0;
+        for (size_t i = static_cast<size_t>(g); i < group_most.size(); i += static_cast<size_t>(ep)) sum += group_most[i];
+        busiest = std::max(busiest, sum);
+      }
+      const double peak = even > 0 ? static_cast<double>(busiest) * static_cast<double>(ep) / even : 1.0;
+      std::vector<double> loads = step_load_.count(ep) ? step_load_.at(ep) : std::vector<double>{1.0};
+      std::sort(loads.begin(), loads.end());
+      const size_t n = loads.size();
+      const double typical = n % 2 ? loads[n / 2] : 0.5 * (loads[n / 2 - 1] + loads[n / 2]);
+      std::printf("%s ep %lld %.3fx, %.3fx", ep == most_rows_.begin()->first ? "" : ";", static_cast<long long>(ep),
+                  typical, peak);
+      by_ep[std::to_string(ep)] = {{"typical_step", typical}, {"peak", peak}};
+    }
+    std::printf("\n");
+  }
   nlohmann::json a2a;
   if (a2a_ > 0) {
     std::printf("  all-to-all per step, every ep rank's sends summed (counts, then rows: dispatch and combine, forward "
@@ -259,7 +323,8 @@ nlohmann::json MoeMeter::print() const {
           {"dropped", dropped_},
           {"choices", routed},
           {"aux_loss_per_step", aux_ / steps},
-          {"z_loss_per_step", z_ / steps}};
+          {"z_loss_per_step", z_ / steps},
+          {"busiest_rank_over_even_by_ep", by_ep}};
   if (!a2a.is_null()) out.update(a2a);
   return out;
 }

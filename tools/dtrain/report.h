@@ -1,6 +1,7 @@
 // dtrain train --report (report.cc).
 #pragma once
 #include <exception>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -97,13 +98,21 @@ class MoeMeter {
  public:
   void add_step(const std::string& stats_json);
   bool any() const { return steps_ > 0; }
-  // Prints tokens per expert over the steps (every block), the balance, the drops and the
-  // auxiliary losses; returns them as JSON.
+  // Prints tokens per expert over the steps (every block), the balance, the drops, the
+  // auxiliary losses and, for each ep the experts divide by, the busiest ep rank's rows over
+  // an even share at the worst step (what dtrain plan --expert-load takes); returns them as JSON.
   nlohmann::json print() const;
 
  private:
   int64_t steps_ = 0, dropped_ = 0;
   std::vector<int64_t> tokens_;
+  // ep (ranks holding E / ep consecutive experts each) -> per block and ep rank, the most rows
+  // its experts received in a step; and per block the most rows of all. Every layout routes
+  // the same tokens alike, so one rank's run measures them for every ep.
+  std::map<int64_t, std::vector<int64_t>> most_rows_;
+  std::vector<int64_t> most_block_rows_;
+  std::map<int64_t, std::vector<double>> step_load_;  // ep -> each step's busiest rank per block, over an even share
+  void add_blocks(const nlohmann::json& moe);  // a step's tokens_per_block_expert into the two above
   double aux_ = 0, z_ = 0, a2a_ = 0, a2a_uniform_ = 0;
 };
 
