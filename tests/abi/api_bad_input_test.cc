@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-namespace {
+namespace DT_TEST_NS {
 
 dt_tensor* tensor(dt_dtype dtype, std::initializer_list<int64_t> shape) {
   dt_tensor* t = nullptr;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace DT_TEST_NS {
 
 using Clock = std::chrono::steady_clock;
 
@@ -137,7 +137,6 @@ std::vector<float> param0(dt_module* m) {
   return v;
 }
 
-}  // namespace
 
 TEST(Cancel, FlagBasicsAndBadArguments) {
   Cancel c;
@@ -252,7 +251,6 @@ TEST(Cancel, RanksOfEveryLayoutAgreeAndTheMeshStaysUsable) {
   }
 }
 
-namespace {
 struct Seen {
   std::vector<int32_t> tokens;
   int stop_after = 0;
@@ -262,7 +260,6 @@ int32_t stop_after_n(void* user, int32_t, int32_t token) {
   s->tokens.push_back(token);
   return static_cast<int>(s->tokens.size()) >= s->stop_after ? 1 : 0;
 }
-}  // namespace
 
 TEST(Cancel, StreamCallbackStopsGeneration) {
   // One rank, tp replicas (agreeing before each step), a pipeline (its last stage decides).
@@ -338,9 +335,7 @@ TEST(Cancel, GenerateStopsWithinADecodeStep) {
   }
 }
 
-namespace {
 void count_release(void* user) { ++*static_cast<int*>(user); }
-}  // namespace
 
 TEST(ZeroCopy, DataAddressIsTheTensorsMemory) {
   const int64_t shape[2] = {3, 4};
@@ -442,3 +437,5 @@ TEST(ZeroCopy, RefusedLoansAreReleasedAndNamed) {
   OK(dt_tensor_create_from_memory(DT_I32, shape, 1, "cpu", buf, nullptr, nullptr, &t));
   dt_tensor_destroy(t);
 }
+
+}  // namespace

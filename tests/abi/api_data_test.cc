@@ -9,7 +9,7 @@
 
 #include "abi_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 std::string temp_dir(const char* name) {
   std::string d = ::testing::TempDir() + "dtrain_api_data_" + name + "_" + std::to_string(::getpid());

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace {
+namespace DT_TEST_NS {
 
 std::string history(dt_mesh* m) {
   size_t need = 0;

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace DT_TEST_NS {
 
 // A local mesh of `world` ranks with integer options {key, value}.
 dt_mesh* make_mesh(int32_t world, std::initializer_list<std::pair<const char*, int64_t>> opts = {}) {

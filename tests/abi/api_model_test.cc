@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kB = 4, kT = 16, kVocab = 32;
 
@@ -490,7 +490,7 @@ TEST(Model, BadInputsAreNamed) {
 
 }  // namespace
 
-namespace {
+namespace DT_TEST_NS {
 
 // ZeRO through the C API: option "zero" on a dp mesh, each rank's own memory ledger, the
 // wire bytes per collective, generation from sharded weights, and the released host

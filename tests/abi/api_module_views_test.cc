@@ -11,7 +11,7 @@
 
 #include "abi_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kVocab = 64, kB = 4, kT = 16;
 
@@ -133,8 +133,6 @@ struct Axes {
   int dp, tp, pp;
 };
 
-}  // namespace
-
 // The tolerance of the equivalence tests (f32, relative): the layouts sum in other orders.
 constexpr double kTol = 2e-5;
 
@@ -204,3 +202,5 @@ TEST(ModuleViews, ZeroReadsTrueAndRefusesWritesByName) {
   std::vector<float> v = read(zero.m, "wte.weight");
   expect_error(write(zero.m, "wte.weight", v), DT_ERR_UNSUPPORTED, {"wte.weight", "ZeRO", "dt_engine_load"});
 }
+
+}  // namespace

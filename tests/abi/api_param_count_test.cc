@@ -3,7 +3,7 @@
 // counted without allocating, and bad options fail as dt_module_create_gpt's do.
 #include "abi_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 struct Shape {
   const char* name;

@@ -6,7 +6,7 @@
 
 #include "abi_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 dt_tensor* f32(const std::vector<float>& v, int64_t rows, int64_t cols) {
   int64_t shape[2] = {rows, cols};

@@ -10,7 +10,7 @@
 
 #include "abi_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kVocab = 40;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace DT_TEST_NS {
 
 TEST(Tensor, CreateCopyQueryAndConvert) {
   dt_tensor* t = nullptr;

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-namespace {
+namespace DT_TEST_NS {
 
 TEST(Threads, ConcurrentHostThreadsOnDistinctHandles) {
   int64_t before = 0;

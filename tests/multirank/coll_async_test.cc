@@ -7,7 +7,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 // Polls test() until the work is done (its operation has a deadline, so this ends).
 void spin_until_done(const WorkPtr& w) {

@@ -6,7 +6,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 class Data : public ::testing::TestWithParam<int> {};
 

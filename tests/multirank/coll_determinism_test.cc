@@ -6,7 +6,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 // One run's outputs on one rank: every reducing path, including both all-reduce paths.
 constexpr int64_t kBlock = 6001;  // reduce-scatter block per rank, f32

@@ -11,7 +11,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr double kShort = 0.5;  // timeout for the tests that expect one
 constexpr double kLong = 60;    // timeout for the tests that must end without one

@@ -7,7 +7,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr double kShort = 0.5;
 

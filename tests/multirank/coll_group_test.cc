@@ -5,7 +5,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 int64_t bits_of(const std::vector<int>& ranks) {
   int64_t s = 0;

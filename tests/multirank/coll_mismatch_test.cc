@@ -8,7 +8,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr double kLong = 60;  // a mismatch must be reported at once, never by a timeout
 

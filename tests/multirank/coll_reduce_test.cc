@@ -8,7 +8,7 @@
 #include "multirank/coll_util.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 enum class Kind { AllReduce, ReduceScatter, Reduce };
 

@@ -11,7 +11,7 @@
 #include "parallel/grad_buckets.h"
 
 namespace dt::comm::test {
-namespace {
+namespace DT_TEST_NS {
 
 // Ranks run large all-reduces (long data phases) while another thread aborts at a random
 // moment, so the abort lands at every stage: arriving, reducing, copying, fencing.

@@ -21,7 +21,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 10;
 using test::kSanitized;

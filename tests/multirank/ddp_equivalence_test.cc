@@ -16,7 +16,7 @@
 #include "parallel/ddp_strategy.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 nn::GPTConfig tiny(DType dtype) { return test::dp_tiny_gpt(dtype); }
 engine::TrainOptions options(int64_t micro) { return test::dp_options(micro); }

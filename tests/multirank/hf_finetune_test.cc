@@ -17,7 +17,7 @@
 #include "multirank/dp_test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;

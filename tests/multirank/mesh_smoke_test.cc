@@ -8,7 +8,7 @@
 #include "core/error.h"
 
 namespace dt::comm {
-namespace {
+namespace DT_TEST_NS {
 
 std::shared_ptr<Mesh> local_mesh(Coords axes, double timeout_s = 10) {
   BackendOptions o;

@@ -19,7 +19,7 @@
 #include "nn/expert_exchange.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 10;
 using test::kSanitized;
@@ -203,7 +203,7 @@ TEST(MoeTrain, ExpertsWithTensorParallelismNeedSequenceParallelism) {
 }  // namespace dt
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(MoePlan, ExpertsPerRankAndTheAllToAllFormulaMatchTheLayout) {
   // The plan's parameters per ep rank are what an ep rank's part holds; its all-to-all

@@ -25,7 +25,7 @@
 
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 10;
 constexpr int64_t kB = 8, kT = 16;

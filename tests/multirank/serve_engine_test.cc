@@ -13,7 +13,7 @@
 #include "serve/engine.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 nn::GPTConfig config(bool llama) {
   nn::GPTConfig c = test::tp_tiny_gpt(llama, DType::F32);

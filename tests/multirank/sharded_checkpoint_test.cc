@@ -17,7 +17,7 @@
 #include "multirank/dp_test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 6;
 using test::kSanitized;

@@ -10,7 +10,7 @@
 #include "multirank/dp_test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 const std::vector<std::vector<int32_t>> kPrompts = {{1, 2, 3, 4, 5}, {7}, {9, 8, 7, 6, 5, 4, 3, 2}};
 

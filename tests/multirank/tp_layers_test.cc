@@ -15,7 +15,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kIn = 8, kHidden = 16, kOut = 8, kRows = 6;
 

@@ -21,7 +21,7 @@
 #include "nn/gpt.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kB = 2, kT = 8;
 

@@ -25,7 +25,7 @@
 #include "multirank/dp_test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int kSteps = 10;
 

@@ -7,7 +7,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using Vec = std::vector<double>;
 
@@ -164,7 +164,7 @@ TEST(Attention, RejectsBadArguments) {
 }  // namespace dt
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 // Analytic backward in double (dS = P * (dP - rowsum(dO * O))), for shapes too large for
 // finite differences: several 64-query tiles, decode offsets, wide GQA groups.

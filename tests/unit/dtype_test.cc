@@ -11,7 +11,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 float f(uint32_t bits) { return bits_f32(bits); }
 

@@ -6,7 +6,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using Vec = std::vector<double>;
 

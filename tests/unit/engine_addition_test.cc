@@ -10,7 +10,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(EngineAddition, SmallGPTLearnsTwoDigitAddition) {
   nn::GPTConfig c;

@@ -9,7 +9,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using engine::generate;
 using engine::GenerateOptions;

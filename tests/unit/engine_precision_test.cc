@@ -18,7 +18,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using engine::StepStats;
 using engine::TrainEngine;

@@ -14,7 +14,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using engine::TrainEngine;
 using engine::TrainOptions;

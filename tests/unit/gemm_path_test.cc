@@ -20,7 +20,7 @@
 #include "kernels/cpu/peak_loops.h"
 
 namespace dt::kernels::cpu {
-namespace {
+namespace DT_TEST_NS {
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);

@@ -21,7 +21,7 @@
 #include "unit/test_util.h"
 
 namespace dt::io {
-namespace {
+namespace DT_TEST_NS {
 
 using nlohmann::ordered_json;
 using Spans = std::vector<std::pair<size_t, size_t>>;

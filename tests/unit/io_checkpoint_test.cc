@@ -16,7 +16,7 @@
 #include "unit/checkpoint_fixture.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -17,7 +17,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 namespace fs = std::filesystem;
 
@@ -311,7 +311,7 @@ TEST_F(HfHostile, TruncatedWeightsAreCaught) {
 }  // namespace dt
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 // Chat fine-tuning data (io/hf_dataset.h): the loss falls on the assistant's tokens only.
 TEST(HfChatData, OnlyAssistantTurnsAreLearned) {

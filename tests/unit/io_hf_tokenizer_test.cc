@@ -16,7 +16,7 @@
 #include "unit/hf_text_gen.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using io::HfStreamDecoder;
 using io::HfTokenizer;

@@ -11,7 +11,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 struct Trainer {
   std::vector<std::unique_ptr<nn::Parameter>> owned;

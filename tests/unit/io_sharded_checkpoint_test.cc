@@ -14,7 +14,7 @@
 #include "unit/checkpoint_fixture.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using json = nlohmann::json;
 using io::Box;

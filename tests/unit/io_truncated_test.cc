@@ -13,7 +13,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "dtrain_trunc_" + std::to_string(::getpid()) + "_" + name;

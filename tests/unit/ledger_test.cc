@@ -4,7 +4,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 struct Snapshot {
   int64_t cur[kNumMemTags + 1];

@@ -14,7 +14,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 // Reference in double: c[b] = alpha * op(a[b]) op(b[b]) + beta * c[b].
 std::vector<double> ref(const std::vector<double>& a, const std::vector<double>& b, std::vector<double> c,

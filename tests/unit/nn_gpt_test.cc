@@ -7,7 +7,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using nn::GPT;
 using nn::GPTActs;

@@ -7,7 +7,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(NNRope, RotationIsInvertibleNormPreservingAndIdentityAtZero) {
   Tensor x = test::randn({2, 5, 3, 8}, DType::F32, 3, "x");

@@ -17,7 +17,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using kernels::MoeGating;
 

@@ -6,7 +6,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(NNSequential, GradientsMatchFiniteDifferences) {
   nn::Sequential s(/*seed=*/3, /*init_std=*/0.4f);

@@ -9,7 +9,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using Vec = std::vector<double>;
 const std::vector<Shape> kShapes = {{7}, {3, 5}, {2, 2, 3}};

@@ -11,7 +11,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(OptimSchedule, ConstantAndWarmupCosineAtKnownSteps) {
   auto c = optim::LrSchedule::constant(3e-4f);

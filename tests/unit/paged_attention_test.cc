@@ -11,7 +11,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t kHq = 4, kHkv = 2, kD = 16, kBs = 8, kBlocks = 64;
 

@@ -10,7 +10,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using parallel::PipeAction;
 using parallel::PipeOp;

@@ -13,7 +13,7 @@
 #include "nn/config.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 // A Mixtral-like shape at a small scale (8 experts of SwiGLU 4096, top 2), bf16.
 nn::GPTConfig moe() {

@@ -14,7 +14,7 @@
 #include "nn/paged_kv.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 // A Llama-2-7B shape in bf16 (32 layers, width 4096, 32 heads, SwiGLU 11008, 32000 tokens).
 nn::GPTConfig llama7b() {

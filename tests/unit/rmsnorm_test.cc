@@ -4,7 +4,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr float kEps = 1e-6f;
 using Vec = std::vector<double>;

@@ -6,7 +6,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(Philox, KnownAnswers) {
   // Published known-answer vectors for Philox4x32-10.

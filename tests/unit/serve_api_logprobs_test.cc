@@ -13,7 +13,7 @@
 #include "dtrain/dtrain.h"
 #include "unit/test_util.h"
 
-namespace {
+namespace DT_TEST_NS {
 
 #define OK(call) ASSERT_EQ((call), DT_OK) << dt_last_error_message()
 

@@ -13,7 +13,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 constexpr int64_t V = 40;
 using Rows = std::vector<std::vector<double>>;

@@ -4,7 +4,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 std::vector<double> softmax_ref(const std::vector<double>& x, int64_t rows, int64_t c) {
   std::vector<double> y(x.size());

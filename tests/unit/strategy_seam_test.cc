@@ -10,7 +10,7 @@
 #include "parallel/strategy.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 using parallel::Part;
 

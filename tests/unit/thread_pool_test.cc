@@ -8,7 +8,7 @@
 #include "unit/test_util.h"
 
 namespace dt {
-namespace {
+namespace DT_TEST_NS {
 
 TEST(ThreadPool, CoversEveryIndexOnce) {
   for (int threads : {1, 2, 3, 8}) {
