@@ -18,6 +18,7 @@
 #include "engine/train_engine.h"
 #include "engine/trainer.h"
 #include "nn/gpt.h"
+#include "nn/moe.h"
 #include "nn/paged_kv.h"
 #include "nn/rope.h"
 #include "optim/optimizer.h"
@@ -261,8 +262,8 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("the references' training steps: on one core, on the kernel pool, over dp 2 and cp 2, a mixture of experts, "
-      "in rounds");
+  say("the references' training steps: on one core, on the kernel pool, over dp 2 and cp 2, a mixture of experts "
+      "alone and over ep 2 and dp 2, in rounds");
   // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
   auto shaped = [](int64_t layers, int64_t width, int64_t context) {
     nn::GPTConfig g = *nn::gpt_preset("gpt-small");
@@ -290,11 +291,11 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     Tensor ids;
     bool serial = false;  // its kernels on one core
     double best = 1e30;
-    void step() {
+    nn::MoEStats routed;  // a mixture's routing in its best step
+    StepStats step() {
       std::unique_ptr<ScopedSerialKernels> one_core;
       if (serial) one_core = std::make_unique<ScopedSerialKernels>();
-      if (engine) engine->train_step(ids, ids);
-      else trainer->train_step(ids, ids);
+      return engine ? engine->train_step(ids, ids) : trainer->train_step(ids, ids);
     }
   };
   auto reference = [](const nn::GPTConfig& g, int64_t B, bool serial, std::shared_ptr<comm::Mesh> mesh) {
@@ -331,12 +332,20 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   cp_axes.fill(1);
   cp_axes[comm::kCp] = 2;
   std::unique_ptr<Reference> cp2_ref = reference(ref, 8, false, comm::Mesh::create("local", cp_axes, bo));
+  // The mixture over ep 2 (each rank routing 4 sequences, holding 2 experts) and its dp 2
+  // twin (the same rows a rank, every expert).
+  comm::Coords ep_axes{};
+  ep_axes.fill(1);
+  ep_axes[comm::kEp] = 2;
+  std::unique_ptr<Reference> moe_ep2_ref = reference(moe, 2 * moe_batch, false, comm::Mesh::create("local", ep_axes, bo)),
+                             moe_dp2_ref = reference(moe, 2 * moe_batch, false, comm::Mesh::create("local", axes, bo));
   for (int round = 0; round < kReferenceRepeats; ++round)
     for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get(),
-                         cp2_ref.get()}) {
+                         cp2_ref.get(), moe_ep2_ref.get(), moe_dp2_ref.get()}) {
       const double t0 = now_s();
-      r->step();
-      r->best = std::min(r->best, now_s() - t0);
+      StepStats st = r->step();
+      const double took = now_s() - t0;
+      if (took < r->best) r->best = took, r->routed = std::move(st.moe);
     }
   const double alone = alone_ref->best, small_alone = small_ref->best;
   c.pool_speedup = std::max(1.0, alone / pool_ref->best);
@@ -409,6 +418,17 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
                                                              cost_json(twin, one, serial)["step_s"].get<double>());
     const double pairs = static_cast<double>(moe.n_layer * moe_batch * moe.context * moe.top_k);
     c.moe_row_s = std::clamp(extra / pairs, 0.0, 1e-5);
+  }
+  {  // What the mixture over ep 2 takes beyond its dp 2 twin, less what the cost model predicts
+     // between them with the busiest rank's rows of its best step, per all-to-all and layer
+     // (five a layer: three forward, two backward).
+    PlanOptions dp2, ep2;
+    dp2.dp = 2, dp2.micro_batch = moe_batch, dp2.seq_len = moe.context;
+    ep2.ep = 2, ep2.micro_batch = moe_batch, ep2.seq_len = moe.context;
+    ep2.expert_load = nn::busiest_rank_pace(moe_ep2_ref->routed.block_tokens, moe.n_experts, 2);
+    const double extra = (moe_ep2_ref->best - moe_dp2_ref->best) -
+                         (cost_json(moe, ep2, c)["step_s"].get<double>() - cost_json(moe, dp2, c)["step_s"].get<double>());
+    c.ep_exchange_s = std::clamp(extra / (5.0 * static_cast<double>(moe.n_layer)), 0.0, 0.1);
   }
   say("the reference's paged prefill and decode on the kernel pool");
   // Serving's reference is larger than a cache (84 MB of f32 weights): decode reads them

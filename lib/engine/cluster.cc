@@ -43,6 +43,7 @@ const std::vector<Field>& fields() {
       {"kv_row_s", &Cluster::kv_row_s, nullptr, 0, 1e-3},
       {"moe_row_s", &Cluster::moe_row_s, nullptr, 0, 1e-3},
       {"ring_step_s", &Cluster::ring_step_s, nullptr, 0, 1},
+      {"ep_exchange_s", &Cluster::ep_exchange_s, nullptr, 0, 1},
       {"peak_flops_f32", &Cluster::peak_flops_f32, nullptr, 0, 1e18},
       {"peak_flops_16", &Cluster::peak_flops_16, nullptr, 0, 1e18},
   };

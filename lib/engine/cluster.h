@@ -72,6 +72,12 @@ struct Cluster {
   // results' bookkeeping): fitted by dtrain plan --calibrate to a cp 2 reference against its
   // dp 2 twin (the same rows a rank); 0 for data-sheet clusters.
   double ring_step_s = 0;
+  // Expert parallelism's cost per all-to-all and layer (five a layer: the counts, dispatch
+  // and combine forward, dispatch and combine backward), beyond what the cost model itemizes
+  // with the busiest rank's rows (the ranks waking for each other at every exchange): fitted
+  // by dtrain plan --calibrate to a mixture over ep 2 against its dp 2 twin, at the load its
+  // steps routed; 0 for data-sheet clusters.
+  double ep_exchange_s = 0;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
   // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.

@@ -93,9 +93,11 @@ Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_c
     // regrouped by a copy.
     const double fwd = comm(ep_link, 2.0 * wire, 3.0), bwd = comm(ep_link, 2.0 * wire, 2.0);
     const double regroup = stream(r, 4.0 * s.rows.received * rowsC, 2);
-    ep_comm = fwd + bwd;
-    w.f += fwd + regroup;
-    w.b += bwd + regroup;
+    // What the cluster measured beyond these per all-to-all (three forward, two backward).
+    const double waits = r.cluster->ep_exchange_s;
+    ep_comm = fwd + bwd + 5.0 * waits;
+    w.f += fwd + regroup + 3.0 * waits;
+    w.b += bwd + regroup + 2.0 * waits;
   }
   return w;
 }

@@ -154,15 +154,22 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   Work blk = blocks::attention_work(s, r, *lk.cp, cp_comm);
   blk += blocks::ffn_work(s, r, *lk.ep, ep_comm);
   // What the busiest ep rank's rows beyond an even share add to a block: the pace is the
-  // busiest rank's, but the ranks' work in all (what ranks sharing cores divide) is not.
+  // busiest rank's, but the ranks' work in all (what ranks sharing cores divide) is not; nor
+  // are the fitted waits of the ring and the all-to-alls (a waiting rank's core runs another
+  // rank where ranks share cores).
   double excess_fb = 0, excess_f = 0;
+  if (o.cp > 1) {
+    const double waits = (s.cp - 1.0) * cl.ring_step_s;
+    excess_fb += waits, excess_f += waits / 3.0;
+  }
+  if (o.ep > 1) excess_fb += 5.0 * cl.ep_exchange_s, excess_f += 3.0 * cl.ep_exchange_s;
   if (s.moe && s.rows.received > s.rows.kept) {
     Shapes even = s;
     even.rows.received = s.rows.kept;
     double unused = 0;
     const Work busy = blocks::ffn_work(s, r, *lk.ep, unused), fair = blocks::ffn_work(even, r, *lk.ep, unused);
-    excess_f = busy.f - fair.f;
-    excess_fb = excess_f + busy.b - fair.b;
+    excess_f += busy.f - fair.f;
+    excess_fb += busy.f - fair.f + busy.b - fair.b;
   }
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,

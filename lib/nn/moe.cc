@@ -1,5 +1,6 @@
 #include "nn/moe.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/device_scope.h"
@@ -19,6 +20,22 @@ void MoEStats::add(const MoEStats& o, double weight) {
   z_loss += weight * o.z_loss;
   exchanged_bytes += o.exchanged_bytes;
   exchanged_bytes_uniform += o.exchanged_bytes_uniform;
+}
+
+double busiest_rank_pace(const std::vector<int64_t>& block_tokens, int64_t E, int64_t ep) {
+  DT_CHECK(E >= 1 && ep >= 1 && E % ep == 0, "busiest_rank_pace: ep must divide the experts");
+  double busiest = 0, all = 0;
+  for (size_t b = 0; b + static_cast<size_t>(E) <= block_tokens.size(); b += static_cast<size_t>(E)) {
+    int64_t most = 0;
+    for (int64_t g = 0; g < ep; ++g) {
+      int64_t rows = 0;
+      for (int64_t e = g * (E / ep); e < (g + 1) * (E / ep); ++e) rows += block_tokens[b + static_cast<size_t>(e)];
+      most = std::max(most, rows);
+      all += static_cast<double>(rows);
+    }
+    busiest += static_cast<double>(most);
+  }
+  return all > 0 ? busiest * static_cast<double>(ep) / all : 1.0;
 }
 
 int64_t expert_capacity(float factor, int64_t R, int64_t k, int64_t E) {

@@ -63,6 +63,12 @@ std::vector<int32_t> route_slots(const int32_t* idx, int64_t R, int64_t k, int64
 // The capacity of each expert for R rows at factor f (0: dropless, returns 0): ceil(f R k / E).
 int64_t expert_capacity(float factor, int64_t R, int64_t k, int64_t E);
 
+// A step's pace under ep (ranks holding E / ep consecutive experts each): the sum over blocks
+// of each block's busiest rank's rows over an even share of them (each block's ranks wait for
+// its busiest at the all-to-all), from MoEStats::block_tokens; 1 when there are none. What
+// engine::PlanOptions::expert_load states.
+double busiest_rank_pace(const std::vector<int64_t>& block_tokens, int64_t E, int64_t ep);
+
 class MoE : public Module {
  public:
   struct Acts {
