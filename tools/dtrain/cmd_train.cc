@@ -385,8 +385,10 @@ int run_train(TrainArgs a) {
     ckpt_meter.print();
   }
   if (a.report && a.ep > 1) {
-    std::printf("\nreport: with --ep the memory and dp-traffic ledgers are not printed (their formulas place no "
-                "experts); the experts' report follows\n");
+    std::printf("\nreport: with --ep the ZeRO-table and dp-traffic ledgers are not printed (their formulas do not "
+                "split the experts' gradients, summed over dp, from the rest, summed over dp x ep); each rank's peaks "
+                "are in --json (training_peak_bytes), and dtrain plan --cluster --ep predicts them with the loads "
+                "below; the experts' report follows\n");
     summary["report"] = nlohmann::json::object();
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
   } else if (a.report && a.cp > 1) {
