@@ -264,16 +264,14 @@ dt_status dt_plan_json(const dt_options* config, const dt_options* plan, char* b
     o.tp = r.get_int("tp", 1);
     o.ep = r.get_int("ep", 1);
     DT_CHECK(o.ep >= 1 && o.ep <= 1024, "option \"ep\" = " + std::to_string(o.ep) + "; accepted: 1 to 1024");
-    for (const char* key : {"expert_load", "expert_load_peak"}) {
-      const double v = r.get_double(key, 0);
-      DT_CHECK(v == 0 || (v >= 1 && v <= 1024), std::string("option \"") + key + "\" = " + std::to_string(v) +
-                                                    "; accepted: 1 to 1024 (the busiest ep rank's rows over an even "
-                                                    "share), or 0 (unstated)");
-      DT_CHECK(v == 0 || cfg.moe(), std::string("option \"") + key + "\" is a mixture of experts'; accepted with "
-                                                                      "\"n_experts\" > 0");
+    for (auto [key, v] : {std::pair{"expert_load", &o.expert_load}, std::pair{"expert_load_peak", &o.expert_load_peak}}) {
+      *v = r.get_double(key, 0);
+      DT_CHECK(*v == 0 || (*v >= 1 && *v <= 1024), std::string("option \"") + key + "\" = " + std::to_string(*v) +
+                                                       "; accepted: 1 to 1024 (the busiest ep rank's rows over an even "
+                                                       "share), or 0 (unstated)");
+      DT_CHECK(*v == 0 || cfg.moe(), std::string("option \"") + key + "\" is a mixture of experts'; accepted with "
+                                                                       "\"n_experts\" > 0");
     }
-    o.expert_load = r.get_double("expert_load", 0);
-    o.expert_load_peak = r.get_double("expert_load_peak", 0);
     o.cp = r.get_int("cp", 1);
     DT_CHECK(o.cp >= 1 && o.cp <= 1024, "option \"cp\" = " + std::to_string(o.cp) + "; accepted: 1 to 1024");
     o.sequence_parallel = r.get_bool("sequence_parallel", false);

@@ -396,13 +396,17 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     o.seq_len = ref.context;
     c.shared_core_speed = std::min(1.0, cost_json(ref, o, full)["step_s"].get<double>() / measured);
   }
-  {  // What the cp 2 reference takes beyond its dp 2 twin, less what the cost model predicts
-     // between them, per ring step and layer (cp 2: one step a layer).
+  // What reference a took beyond its twin b, less what the cost model predicts between them
+  // (each with its model and layout) on cluster `on`: the residue a fit spreads over its unit.
+  auto beyond_model = [](const Reference& a, const nn::GPTConfig& ga, const PlanOptions& oa, const Reference& b,
+                         const nn::GPTConfig& gb, const PlanOptions& ob, const Cluster& on) {
+    return (a.best - b.best) - (cost_json(ga, oa, on)["step_s"].get<double>() - cost_json(gb, ob, on)["step_s"].get<double>());
+  };
+  {  // The cp 2 reference against its dp 2 twin, per ring step and layer (cp 2: one step a layer).
     PlanOptions dp2, cp2;
     dp2.dp = 2, dp2.micro_batch = 4, dp2.seq_len = ref.context;
     cp2.cp = 2, cp2.micro_batch = 8, cp2.seq_len = ref.context;
-    const double extra = (cp2_ref->best - dp2_ref->best) -
-                         (cost_json(ref, cp2, c)["step_s"].get<double>() - cost_json(ref, dp2, c)["step_s"].get<double>());
+    const double extra = beyond_model(*cp2_ref, ref, cp2, *dp2_ref, ref, dp2, c);
     c.ring_step_s = std::clamp(extra / static_cast<double>(ref.n_layer), 0.0, 0.1);
   }
   {  // What the mixture's step on one core takes beyond its dense twin's, less what the cost
@@ -414,20 +418,17 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     PlanOptions one;
     one.micro_batch = moe_batch;
     one.seq_len = moe.context;
-    const double extra = (moe_ref->best - twin_ref->best) - (cost_json(moe, one, serial)["step_s"].get<double>() -
-                                                             cost_json(twin, one, serial)["step_s"].get<double>());
+    const double extra = beyond_model(*moe_ref, moe, one, *twin_ref, twin, one, serial);
     const double pairs = static_cast<double>(moe.n_layer * moe_batch * moe.context * moe.top_k);
     c.moe_row_s = std::clamp(extra / pairs, 0.0, 1e-5);
   }
-  {  // What the mixture over ep 2 takes beyond its dp 2 twin, less what the cost model predicts
-     // between them with the busiest rank's rows of its best step, per all-to-all and layer
-     // (five a layer: three forward, two backward).
+  {  // The mixture over ep 2 against its dp 2 twin, priced with the busiest rank's rows of its
+     // best step, per all-to-all and layer (five a layer: three forward, two backward).
     PlanOptions dp2, ep2;
     dp2.dp = 2, dp2.micro_batch = moe_batch, dp2.seq_len = moe.context;
     ep2.ep = 2, ep2.micro_batch = moe_batch, ep2.seq_len = moe.context;
     ep2.expert_load = nn::busiest_rank_pace(moe_ep2_ref->routed.block_tokens, moe.n_experts, 2);
-    const double extra = (moe_ep2_ref->best - moe_dp2_ref->best) -
-                         (cost_json(moe, ep2, c)["step_s"].get<double>() - cost_json(moe, dp2, c)["step_s"].get<double>());
+    const double extra = beyond_model(*moe_ep2_ref, moe, ep2, *moe_dp2_ref, moe, dp2, c);
     c.ep_exchange_s = std::clamp(extra / (5.0 * static_cast<double>(moe.n_layer)), 0.0, 0.1);
   }
   say("the reference's paged prefill and decode on the kernel pool");

@@ -39,8 +39,9 @@ Work attention_work(const Shapes& s, const Rates& r, const Link& cp_link, double
     // What the cluster measured beyond these per ring step (a third forward, two backward).
     const double waits = steps * r.cluster->ring_step_s;
     cp_comm = fwd + bwd + waits;
-    w.f += fwd + waits / 3.0;
-    w.b += bwd + 2.0 * waits / 3.0;
+    w.wait_f = waits / 3.0, w.wait_b = 2.0 * waits / 3.0;
+    w.f += fwd + w.wait_f;
+    w.b += bwd + w.wait_b;
   }
   return w;
 }
@@ -96,6 +97,7 @@ Work ffn_work(const Shapes& s, const Rates& r, const Link& ep_link, double& ep_c
     // What the cluster measured beyond these per all-to-all (three forward, two backward).
     const double waits = r.cluster->ep_exchange_s;
     ep_comm = fwd + bwd + 5.0 * waits;
+    w.wait_f += 3.0 * waits, w.wait_b += 2.0 * waits;
     w.f += fwd + regroup + 3.0 * waits;
     w.b += bwd + regroup + 2.0 * waits;
   }

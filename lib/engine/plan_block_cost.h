@@ -9,13 +9,16 @@
 namespace dt::engine::blocks {
 
 // A forward and a backward of one micro-batch through some part of the model, and the
-// model FLOPs of its matmuls (for MFU).
+// model FLOPs of its matmuls (for MFU). wait_f, wait_b: the parts of f and b that are the
+// cluster's fitted waits (ring steps, all-to-alls), where a rank idles rather than works.
 struct Work {
-  double f = 0, b = 0, flops = 0;
+  double f = 0, b = 0, flops = 0, wait_f = 0, wait_b = 0;
   Work& operator+=(const Work& o) {
     f += o.f;
     b += o.b;
     flops += o.flops;
+    wait_f += o.wait_f;
+    wait_b += o.wait_b;
     return *this;
   }
 };

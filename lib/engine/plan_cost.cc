@@ -152,24 +152,19 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   // One block's micro-batch, the same on every stage.
   double cp_comm = 0, ep_comm = 0;
   Work blk = blocks::attention_work(s, r, *lk.cp, cp_comm);
-  blk += blocks::ffn_work(s, r, *lk.ep, ep_comm);
+  const Work ffn = blocks::ffn_work(s, r, *lk.ep, ep_comm);
+  blk += ffn;
   // What the busiest ep rank's rows beyond an even share add to a block: the pace is the
   // busiest rank's, but the ranks' work in all (what ranks sharing cores divide) is not; nor
-  // are the fitted waits of the ring and the all-to-alls (a waiting rank's core runs another
-  // rank where ranks share cores).
-  double excess_fb = 0, excess_f = 0;
-  if (o.cp > 1) {
-    const double waits = (s.cp - 1.0) * cl.ring_step_s;
-    excess_fb += waits, excess_f += waits / 3.0;
-  }
-  if (o.ep > 1) excess_fb += 5.0 * cl.ep_exchange_s, excess_f += 3.0 * cl.ep_exchange_s;
+  // are the fitted waits (a waiting rank's core runs another rank where ranks share cores).
+  double excess_f = blk.wait_f, excess_fb = blk.wait_f + blk.wait_b;
   if (s.moe && s.rows.received > s.rows.kept) {
     Shapes even = s;
     even.rows.received = s.rows.kept;
     double unused = 0;
-    const Work busy = blocks::ffn_work(s, r, *lk.ep, unused), fair = blocks::ffn_work(even, r, *lk.ep, unused);
-    excess_f += busy.f - fair.f;
-    excess_fb += busy.f - fair.f + busy.b - fair.b;
+    const Work fair = blocks::ffn_work(even, r, *lk.ep, unused);
+    excess_f += ffn.f - fair.f;
+    excess_fb += ffn.f - fair.f + ffn.b - fair.b;
   }
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
