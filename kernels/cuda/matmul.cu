@@ -3,10 +3,9 @@
 // sgemm to rounding. Row-major C = op(A) op(B) is computed as the column-major
 // C^T = op(B)^T op(A)^T, which is the same memory; a 2-D b shared by every batch has
 // stride 0. One cuBLAS handle per thread and device, bound to the compute stream.
-#include <cublas_v2.h>
-
 #include <climits>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace dt::kernels::cuda {
@@ -16,7 +15,7 @@ constexpr int kMaxDevices = 64;
 
 void check_cublas(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    fail(DT_ERR_INTERNAL, std::string("matmul: ") + what + " failed: " + cublasGetStatusString(s));
+    fail(DT_ERR_INTERNAL, std::string("matmul: ") + what + " failed: " + cublas().cublasGetStatusString(s));
 }
 
 cublasHandle_t handle_for(Device d) {
@@ -24,7 +23,7 @@ cublasHandle_t handle_for(Device d) {
     cublasHandle_t h[kMaxDevices] = {};
     ~Handles() {
       for (auto x : h)
-        if (x) cublasDestroy(x);
+        if (x) cublas().cublasDestroy(x);
     }
   };
   thread_local Handles handles;
@@ -32,13 +31,13 @@ cublasHandle_t handle_for(Device d) {
   cudaStream_t s = stream_of(d);  // also makes d current
   cublasHandle_t& h = handles.h[d.index];
   if (!h) {
-    check_cublas(cublasCreate(&h), "cublasCreate");
+    check_cublas(cublas().cublasCreate(&h), "cublasCreate");
     // No reduced-precision split-K reductions: bf16/f16 GEMMs accumulate in f32 throughout.
-    check_cublas(cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+    check_cublas(cublas().cublasSetMathMode(h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                                                 CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                  "cublasSetMathMode");
   }
-  check_cublas(cublasSetStream(h, s), "cublasSetStream");
+  check_cublas(cublas().cublasSetStream(h, s), "cublasSetStream");
   return h;
 }
 
@@ -69,7 +68,7 @@ void matmul(const Tensor& a, const Tensor& b, Tensor& c, bool trans_a, bool tran
   int lda = as_int(trans_a ? m : k, "lda"), ldb = as_int(trans_b ? k : n, "ldb"), ldc = as_int(n, "n");
   long long stride_a = static_cast<long long>(c.dim(-2)) * k, stride_b = shared_b ? 0 : static_cast<long long>(k) * n;
   long long stride_c = static_cast<long long>(c.dim(-2)) * n;
-  check_cublas(cublasGemmStridedBatchedEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+  check_cublas(cublas().cublasGemmStridedBatchedEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                           as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, b.raw(), t, ldb,
                                           stride_b, a.raw(), t, lda, stride_a, &beta, c.raw(), t, ldc, stride_c,
                                           as_int(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),

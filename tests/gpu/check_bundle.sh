@@ -8,7 +8,8 @@
 #     (nvidia/nccl/lib), never the toolkit's copy,
 #   - or to the C and C++ runtime every Linux has (libc, libm, libstdc++, libgcc_s, ...);
 # only the driver's libcuda.so.1 may be missing. Also: every executable the GPU check runs
-# is there, libdtrain needs no MPI, and the bundle fits the carry limit (64 MiB).
+# is there, libdtrain needs no MPI, cuBLAS and NCCL (loaded at run time, not linked) load by
+# their SONAMEs from the same path, and the bundle fits the carry limit (64 MiB).
 #   bash tests/gpu/check_bundle.sh DIR        prints one line per problem; exit 1 if any
 set -euo pipefail
 dir=$(cd "$1" && pwd)
@@ -60,6 +61,13 @@ for f in "$work"/bin/* "$work"/lib/*.so*; do
   done <<< "$out"
 done
 if readelf -d "$work/lib/libdtrain.so.0" | grep >/dev/null 'NEEDED.*libmpi'; then problem "lib/libdtrain.so.0 needs MPI"; fi
+# cuBLAS and NCCL are loaded on first use (lib/core/shared_library.h), so ldd does not see
+# them: each must load by its SONAME from the path run.sh sets (the toolkit's or the wheels').
+cublas_so=$(ls "$cuda_lib" | grep -E '^libcublas\.so\.[0-9]+$' | head -1)
+for so in "${cublas_so:-libcublas.so.MISSING}" libnccl.so.2; do
+  LD_LIBRARY_PATH="$work/lib:$wheel:$cuda_lib" python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$so" 2>/dev/null ||
+    problem "$so, which libdtrain loads at run time, does not load from the bundle's library path"
+done
 # run.sh itself, where there is no GPU: it must stop at the preflight, say why, and still
 # write a well-formed gpu_check.json (the GPU machine's first run reports the same way).
 if ! command -v nvidia-smi >/dev/null; then

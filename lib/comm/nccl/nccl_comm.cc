@@ -1,7 +1,6 @@
 #include "comm/nccl/nccl_comm.h"
 
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 
 #include <atomic>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "comm/nccl/nccl_api.h"
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/gpu_runtime.h"
@@ -67,7 +67,7 @@ struct NcclState {
   // Frees the communicator at once, whatever it is doing; the one place that aborts.
   void abort_comm() {
     if (!comm) return;
-    ncclCommAbort(comm);
+    nccl().ncclCommAbort(comm);
     comm = nullptr;
     --g_live;
   }
@@ -79,9 +79,9 @@ struct NcclState {
     for (int spins = 0;; ++spins) {
       if (failed) throw_failure(DT_ERR_COMM);
       ncclResult_t async = ncclSuccess;
-      if (comm) ncclCommGetAsyncError(comm, &async);  // null: destroyed, so flushed already
+      if (comm) nccl().ncclCommGetAsyncError(comm, &async);  // null: destroyed, so flushed already
       if (async != ncclSuccess && async != ncclInProgress) {
-        set_failed(std::string(what) + " on axis " + axis + ": " + ncclGetErrorString(async));
+        set_failed(std::string(what) + " on axis " + axis + ": " + nccl().ncclGetErrorString(async));
         throw_failure(DT_ERR_COMM);
       }
       if (async == ncclSuccess && ready()) return;
@@ -109,14 +109,14 @@ struct NcclState {
   void destroy() {
     std::lock_guard<std::mutex> g(failure_mu);
     if (!comm) return;  // aborted already (set_failed)
-    ncclResult_t r = ncclCommFinalize(comm);
+    ncclResult_t r = nccl().ncclCommFinalize(comm);
     auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(std::min(timeout_s, kFinalizeWaitS)));
     while (r == ncclInProgress && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+      if (nccl().ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
     }
-    if (r == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess) {
+    if (r == ncclSuccess && nccl().ncclCommDestroy(comm) == ncclSuccess) {
       comm = nullptr;
       --g_live;
     } else {
@@ -130,7 +130,7 @@ struct NcclState {
       poll([] { return true; }, what);
       return;
     }
-    set_failed(std::string(what) + " on axis " + axis + ": " + ncclGetErrorString(r));
+    set_failed(std::string(what) + " on axis " + axis + ": " + nccl().ncclGetErrorString(r));
     throw_failure(DT_ERR_COMM);
   }
 };
@@ -246,35 +246,35 @@ class NcclComm : public Communicator {
     size_t esz = dtype_size(r.dtype);
     const char* what = coll_name(r.kind);
     switch (r.kind) {
-      case CollKind::AllReduce: s_->check(ncclAllReduce(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what); break;
-      case CollKind::AllGather: s_->check(ncclAllGather(r.send, r.recv, n, t, c, stream_), what); break;
+      case CollKind::AllReduce: s_->check(nccl().ncclAllReduce(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what); break;
+      case CollKind::AllGather: s_->check(nccl().ncclAllGather(r.send, r.recv, n, t, c, stream_), what); break;
       case CollKind::ReduceScatter:
-        s_->check(ncclReduceScatter(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what);
+        s_->check(nccl().ncclReduceScatter(r.send, r.recv, n, t, nccl_op(r.op), c, stream_), what);
         break;
-      case CollKind::Broadcast: s_->check(ncclBroadcast(r.send, r.recv, n, t, r.root, c, stream_), what); break;
-      case CollKind::Reduce: s_->check(ncclReduce(r.send, r.recv, n, t, nccl_op(r.op), r.root, c, stream_), what); break;
+      case CollKind::Broadcast: s_->check(nccl().ncclBroadcast(r.send, r.recv, n, t, r.root, c, stream_), what); break;
+      case CollKind::Reduce: s_->check(nccl().ncclReduce(r.send, r.recv, n, t, nccl_op(r.op), r.root, c, stream_), what); break;
       case CollKind::AllToAll: {
         // Uneven splits: one grouped send/recv per peer.
-        s_->check(ncclGroupStart(), what);
+        s_->check(nccl().ncclGroupStart(), what);
         size_t so = 0, ro = 0;
         for (int p = 0; p < s_->size; ++p) {
           auto sc = static_cast<size_t>(r.send_counts[p]), rc = static_cast<size_t>(r.recv_counts[p]);
-          if (sc) ncclSend(static_cast<const char*>(r.send) + so * esz, sc, t, p, c, stream_);
-          if (rc) ncclRecv(static_cast<char*>(r.recv) + ro * esz, rc, t, p, c, stream_);
+          if (sc) nccl().ncclSend(static_cast<const char*>(r.send) + so * esz, sc, t, p, c, stream_);
+          if (rc) nccl().ncclRecv(static_cast<char*>(r.recv) + ro * esz, rc, t, p, c, stream_);
           so += sc;
           ro += rc;
         }
-        s_->check(ncclGroupEnd(), what);
+        s_->check(nccl().ncclGroupEnd(), what);
         break;
       }
-      case CollKind::Send: s_->check(ncclSend(r.send, n, t, r.root, c, stream_), what); break;
-      case CollKind::Recv: s_->check(ncclRecv(r.recv, n, t, r.root, c, stream_), what); break;
+      case CollKind::Send: s_->check(nccl().ncclSend(r.send, n, t, r.root, c, stream_), what); break;
+      case CollKind::Recv: s_->check(nccl().ncclRecv(r.recv, n, t, r.root, c, stream_), what); break;
       case CollKind::Barrier: {
         // NCCL has no barrier: an all-reduce of one element does the same. Its buffer comes
         // from the pool (once), so no cudaMalloc/cudaFree runs next to NCCL kernels.
         if (!barrier_buf_) barrier_buf_ = Storage::create(Device{DeviceType::CUDA, s_->device}, sizeof(float), MemTag::CommBuffer);
         void* b = barrier_buf_->data();
-        s_->check(ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, c, stream_), what);
+        s_->check(nccl().ncclAllReduce(b, b, 1, ncclFloat32, ncclSum, c, stream_), what);
         break;
       }
     }
@@ -301,11 +301,11 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int
                                                            const NcclOptions& options) {
   DT_CHECK(!devices.empty(), "devices is empty; required: at least one CUDA device index");
   ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
+  if (nccl().ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
   const int n = static_cast<int>(devices.size());
   std::vector<std::shared_ptr<NcclState>> states(n);
   ncclConfig_t config = nonblocking_config();
-  if (ncclGroupStart() != ncclSuccess) fail(DT_ERR_COMM, "ncclGroupStart failed");
+  if (nccl().ncclGroupStart() != ncclSuccess) fail(DT_ERR_COMM, "ncclGroupStart failed");
   for (int i = 0; i < n; ++i) {
     auto s = std::make_shared<NcclState>();
     s->device = devices[i];
@@ -314,14 +314,14 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int
     s->axis = axis;
     s->timeout_s = options.timeout_s;
     check_cuda(cudaSetDevice(devices[i]), "cudaSetDevice");
-    ncclResult_t r = ncclCommInitRankConfig(&s->comm, n, id, i, &config);
+    ncclResult_t r = nccl().ncclCommInitRankConfig(&s->comm, n, id, i, &config);
     if (r != ncclSuccess && r != ncclInProgress)
-      fail(DT_ERR_COMM, std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+      fail(DT_ERR_COMM, std::string("ncclCommInitRankConfig: ") + nccl().ncclGetErrorString(r));
     ++g_live;
     states[i] = s;
   }
-  ncclResult_t g = ncclGroupEnd();
-  if (g != ncclSuccess && g != ncclInProgress) fail(DT_ERR_COMM, std::string("ncclGroupEnd: ") + ncclGetErrorString(g));
+  ncclResult_t g = nccl().ncclGroupEnd();
+  if (g != ncclSuccess && g != ncclInProgress) fail(DT_ERR_COMM, std::string("ncclGroupEnd: ") + nccl().ncclGetErrorString(g));
   std::vector<std::unique_ptr<Communicator>> comms;
   for (auto& s : states) {
     s->poll([] { return true; }, "nccl communicator creation");
@@ -333,7 +333,7 @@ std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int
 std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device, const NcclOptions& options) {
   static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0, "unique id is whole words");
   ncclUniqueId id;
-  if (bootstrap.rank() == 0 && ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
+  if (bootstrap.rank() == 0 && nccl().ncclGetUniqueId(&id) != ncclSuccess) fail(DT_ERR_COMM, "ncclGetUniqueId failed");
   bootstrap.broadcast(&id, &id, sizeof(id) / sizeof(int32_t), DType::I32, 0);
   auto s = std::make_shared<NcclState>();
   s->device = device;
@@ -343,7 +343,7 @@ std::unique_ptr<Communicator> make_nccl_comm(Communicator& bootstrap, int device
   s->timeout_s = options.timeout_s;
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
   ncclConfig_t config = nonblocking_config();
-  ncclResult_t r = ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &config);
+  ncclResult_t r = nccl().ncclCommInitRankConfig(&s->comm, s->size, id, s->rank, &config);
   if (s->comm) ++g_live;
   s->check(r, "ncclCommInitRankConfig");
   s->poll([] { return true; }, "nccl communicator creation");
