@@ -9,15 +9,22 @@ step time (per model, then pooled). The models include a mixture of experts (its
 ep), and the dense ones add context-parallel layouts (cp). Under ep the busiest rank's rows
 are the router's: the plan takes them (--expert-load, --expert-load-peak) as the mixture's
 one-rank run measured them (its --report), and the measured step is the median (the work
-changes with the routing from step to step, so the fastest is the best-balanced). The cluster is this machine calibrated in the same run,
-again before each model's layouts (`dtrain plan --calibrate`, and under mpirun -np 2 its
-processes' link), unless --cluster names one.
+changes with the routing from step to step, so the fastest is the best-balanced).
 
-    python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 6]
-        [--quick] [--only SUBSTRING] [--json out.json]
+The cluster is this machine calibrated in the same run (`dtrain plan --calibrate`, and under
+mpirun -np 2 its processes' link), unless --cluster names one: once before the first run and
+again after every run, so each prediction is made from a calibration taken seconds before its
+measurement, and the calibration after it says whether the machine kept its speed meanwhile
+(one core's GEMM rate and the pool's speed-up within --drift). A shared host's speed moves by
+up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
+unsteady if it never settles.
 
---json writes {"clusters": [{"model", "cluster"}], "configurations": [{"layout", "model", "predicted_step_s",
-"measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", ...}], "summary": {...}}.
+    python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 8]
+        [--repeats 1] [--drift 0.05] [--retries 2] [--quick] [--only SUBSTRING] [--json out.json]
+
+--json writes {"clusters": [{"pass", "model", "layout", "cluster"}], "configurations": [{"layout", "model",
+"predicted_step_s", "measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", "steady", ...}],
+"summary": {...}}.
 """
 import argparse
 import json
@@ -128,9 +135,14 @@ def main():
     ap.add_argument("--dtrain", default="build/default/dtrain")
     ap.add_argument("--cluster", default="")
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=2,
-                    help="passes over every configuration; the fastest pass's median step counts, against its "
-                         "pass's prediction (a run here sometimes stays in a slow mode throughout)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="passes over every configuration; the fastest steady pass counts, against its own "
+                         "prediction")
+    ap.add_argument("--drift", type=float, default=0.05,
+                    help="a run counts as steady when the calibrations before and after it agree this closely "
+                         "(one core's GEMM rate and the pool's speed-up)")
+    ap.add_argument("--retries", type=int, default=2, help="runs again of a configuration the machine drifted during")
+    ap.add_argument("--verbose", action="store_true", help="print every calibration (the first is always printed)")
     ap.add_argument("--quick", action="store_true", help="four layouts of one model (the ctest)")
     ap.add_argument("--only", default="")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
@@ -143,14 +155,19 @@ def main():
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")
     tmp = tempfile.mkdtemp(prefix="bench_plan_")
 
-    def calibrate():
-        """This machine now: before each model's layouts, since a shared host's speed drifts."""
-        path = os.path.join(tmp, "local.json")
-        print(run([dtrain, "plan", "--calibrate", "--json", path], env).strip(), flush=True)
-        if any(l[3] for l in LAYOUTS + MOE_LAYOUTS):  # the processes' link, for the mpirun layouts
-            print(run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
-                       "--backend", "mpi", "--json", path], env).strip(), flush=True)
-        return path
+    def calibrate(path, mpi):
+        """This machine now, and under mpirun -np 2 its processes' link when a layout needs it."""
+        out = run([dtrain, "plan", "--calibrate", "--json", path], env)
+        if mpi:
+            out += run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
+                        "--backend", "mpi", "--json", path], env)
+        return json.load(open(path)), out
+
+    def speed(c):  # what drifts on a shared host: one core's GEMM rate and the pool's speed-up
+        return c["matmul_flops_f32"], c["pool_speedup"]
+
+    def drift(c1, c2):
+        return max(abs(b / a - 1) for a, b in zip(speed(c1), speed(c2)))
 
     clusters = []
     data = os.path.join(tmp, "data.txt")
@@ -159,85 +176,119 @@ def main():
     rows = []
     models = [m for m in a.models if m in MODELS][: 1 if a.quick else None]
     todo = [(m, l) for m in models for l in layouts_of(m) if (not a.quick or l[0] in QUICK) and a.only in m + " " + l[0]]
-    # Passes over every configuration (--repeats), each model's layouts after its own
-    # calibration: a shared host's speed drifts over minutes, so a configuration's
-    # prediction is paired with the measurement of its own pass, and the pass that ran it
-    # fastest counts.
     tries = {}
     loads = {}  # model -> {ep: the busiest ep rank's rows over an even share}, from its one-rank run
+    n_cal = [0]
+
+    def fresh_cluster(mpi):
+        """A calibration now, into a file of its own (the prediction it serves reads that file)."""
+        n_cal[0] += 1
+        path = os.path.join(tmp, "cluster%d.json" % n_cal[0])
+        c, out = calibrate(path, mpi)
+        if n_cal[0] == 1 or a.verbose:
+            print(out.strip(), flush=True)
+        return path, c
+
+    def measure(i, mname, lname, batch, layout, procs, cluster):
+        """One configuration: the plan on `cluster`, then the run; (measured s, cost, peak, load flags)."""
+        mflags, ctx = MODELS[mname]
+        out = os.path.join(tmp, "plan%d.json" % i)
+        # A mixture under ep: the busiest rank's rows as the model's one-rank run routed
+        # them (its --report measures every ep; each layout routes the same tokens alike).
+        ep = flag(layout, "--ep", "1")
+        load = []
+        if ep != "1" and ep in loads.get(mname, {}):
+            load = ["--expert-load", "%.4f" % loads[mname][ep]["typical_step"],
+                    "--expert-load-peak", "%.4f" % loads[mname][ep]["peak"]]
+        run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
+            plan_flags(layout, procs, batch) + load, env)
+        cost = json.load(open(out))["cost"]
+        summ = os.path.join(tmp, "train%d.json" % i)
+        rundir = os.path.join(tmp, "run%d" % i)
+        train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch",
+                                              str(batch), "--steps", str(a.steps), "--no-progress", "--report",
+                                              "--json", summ, "--eval-problems", "0", "--show", "0", "--out",
+                                              rundir] + layout
+        if procs:  # a process per rank, one kernel thread each (as rank threads run in one process)
+            train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
+                ["--backend", "mpi", "--threads", "1"]
+        subprocess.run(["rm", "-rf", rundir])
+        run(train, env)
+        secs = [json.loads(l)["seconds"] for l in open(os.path.join(rundir, "metrics.jsonl"))]
+        # A shared host's jitter only ever slows a step: the fastest steady step is the
+        # machine's own speed, as calibration's best-of figures are (--estimator median:
+        # the middle step instead).
+        steady = secs[2:] if len(secs) > 2 else secs[-1:]
+        # Under ep the work itself changes from step to step with the routing (the busiest
+        # rank sets the pace), so the fastest step is the best-balanced one, not the
+        # machine's speed: the median step, against a typical step's load.
+        measured = min(steady) if a.estimator == "min" and ep == "1" else statistics.median(steady)
+        report = json.load(open(summ))["report"]
+        peaks = report.get("training_peak_bytes", {})
+        if lname == "1 rank" and "moe" in report:
+            loads[mname] = report["moe"].get("busiest_rank_over_even_by_ep", {})
+        return measured, cost, max(peaks.values()) if peaks else 0, load
+
+    # Each configuration's prediction comes from a calibration taken just before its run, and
+    # the run counts only if the calibration taken just after it (the next one's) finds the
+    # machine as fast (--drift): a shared host's speed moves over minutes, and a run paired
+    # with a calibration from another moment measures the host, not the planner. A run in a
+    # moment of drift is run again (--retries). --repeats passes; the fastest steady one counts.
+    unsteady = 0
     for rep in range(a.repeats):
-        cluster, calibrated_for = a.cluster, None
+        before = fresh_cluster(any(l[3] for _, l in todo)) if not a.cluster else (a.cluster, None)
         for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
-            mflags, ctx = MODELS[mname]
-            if not a.cluster and calibrated_for != mname:
-                cluster, calibrated_for = calibrate(), mname
-                clusters.append({"pass": rep, "model": mname, "cluster": json.load(open(cluster))})
-            out = os.path.join(tmp, "plan%d.json" % i)
-            # A mixture under ep: the busiest rank's rows as the model's one-rank run routed
-            # them (its --report measures every ep; each layout routes the same tokens alike).
-            ep = flag(layout, "--ep", "1")
-            load = []
-            if ep != "1" and ep in loads.get(mname, {}):
-                load = ["--expert-load", "%.4f" % loads[mname][ep]["typical_step"],
-                        "--expert-load-peak", "%.4f" % loads[mname][ep]["peak"]]
-            run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
-                plan_flags(layout, procs, batch) + load, env)
-            cost = json.load(open(out))["cost"]
-            summ = os.path.join(tmp, "train%d.json" % i)
-            rundir = os.path.join(tmp, "run%d" % i)
-            train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch",
-                                                  str(batch), "--steps", str(a.steps), "--no-progress", "--report",
-                                                  "--json", summ, "--eval-problems", "0", "--show", "0", "--out",
-                                                  rundir] + layout
-            if procs:  # a process per rank, one kernel thread each (as rank threads run in one process)
-                train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
-                    ["--backend", "mpi", "--threads", "1"]
-            subprocess.run(["rm", "-rf", rundir])
-            run(train, env)
-            secs = [json.loads(l)["seconds"] for l in open(os.path.join(rundir, "metrics.jsonl"))]
-            # A shared host's jitter only ever slows a step: the fastest steady step is the
-            # machine's own speed, as calibration's best-of figures are (--estimator median:
-            # the middle step instead).
-            steady = secs[2:] if len(secs) > 2 else secs[-1:]
-            # Under ep the work itself changes from step to step with the routing (the busiest
-            # rank sets the pace), so the fastest step is the best-balanced one, not the
-            # machine's speed: the median step, against a typical step's load.
-            routed = ep != "1"
-            measured = min(steady) if a.estimator == "min" and not routed else statistics.median(steady)
-            report = json.load(open(summ))["report"]
-            peaks = report.get("training_peak_bytes", {})
-            if lname == "1 rank" and "moe" in report:
-                loads[mname] = report["moe"].get("busiest_rank_over_even_by_ep", {})
-            tries.setdefault(i, []).append((measured, cost, max(peaks.values()) if peaks else 0, load))
+            steady = True
+            for attempt in range(a.retries + 1):
+                used = before
+                got = measure(i, mname, lname, batch, layout, procs, used[0])
+                if a.cluster:
+                    break
+                # the calibration after (with the processes' link if the next layout needs it)
+                nxt = todo[i + 1][1][3] if i + 1 < len(todo) else 0
+                before = fresh_cluster(bool(procs or nxt))
+                d = drift(used[1], before[1])
+                steady = d <= a.drift
+                if steady:
+                    break
+                unsteady += 1
+                print("pass %d/%d %-12s %-26s the machine's speed moved %.0f%% during the run: %s" % (
+                    rep + 1, a.repeats, mname, lname, 100 * d,
+                    "again" if attempt < a.retries else "kept, marked unsteady"), flush=True)
+            if used[1]:
+                clusters.append({"pass": rep, "model": mname, "layout": lname, "cluster": used[1]})
+            tries.setdefault(i, []).append(got + (steady,))
             print("pass %d/%d %-12s %-26s predicted %.4f s, measured %.4f s" % (
-                rep + 1, a.repeats, mname, lname, cost["step_s"], measured), flush=True)
+                rep + 1, a.repeats, mname, lname, got[1]["step_s"], got[0]), flush=True)
     print()
     print("%-12s %-26s %10s %10s %7s %10s %10s %7s" % ("model", "layout", "pred s", "meas s", "err", "pred MB",
                                                          "meas MB", "err"), flush=True)
     for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
-        measured, cost, mpeak, _ = min(tries[i], key=lambda t: t[0])
+        kept = [t for t in tries[i] if t[4]] or tries[i]  # steady passes, if any
+        measured, cost, mpeak, _, steady = min(kept, key=lambda t: t[0])
         # Under mpirun only rank 0's process reports: its rank's peak, against its stage's.
         ppeak = cost["ranks"][0]["peak_bytes"] if procs else cost["peak_bytes"]
         row = {"model": mname, "layout": lname, "flags": layout, "mpi_processes": procs,
                "predicted_step_s": cost["step_s"], "measured_step_s": measured,
                "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
                "measured_step_s_per_pass": [t[0] for t in tries[i]],
-               "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]]}
+               "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]], "steady": steady}
         if tries[i][0][3]:
             row["plan_flags"] = tries[i][0][3]
         row["step_error"] = cost["step_s"] / measured - 1
         row["peak_error"] = ppeak / mpeak - 1 if mpeak else float("nan")
         rows.append(row)
-        print("%-12s %-26s %10.4f %10.4f %+6.1f%% %10.1f %10.1f %+6.1f%%" % (
+        print("%-12s %-26s %10.4f %10.4f %+6.1f%% %10.1f %10.1f %+6.1f%%%s" % (
             mname, lname, cost["step_s"], measured, 100 * row["step_error"], ppeak / 1e6, mpeak / 1e6,
-            100 * row["peak_error"]), flush=True)
+            100 * row["peak_error"], "" if steady else "  (unsteady)"), flush=True)
     te = [abs(r["step_error"]) for r in rows]
     me = [abs(r["peak_error"]) for r in rows]
     taus = {}
     for m in models:
         rs = [r for r in rows if r["model"] == m]
         taus[m] = kendall_tau([r["predicted_step_s"] for r in rs], [r["measured_step_s"] for r in rs])
-    summary = {"configurations": len(rows),
+    summary = {"configurations": len(rows), "calibrations": n_cal[0], "unsteady_runs_repeated": unsteady,
+               "unsteady_kept": sum(not r["steady"] for r in rows),
                "step_mean_abs_error": statistics.mean(te), "step_max_abs_error": max(te),
                "step_within_10pct": sum(e <= 0.10 for e in te),
                "peak_mean_abs_error": statistics.mean(me), "peak_max_abs_error": max(me),
@@ -252,6 +303,9 @@ def main():
         100 * summary["peak_mean_abs_error"], 100 * summary["peak_max_abs_error"], summary["peak_within_5pct"]))
     print("Kendall tau of the step-time ranking: %s; pooled %.2f" % (
         ", ".join("%s %.2f" % kv for kv in taus.items()), summary["kendall_tau_pooled"]))
+    if not a.cluster:
+        print("%d calibrations, one before each run; %d runs repeated because the machine's speed moved during them, "
+              "%d kept unsteady (marked in the JSON)" % (n_cal[0], unsteady, summary["unsteady_kept"]))
     if a.json:
         json.dump({"clusters": clusters or [{"cluster": json.load(open(a.cluster))}], "configurations": rows,
                    "summary": summary}, open(a.json, "w"), indent=1)

@@ -262,8 +262,8 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   // clipping): the mix of GEMMs, attention, elementwise kernels and the update a step runs,
   // timed on one core alone, on the kernel pool, and on every core at once (a copy each, as
   // ranks side by side run it).
-  say("the references' training steps: on one core, on the kernel pool, over dp 2 and cp 2, a mixture of experts "
-      "alone and over ep 2 and dp 2, in rounds");
+  say("the references' training steps: on one core, on the kernel pool (with and without recompute), over dp 2 and "
+      "cp 2, a mixture of experts alone and over ep 2 and dp 2, in rounds");
   // Each reference a GPT-2-style shape: blocks, width, heads (of 64), context.
   auto shaped = [](int64_t layers, int64_t width, int64_t context) {
     nn::GPTConfig g = *nn::gpt_preset("gpt-small");
@@ -322,7 +322,10 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   moe.n_experts = 4, moe.top_k = 2, moe.d_ff = 512;
   const int64_t moe_batch = 4;
   twin.d_ff = 1024;  // its dense twin: the same FLOPs a token, in one MLP
+  nn::GPTConfig ref_recompute = ref;
+  ref_recompute.checkpoint = true;
   std::unique_ptr<Reference> alone_ref = reference(ref, 4, true, nullptr), pool_ref = reference(ref, 4, false, nullptr),
+                             recompute_ref = reference(ref_recompute, 4, false, nullptr),
                              small_ref = reference(small, 2, true, nullptr),
                              dp2_ref = reference(ref, 8, false, comm::Mesh::create("local", axes, bo)),
                              moe_ref = reference(moe, moe_batch, true, nullptr),
@@ -340,7 +343,7 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
   std::unique_ptr<Reference> moe_ep2_ref = reference(moe, 2 * moe_batch, false, comm::Mesh::create("local", ep_axes, bo)),
                              moe_dp2_ref = reference(moe, 2 * moe_batch, false, comm::Mesh::create("local", axes, bo));
   for (int round = 0; round < kReferenceRepeats; ++round)
-    for (Reference* r : {alone_ref.get(), pool_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get(),
+    for (Reference* r : {alone_ref.get(), pool_ref.get(), recompute_ref.get(), small_ref.get(), dp2_ref.get(), moe_ref.get(), twin_ref.get(),
                          cp2_ref.get(), moe_ep2_ref.get(), moe_dp2_ref.get()}) {
       const double t0 = now_s();
       StepStats st = r->step();
@@ -430,6 +433,15 @@ Cluster calibrate_local(const std::function<void(const std::string&)>& progress)
     ep2.expert_load = nn::busiest_rank_pace(moe_ep2_ref->routed.block_tokens, moe.n_experts, 2);
     const double extra = beyond_model(*moe_ep2_ref, moe, ep2, *moe_dp2_ref, moe, dp2, c);
     c.ep_exchange_s = std::clamp(extra / (5.0 * static_cast<double>(moe.n_layer)), 0.0, 0.1);
+  }
+  {  // Recompute: the first reference with and without it on the kernel pool; what it took
+     // beyond the plain step, over the cost model's forward of the blocks it reran.
+    PlanOptions one;
+    one.micro_batch = 4, one.seq_len = ref.context, one.recompute = true;
+    Cluster at_one = c;
+    at_one.recompute_ratio = 1;
+    const double rerun = cost_json(ref, one, at_one)["time"]["recompute_s"].get<double>();
+    if (rerun > 0) c.recompute_ratio = std::clamp((recompute_ref->best - pool_ref->best) / rerun, 0.1, 1.5);
   }
   say("the reference's paged prefill and decode on the kernel pool");
   // Serving's reference is larger than a cache (84 MB of f32 weights): decode reads them

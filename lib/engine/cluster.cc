@@ -44,6 +44,7 @@ const std::vector<Field>& fields() {
       {"moe_row_s", &Cluster::moe_row_s, nullptr, 0, 1e-3},
       {"ring_step_s", &Cluster::ring_step_s, nullptr, 0, 1},
       {"ep_exchange_s", &Cluster::ep_exchange_s, nullptr, 0, 1},
+      {"recompute_ratio", &Cluster::recompute_ratio, nullptr, 0.1, 10},
       {"peak_flops_f32", &Cluster::peak_flops_f32, nullptr, 0, 1e18},
       {"peak_flops_16", &Cluster::peak_flops_16, nullptr, 0, 1e18},
   };

@@ -78,6 +78,11 @@ struct Cluster {
   // by dtrain plan --calibrate to a mixture over ep 2 against its dp 2 twin, at the load its
   // steps routed; 0 for data-sheet clusters.
   double ep_exchange_s = 0;
+  // What activation recompute costs, as a fraction of the blocks' forward it reruns: fitted
+  // by dtrain plan --calibrate to a reference with and without recompute. On a CPU it is
+  // below 1: recomputed blocks write one block's scratch, which stays in cache, where a plain
+  // step's forward writes every block's activations to memory. 1 for data-sheet clusters.
+  double recompute_ratio = 1;
   Link intra, inter;           // between devices of a host; between hosts (per device)
   // CPU: between ranks of one host in separate processes (Open MPI's shared memory), when
   // calibrated (bandwidth 0: as intra); the in-process ranks of the local backend use intra.

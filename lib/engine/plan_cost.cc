@@ -158,13 +158,14 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   // busiest rank's, but the ranks' work in all (what ranks sharing cores divide) is not; nor
   // are the fitted waits (a waiting rank's core runs another rank where ranks share cores).
   double excess_f = blk.wait_f, excess_fb = blk.wait_f + blk.wait_b;
+  Work fair_ffn;  // an even share's feed-forward, when the busiest rank receives more
   if (s.moe && s.rows.received > s.rows.kept) {
     Shapes even = s;
     even.rows.received = s.rows.kept;
     double unused = 0;
-    const Work fair = blocks::ffn_work(even, r, *lk.ep, unused);
-    excess_f += ffn.f - fair.f;
-    excess_fb += ffn.f - fair.f + ffn.b - fair.b;
+    fair_ffn = blocks::ffn_work(even, r, *lk.ep, unused);
+    excess_f += ffn.f - fair_ffn.f;
+    excess_fb += ffn.f - fair_ffn.f + ffn.b - fair_ffn.b;
   }
   nlohmann::json ranks = nlohmann::json::array();
   double peak_all = 0, work_sum = 0, slowest_fb = 0, post_max = 0, flops_step = 0, tp_max = 0, dp_max = 0,
@@ -175,7 +176,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // forward again before the backward).
     Work mb;
     for (int b = 0; b < g.blocks; ++b) mb += blk;
-    if (c.checkpoint) mb.b += g.blocks * blk.f;
+    if (c.checkpoint) mb.b += cl.recompute_ratio * g.blocks * blk.f;
     if (g.head) mb += blocks::head_work(s, r);
     if (g.embed) mb += blocks::embed_work(s, r, c.pos == nn::PosKind::Learned);
     // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
@@ -231,11 +232,11 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     const double opt_time = stream(r, stepped * (mixed ? 30.0 : 28.0) + held * 2.0 * e, 3 * static_cast<int>(units) * 4);
     const double work = M * fb + dp_time + opt_time + (P > 1 ? 2.0 * M * msg_time : 0.0);
     const double holders = static_cast<double>(o.dp * o.tp * o.ep * o.cp);  // ranks that run this stage
-    work_sum += (work - M * g.blocks * (excess_fb + (c.checkpoint ? excess_f : 0.0))) * holders;
+    work_sum += (work - M * g.blocks * (excess_fb + (c.checkpoint ? cl.recompute_ratio * excess_f : 0.0))) * holders;
     // (compute without the ring transfers and all-to-alls it waits on, reported apart)
     if (fb > slowest_fb) compute_fb = mb.f + mb.b - g.blocks * (cp_comm + ep_comm);
     slowest_fb = std::max(slowest_fb, fb);
-    recompute_max = std::max(recompute_max, c.checkpoint ? M * g.blocks * blk.f : 0.0);
+    recompute_max = std::max(recompute_max, c.checkpoint ? cl.recompute_ratio * M * g.blocks * blk.f : 0.0);
     post_max = std::max(post_max, dp_time + opt_time);
     tp_max = std::max(tp_max, M * tp_time);
     dp_max = std::max(dp_max, dp_time);
@@ -332,7 +333,21 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
   double step = critical;
   const double cores = static_cast<double>(cl.devices_per_host);
   const bool shared = cl.cpu && static_cast<double>(world) > cores;
-  if (shared) step = std::max(critical, work_sum / cores);
+  if (shared) {
+    // Uneven experts on shared cores: the busiest ep rank gets a core only once fewer ranks
+    // than cores are left running, so each block's expert pass ends later than its total
+    // work over the cores says (engine/plan_rates.h, shared_makespan).
+    double uneven = 0;
+    if (fair_ffn.f > 0) {
+      const double load = s.rows.received / s.rows.kept, rest = (s.ep - load) / (s.ep - 1.0);
+      std::vector<double> loads;
+      for (int64_t i = 0; i < world; ++i) loads.push_back(i % o.ep == 0 ? load : rest);
+      const double per_unit = rates::shared_makespan(loads, cores) - static_cast<double>(world) / cores;
+      const double rerun = c.checkpoint ? cl.recompute_ratio * fair_ffn.f : 0.0;
+      uneven = std::max(0.0, per_unit) * M * static_cast<double>(c.n_layer / P) * (fair_ffn.f + fair_ffn.b + rerun);
+    }
+    step = std::max(critical, work_sum / cores + uneven);
+  }
   const double tokens = plan["effective_batch"].get<double>() * static_cast<double>(T);
   // CPU: a device is a core; a process of one rank runs on all of them.
   const double used = cl.cpu ? static_cast<double>(world == 1 ? cl.devices_per_host : std::min<int64_t>(world, cl.devices_per_host))

@@ -2,8 +2,10 @@
 // serving (engine/plan_serve.cc): a GEMM at the rate of its size, a kernel streaming bytes,
 // a collective on the link its group crosses.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "engine/cluster.h"
 #include "nn/config.h"
@@ -99,6 +101,22 @@ inline double comm(const Link& l, double wire_bytes, double calls) { return call
 inline const Link& link_of(const Cluster& c, int64_t stride, int64_t size, bool in_process) {
   if (stride * size > c.devices_per_host && c.hosts > 1) return c.inter;
   return c.cpu && !in_process && c.processes.bandwidth > 0 ? c.processes : c.intra;
+}
+
+// When jobs of these amounts of work all start together on `cores` shared cores, each
+// running one at a time at full speed while no more are runnable than cores, and sharing them
+// evenly when more are (as the kernel schedules rank threads): when the last one ends. Ranks
+// with uneven work end later than their total work over the cores, because the busiest gets a
+// core of its own only once the others are done.
+inline double shared_makespan(std::vector<double> work, double cores) {
+  std::sort(work.begin(), work.end());
+  double t = 0, done = 0;  // every job still running has done `done`
+  for (size_t i = 0; i < work.size(); ++i) {
+    const double running = static_cast<double>(work.size() - i);
+    t += (work[i] - done) / std::min(1.0, cores / running);
+    done = work[i];
+  }
+  return t;
 }
 
 }  // namespace dt::engine::rates

@@ -9,6 +9,7 @@
 #include "engine/cluster.h"
 #include "engine/plan.h"
 #include "engine/plan_cost.h"
+#include "engine/plan_rates.h"
 #include "engine/plan_search.h"
 #include "nn/config.h"
 
@@ -122,6 +123,42 @@ TEST(PlanCost, TheSearchTriesExpertAndContextParallelism) {
   const nlohmann::json s = engine::search_json(deep, so, h100);
   const nlohmann::json& best = s["best"][0]["layout"];
   EXPECT_TRUE(best.contains("cp") || best["recompute"].get<bool>() || best["tp"].get<int64_t>() > 1) << best.dump();
+}
+
+// Ranks sharing cores (engine/plan_rates.h): even work ends at its total over the cores; an
+// uneven share ends later, since the busiest gets a core alone only once the rest are done.
+TEST(PlanCost, SharedCoresMakespan) {
+  EXPECT_DOUBLE_EQ(engine::rates::shared_makespan({1, 1, 1, 1}, 2), 2.0);
+  EXPECT_DOUBLE_EQ(engine::rates::shared_makespan({3, 1}, 2), 3.0);  // no more ranks than cores
+  // 4 ranks on 2 cores, one with 1.75x an even share, three with 0.75x: all at half speed
+  // until t = 1.5, then the busiest alone at full speed for its last 1.0.
+  EXPECT_DOUBLE_EQ(engine::rates::shared_makespan({1.75, 0.75, 0.75, 0.75}, 2), 2.5);
+}
+
+TEST(PlanCost, UnevenExpertsOnSharedCoresAndRecomputeRatio) {
+  nn::GPTConfig c = moe();
+  c.n_layer = 2, c.d_model = 256, c.n_head = 4, c.n_kv_head = 2, c.d_ff = 512, c.n_experts = 4, c.context = 128;
+  c.dtype = DType::F32;
+  engine::Cluster cpu = engine::builtin_cluster("cpu-default");
+  engine::PlanOptions o = layout(1, 4, 1, 2);  // four rank threads on two cores
+  o.in_process = true;
+  o.seq_len = 128;
+  cpu.devices_per_host = 2;
+  const double even = engine::cost_json(c, o, cpu)["step_s"].get<double>();
+  o.expert_load = 1.75;
+  const double busy = engine::cost_json(c, o, cpu)["step_s"].get<double>();
+  cpu.devices_per_host = 4;  // a core each: the busiest rank's extra rows only
+  const double own_cores = engine::cost_json(c, o, cpu)["step_s"].get<double>();
+  cpu.devices_per_host = 2;
+  EXPECT_GT(busy, even);
+  EXPECT_GT(busy, own_cores);
+  // Recompute's cost scales with the fitted ratio of a forward.
+  o.expert_load = 0, o.ep = 1, o.recompute = true;
+  const double full = engine::cost_json(c, o, cpu)["time"]["recompute_s"].get<double>();
+  cpu.recompute_ratio = 0.8;
+  EXPECT_NEAR(engine::cost_json(c, o, cpu)["time"]["recompute_s"].get<double>(), 0.8 * full, 1e-12);
+  cpu.recompute_ratio = 0.01;
+  EXPECT_THROW(cpu.check(), Error);
 }
 
 }  // namespace

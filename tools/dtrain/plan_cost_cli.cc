@@ -149,6 +149,11 @@ int run_calibrate(const std::string& path, const std::string& backend) {
               c["op_call_s"].get<double>() * 1e6);
   std::printf("  all-reduce between two rank threads: %.1f GB/s, %.1f us a call\n",
               c["intra"]["bandwidth"].get<double>() / 1e9, c["intra"]["latency"].get<double>() * 1e6);
+  std::printf("  fitted to the reference steps: efficiency %.2f, two ranks side by side %.2f, recompute %.2f of a "
+              "forward,\n  ring step %.2f ms, all-to-all %.2f ms, routed pair %.2f us (docs/planner.md)\n",
+              c["compute_efficiency"].get<double>(), c["shared_core_speed"].get<double>(),
+              c["recompute_ratio"].get<double>(), c["ring_step_s"].get<double>() * 1e3,
+              c["ep_exchange_s"].get<double>() * 1e3, c["moe_row_s"].get<double>() * 1e6);
   write_file(path, c.dump(2) + "\n");
   std::printf("wrote %s (use it as dtrain plan --cluster %s)\n", path.c_str(), path.c_str());
   return 0;
