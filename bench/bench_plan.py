@@ -130,6 +130,24 @@ def kendall_tau(a, b):
     return s / (n * (n - 1) / 2) if n > 1 else float("nan")
 
 
+def summarize(rows):
+    """The error statistics of a table's rows (bench/plan_table.py reuses this)."""
+    te = [abs(r["step_error"]) for r in rows]
+    me = [abs(r["peak_error"]) for r in rows]
+    taus = {}
+    for m in dict.fromkeys(r["model"] for r in rows):
+        rs = [r for r in rows if r["model"] == m]
+        taus[m] = kendall_tau([r["predicted_step_s"] for r in rs], [r["measured_step_s"] for r in rs])
+    return {"configurations": len(rows), "unsteady_kept": sum(not r.get("steady", True) for r in rows),
+            "step_mean_abs_error": statistics.mean(te), "step_max_abs_error": max(te),
+            "step_within_10pct": sum(e <= 0.10 for e in te),
+            "peak_mean_abs_error": statistics.mean(me), "peak_max_abs_error": max(me),
+            "peak_within_5pct": sum(e <= 0.05 for e in me),
+            "kendall_tau_per_model": taus,
+            "kendall_tau_pooled": kendall_tau([r["predicted_step_s"] for r in rows],
+                                              [r["measured_step_s"] for r in rows])}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtrain", default="build/default/dtrain")
@@ -281,21 +299,9 @@ def main():
         print("%-12s %-26s %10.4f %10.4f %+6.1f%% %10.1f %10.1f %+6.1f%%%s" % (
             mname, lname, cost["step_s"], measured, 100 * row["step_error"], ppeak / 1e6, mpeak / 1e6,
             100 * row["peak_error"], "" if steady else "  (unsteady)"), flush=True)
-    te = [abs(r["step_error"]) for r in rows]
-    me = [abs(r["peak_error"]) for r in rows]
-    taus = {}
-    for m in models:
-        rs = [r for r in rows if r["model"] == m]
-        taus[m] = kendall_tau([r["predicted_step_s"] for r in rs], [r["measured_step_s"] for r in rs])
-    summary = {"configurations": len(rows), "calibrations": n_cal[0], "unsteady_runs_repeated": unsteady,
-               "unsteady_kept": sum(not r["steady"] for r in rows),
-               "step_mean_abs_error": statistics.mean(te), "step_max_abs_error": max(te),
-               "step_within_10pct": sum(e <= 0.10 for e in te),
-               "peak_mean_abs_error": statistics.mean(me), "peak_max_abs_error": max(me),
-               "peak_within_5pct": sum(e <= 0.05 for e in me),
-               "kendall_tau_per_model": taus,
-               "kendall_tau_pooled": kendall_tau([r["predicted_step_s"] for r in rows],
-                                                 [r["measured_step_s"] for r in rows])}
+    summary = {"calibrations": n_cal[0], "unsteady_runs_repeated": unsteady}
+    summary.update(summarize(rows))
+    taus = summary["kendall_tau_per_model"]
     print("\n%d configurations: step time mean |error| %.1f%%, worst %.1f%%, %d within 10%%;" % (
         len(rows), 100 * summary["step_mean_abs_error"], 100 * summary["step_max_abs_error"],
         summary["step_within_10pct"]))
