@@ -15,25 +15,14 @@ namespace {
 #define DT_STRINGIFY_EXPANDED(x) DT_STRINGIFY(x)
 #define DT_STRINGIFY(x) #x
 
-struct Loaded {
-  CublasApi api;
-  std::string error;  // empty when every entry point was found
-};
-
-Loaded load() {
-  Loaded out;
-  SharedLibrary lib = SharedLibrary::open(library_candidates(
-      "DTRAIN_CUBLAS_LIBRARY", "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR), DTRAIN_CUDA_LIBRARY_DIR));
-  if (!lib.loaded()) {
-    out.error = "cuBLAS could not be loaded (" + lib.why() +
-                "); set DTRAIN_CUBLAS_LIBRARY to its path, or add its folder to LD_LIBRARY_PATH";
-    return out;
-  }
+EntryPoints<CublasApi> load() {
+  EntryPoints<CublasApi> out;
+  SharedLibrary lib = out.open("cuBLAS", "DTRAIN_CUBLAS_LIBRARY", "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR),
+                               DTRAIN_CUDA_LIBRARY_DIR);
+  if (!lib.loaded()) return out;
   // The symbol is the macro-expanded name (cublasCreate -> cublasCreate_v2), as the header
   // declares it.
-#define DT_CUBLAS_LOOKUP(name, type)                                                           \
-  out.api.name = reinterpret_cast<decltype(out.api.name)>(lib.symbol(DT_STRINGIFY_EXPANDED(name))); \
-  if (!out.api.name && out.error.empty()) out.error = "cuBLAS: " + lib.why();
+#define DT_CUBLAS_LOOKUP(name, type) out.find(lib, out.api.name, "cuBLAS", DT_STRINGIFY_EXPANDED(name));
   DT_CUBLAS_ENTRY_POINTS(DT_CUBLAS_LOOKUP)
 #undef DT_CUBLAS_LOOKUP
   return out;
@@ -42,9 +31,8 @@ Loaded load() {
 }  // namespace
 
 const CublasApi& cublas() {
-  static const Loaded loaded = load();
-  if (!loaded.error.empty()) fail(DT_ERR_UNSUPPORTED, loaded.error);
-  return loaded.api;
+  static const EntryPoints<CublasApi> loaded = load();
+  return loaded.get(DT_ERR_UNSUPPORTED);
 }
 
 }  // namespace dt::kernels::cuda

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace dt {
 
 class SharedLibrary {
@@ -39,5 +41,35 @@ class SharedLibrary {
 // the SONAME in `build_dir`, where the build found the library.
 std::vector<std::string> library_candidates(const char* env_override, const std::string& soname,
                                             const std::string& build_dir);
+
+// A library's table of entry points (Api: a struct of function pointers), filled once: the
+// loaders of cuBLAS and NCCL fill one in a function-local static and hand out `get()`.
+template <typename Api>
+struct EntryPoints {
+  Api api;
+  std::string error;  // empty when the library loaded and had every entry point
+
+  // Opens the library from library_candidates(); when none loads, `error` names each place
+  // tried and how to point at another (`env_override`, or LD_LIBRARY_PATH).
+  SharedLibrary open(const char* what, const char* env_override, const std::string& soname,
+                     const std::string& build_dir) {
+    SharedLibrary lib = SharedLibrary::open(library_candidates(env_override, soname, build_dir));
+    if (!lib.loaded())
+      error = std::string(what) + " could not be loaded (" + lib.why() + "); set " + env_override +
+              " to its path, or add its folder to LD_LIBRARY_PATH";
+    return lib;
+  }
+  // Looks `symbol` up into `slot`; the first one missing becomes the error.
+  template <typename F>
+  void find(SharedLibrary& lib, F& slot, const char* what, const char* symbol) {
+    slot = reinterpret_cast<F>(lib.symbol(symbol));
+    if (!slot && error.empty()) error = std::string(what) + ": " + lib.why();
+  }
+  // The table, or dt::Error `code` with the error.
+  const Api& get(dt_status code) const {
+    if (!error.empty()) fail(code, error);
+    return api;
+  }
+};
 
 }  // namespace dt

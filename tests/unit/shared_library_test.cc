@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/shared_library.h"
@@ -80,7 +82,32 @@ const bool g_cublas_at_start = mapped("libcublas");
 const bool g_nccl_at_start = mapped("libnccl");
 #endif
 
+#if DTRAIN_HAVE_CUDA || DTRAIN_HAVE_NCCL
+// In a fresh process (the table is filled once per process): the variable points at nothing
+// there, so asking for the table is an error of `code` naming that path.
+template <typename Ask>
+void missing_library_is_an_error(const char* variable, dt_status code, Ask ask) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-executed: nothing loaded yet
+  EXPECT_EXIT(
+      {
+        setenv(variable, "/nowhere/libdtrain-test-missing.so", 1);
+        try {
+          ask();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(e.code() == code ? 0 : 1);
+        }
+        std::exit(2);
+      },
+      ::testing::ExitedWithCode(0), "could not be loaded.*/nowhere/libdtrain-test-missing.so.*set ");
+}
+#endif
+
 #if DTRAIN_HAVE_CUDA
+TEST(SharedLibrary, AMissingCublasIsAnErrorNamingWhereItLooked) {
+  missing_library_is_an_error("DTRAIN_CUBLAS_LIBRARY", DT_ERR_UNSUPPORTED, [] { kernels::cuda::cublas(); });
+}
+
 TEST(SharedLibrary, CublasLoadsOnFirstUseOnly) {
   // This executable links the archive that calls cuBLAS, yet did not start with it mapped.
   EXPECT_FALSE(g_cublas_at_start);
@@ -92,6 +119,10 @@ TEST(SharedLibrary, CublasLoadsOnFirstUseOnly) {
 #endif
 
 #if DTRAIN_HAVE_NCCL
+TEST(SharedLibrary, AMissingNcclIsAnErrorNamingWhereItLooked) {
+  missing_library_is_an_error("DTRAIN_NCCL_LIBRARY", DT_ERR_COMM, [] { comm::nccl(); });
+}
+
 TEST(SharedLibrary, NcclLoadsWithTheMajorVersionBuiltAgainst) {
   EXPECT_FALSE(g_nccl_at_start);
   const comm::NcclApi& api = comm::nccl();

@@ -12,23 +12,12 @@
 namespace dt::comm {
 namespace {
 
-struct Loaded {
-  NcclApi api;
-  std::string error;  // empty when NCCL loaded whole and of the major version built against
-};
-
-Loaded load() {
-  Loaded out;
-  SharedLibrary lib = SharedLibrary::open(library_candidates(
-      "DTRAIN_NCCL_LIBRARY", "libnccl.so." + std::to_string(NCCL_MAJOR), DTRAIN_NCCL_LIBRARY_DIR));
-  if (!lib.loaded()) {
-    out.error = "NCCL could not be loaded (" + lib.why() +
-                "); set DTRAIN_NCCL_LIBRARY to its path, or add its folder to LD_LIBRARY_PATH";
-    return out;
-  }
-#define DT_NCCL_LOOKUP(name)                                                        \
-  out.api.name = reinterpret_cast<decltype(out.api.name)>(lib.symbol(#name));       \
-  if (!out.api.name && out.error.empty()) out.error = "NCCL: " + lib.why();
+EntryPoints<NcclApi> load() {
+  EntryPoints<NcclApi> out;
+  SharedLibrary lib = out.open("NCCL", "DTRAIN_NCCL_LIBRARY", "libnccl.so." + std::to_string(NCCL_MAJOR),
+                               DTRAIN_NCCL_LIBRARY_DIR);
+  if (!lib.loaded()) return out;
+#define DT_NCCL_LOOKUP(name) out.find(lib, out.api.name, "NCCL", #name);
   DT_NCCL_ENTRY_POINTS(DT_NCCL_LOOKUP)
 #undef DT_NCCL_LOOKUP
   if (!out.error.empty()) return out;
@@ -44,9 +33,8 @@ Loaded load() {
 }  // namespace
 
 const NcclApi& nccl() {
-  static const Loaded loaded = load();
-  if (!loaded.error.empty()) fail(DT_ERR_COMM, loaded.error);
-  return loaded.api;
+  static const EntryPoints<NcclApi> loaded = load();
+  return loaded.get(DT_ERR_COMM);
 }
 
 }  // namespace dt::comm
