@@ -173,14 +173,6 @@ def main():
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")
     tmp = tempfile.mkdtemp(prefix="bench_plan_")
 
-    def calibrate(path, mpi):
-        """This machine now, and under mpirun -np 2 its processes' link when a layout needs it."""
-        out = run([dtrain, "plan", "--calibrate", "--json", path], env)
-        if mpi:
-            out += run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
-                        "--backend", "mpi", "--json", path], env)
-        return json.load(open(path)), out
-
     def speed(c):  # what drifts on a shared host: one core's GEMM rate and the pool's speed-up
         return c["matmul_flops_f32"], c["pool_speedup"]
 
@@ -199,13 +191,17 @@ def main():
     n_cal = [0]
 
     def fresh_cluster(mpi):
-        """A calibration now, into a file of its own (the prediction it serves reads that file)."""
+        """This machine now (and under mpirun -np 2 its processes' link when a layout needs it),
+        into a file of its own (the prediction it serves reads that file): (path, cluster)."""
         n_cal[0] += 1
         path = os.path.join(tmp, "cluster%d.json" % n_cal[0])
-        c, out = calibrate(path, mpi)
+        out = run([dtrain, "plan", "--calibrate", "--json", path], env)
+        if mpi:
+            out += run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
+                        "--backend", "mpi", "--json", path], env)
         if n_cal[0] == 1 or a.verbose:
             print(out.strip(), flush=True)
-        return path, c
+        return path, json.load(open(path))
 
     def measure(i, mname, lname, batch, layout, procs, cluster):
         """One configuration: the plan on `cluster`, then the run; (measured s, cost, peak, load flags)."""
@@ -282,8 +278,8 @@ def main():
     print("%-12s %-26s %10s %10s %7s %10s %10s %7s" % ("model", "layout", "pred s", "meas s", "err", "pred MB",
                                                          "meas MB", "err"), flush=True)
     for i, (mname, (lname, batch, layout, procs)) in enumerate(todo):
-        kept = [t for t in tries[i] if t[4]] or tries[i]  # steady passes, if any
-        measured, cost, mpeak, _, steady = min(kept, key=lambda t: t[0])
+        # the fastest steady pass (any pass if none was steady), as plan_table.py merges runs
+        measured, cost, mpeak, _, steady = min(tries[i], key=lambda t: (not t[4], t[0]))
         # Under mpirun only rank 0's process reports: its rank's peak, against its stage's.
         ppeak = cost["ranks"][0]["peak_bytes"] if procs else cost["peak_bytes"]
         row = {"model": mname, "layout": lname, "flags": layout, "mpi_processes": procs,

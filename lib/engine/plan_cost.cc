@@ -176,7 +176,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // forward again before the backward).
     Work mb;
     for (int b = 0; b < g.blocks; ++b) mb += blk;
-    if (c.checkpoint) mb.b += cl.recompute_ratio * g.blocks * blk.f;
+    const double rerun = c.checkpoint ? cl.recompute_ratio * g.blocks * blk.f : 0.0;
+    mb.b += rerun;
     if (g.head) mb += blocks::head_work(s, r);
     if (g.embed) mb += blocks::embed_work(s, r, c.pos == nn::PosKind::Learned);
     // A split backward (ZB-H1) defers each linear layer's weight gradient with copies of its
@@ -236,7 +237,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
     // (compute without the ring transfers and all-to-alls it waits on, reported apart)
     if (fb > slowest_fb) compute_fb = mb.f + mb.b - g.blocks * (cp_comm + ep_comm);
     slowest_fb = std::max(slowest_fb, fb);
-    recompute_max = std::max(recompute_max, c.checkpoint ? cl.recompute_ratio * M * g.blocks * blk.f : 0.0);
+    recompute_max = std::max(recompute_max, M * rerun);
     post_max = std::max(post_max, dp_time + opt_time);
     tp_max = std::max(tp_max, M * tp_time);
     dp_max = std::max(dp_max, dp_time);
@@ -343,8 +344,8 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       std::vector<double> loads;
       for (int64_t i = 0; i < world; ++i) loads.push_back(i % o.ep == 0 ? load : rest);
       const double per_unit = rates::shared_makespan(loads, cores) - static_cast<double>(world) / cores;
-      const double rerun = c.checkpoint ? cl.recompute_ratio * fair_ffn.f : 0.0;
-      uneven = std::max(0.0, per_unit) * M * static_cast<double>(c.n_layer / P) * (fair_ffn.f + fair_ffn.b + rerun);
+      const double fair_rerun = c.checkpoint ? cl.recompute_ratio * fair_ffn.f : 0.0;
+      uneven = std::max(0.0, per_unit) * M * static_cast<double>(c.n_layer / P) * (fair_ffn.f + fair_ffn.b + fair_rerun);
     }
     step = std::max(critical, work_sum / cores + uneven);
   }
