@@ -13,14 +13,15 @@ changes with the routing from step to step, so the fastest is the best-balanced)
 
 The cluster is this machine calibrated in the same run (`dtrain plan --calibrate`, and under
 mpirun -np 2 its processes' link), unless --cluster names one: once before the first run and
-again after every run, so each prediction is made from a calibration taken seconds before its
-measurement, and the calibration after it says whether the machine kept its speed meanwhile
-(one core's GEMM rate and the pool's speed-up within --drift). A shared host's speed moves by
+again after every run, so each prediction is made from the calibrations taken seconds before
+and after its measurement (the mean of the two plans' step times; --pair before: the one before
+alone), and the calibration after it says whether the machine kept its speed meanwhile (one
+core's GEMM rate and the pool's speed-up within --drift). A shared host's speed moves by
 up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
 unsteady if it never settles.
 
     python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 8]
-        [--repeats 1] [--drift 0.05] [--retries 2] [--quick] [--only SUBSTRING] [--json out.json]
+        [--repeats 1] [--drift 0.05] [--retries 2] [--pair both|before] [--quick] [--only SUBSTRING] [--json out.json]
 
 --json writes {"clusters": [{"pass", "model", "layout", "cluster"}], "configurations": [{"layout", "model",
 "predicted_step_s", "measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", "steady", ...}],
@@ -160,6 +161,9 @@ def main():
                     help="a run counts as steady when the calibrations before and after it agree this closely "
                          "(one core's GEMM rate and the pool's speed-up)")
     ap.add_argument("--retries", type=int, default=2, help="runs again of a configuration the machine drifted during")
+    ap.add_argument("--pair", choices=["both", "before"], default="both",
+                    help="predict each run from the calibrations either side of it (their plans' mean) or from "
+                         "the one before it alone")
     ap.add_argument("--verbose", action="store_true", help="print every calibration (the first is always printed)")
     ap.add_argument("--quick", action="store_true", help="four layouts of one model (the ctest)")
     ap.add_argument("--only", default="")
@@ -203,8 +207,8 @@ def main():
             print(out.strip(), flush=True)
         return path, json.load(open(path))
 
-    def measure(i, mname, lname, batch, layout, procs, cluster):
-        """One configuration: the plan on `cluster`, then the run; (measured s, cost, peak, load flags)."""
+    def predict(i, mname, batch, layout, procs, cluster):
+        """One configuration's plan on `cluster`: (cost, load flags)."""
         mflags, ctx = MODELS[mname]
         out = os.path.join(tmp, "plan%d.json" % i)
         # A mixture under ep: the busiest rank's rows as the model's one-rank run routed
@@ -216,7 +220,13 @@ def main():
                     "--expert-load-peak", "%.4f" % loads[mname][ep]["peak"]]
         run([dtrain, "plan"] + mflags + ["--context", str(ctx), "--cluster", cluster, "--json", out] +
             plan_flags(layout, procs, batch) + load, env)
-        cost = json.load(open(out))["cost"]
+        return json.load(open(out))["cost"], load
+
+    def measure(i, mname, lname, batch, layout, procs, cluster):
+        """One configuration: the plan on `cluster`, then the run; (measured s, cost, peak, load flags)."""
+        mflags, ctx = MODELS[mname]
+        cost, load = predict(i, mname, batch, layout, procs, cluster)
+        ep = flag(layout, "--ep", "1")
         summ = os.path.join(tmp, "train%d.json" % i)
         rundir = os.path.join(tmp, "run%d" % i)
         train = [dtrain, "train"] + mflags + ["--data", "text:" + data, "--context", str(ctx), "--batch",
@@ -261,6 +271,13 @@ def main():
                 # the calibration after (with the processes' link if the next layout needs it)
                 nxt = todo[i + 1][1][3] if i + 1 < len(todo) else 0
                 before = fresh_cluster(bool(procs or nxt))
+                # The prediction: the mean of the plan's on the calibrations either side of the
+                # run (--pair both). Each calibration's fitted residues carry its own noise (a
+                # best-of of seconds of timings); two measure the machine around the run twice.
+                if a.pair == "both":
+                    after, _ = predict(i, mname, batch, layout, procs, before[0])
+                    got[1]["step_s_before"], got[1]["step_s_after"] = got[1]["step_s"], after["step_s"]
+                    got[1]["step_s"] = (got[1]["step_s"] + after["step_s"]) / 2
                 d = drift(used[1], before[1])
                 steady = d <= a.drift
                 if steady:
@@ -287,6 +304,8 @@ def main():
                "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
                "measured_step_s_per_pass": [t[0] for t in tries[i]],
                "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]], "steady": steady}
+        if "step_s_before" in cost:  # --pair both: the two plans the prediction is the mean of
+            row["predicted_step_s_before"], row["predicted_step_s_after"] = cost["step_s_before"], cost["step_s_after"]
         if tries[i][0][3]:
             row["plan_flags"] = tries[i][0][3]
         row["step_error"] = cost["step_s"] / measured - 1

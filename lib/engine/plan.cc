@@ -15,18 +15,70 @@ struct Bytes {
 };
 Bytes bytes_of(DType d) { return d == DType::F32 ? Bytes{4, 4, 8} : Bytes{2, 2, 12}; }
 
-nlohmann::json stages(double psi, double n, const Bytes& b) {
+// The gradient traffic of one rank per step at ZeRO stage `stage`, in ring wire bytes, by the
+// mesh group it crosses (named as parallel/axis_strategies.cc names them): what dtrain train
+// --report measures on each. held: the parameters the rank holds; experts: those of them that
+// are its experts (0 without ep). M: micro-batches per step.
+//   - DDP all-reduces once per step: 2 (n-1)/n of the gradients.
+//   - ZeRO reduce-scatters and all-gathers (n-1)/n each: stage 1 once per step; stage 2
+//     reduce-scatters every micro-batch (it keeps only its shard); stage 3 also gathers the
+//     weights for every micro-batch's forward and backward, 3 M in all.
+//   - Under ep the experts' gradients are summed over dp only, the rest over dp x ep: DDP's
+//     buckets on each group; with ZeRO the shared ones first all-reduced over ep (when ZeRO
+//     takes them: once, or every micro-batch at stage 2 and 3), then ZeRO over dp.
+//   - Otherwise over dp x cp (cp ranks hold the same parameters, each its own tokens).
+nlohmann::json grad_wire_by_axis(int stage, double held, double experts, const PlanOptions& o, const Bytes& b) {
+  const double M = static_cast<double>(o.accumulation);
+  auto ring = [](double n) { return n > 1 ? (n - 1) / n : 0.0; };
+  auto zero = [&](double psi, double n) {
+    const double share = ring(n) * psi * b.g;
+    return stage == 1 ? 2.0 * share : stage == 2 ? (M + 1.0) * share : 3.0 * M * share;
+  };
+  nlohmann::json out = nlohmann::json::object();
+  auto add = [&out](const std::string& axis, double bytes) {
+    if (bytes > 0) out[axis] = out.value(axis, 0.0) + bytes;
+  };
+  const double dp = static_cast<double>(o.dp), ep = static_cast<double>(o.ep);
+  if (o.ep > 1) {
+    const double shared = held - experts;
+    if (stage == 0) {
+      add(o.dp > 1 ? "dp*ep" : "ep", 2.0 * ring(dp * ep) * shared * b.g);
+      add("dp", 2.0 * ring(dp) * experts * b.g);
+    } else {
+      add("ep", (stage == 1 ? 1.0 : M) * 2.0 * ring(ep) * shared * b.g);
+      add("dp", zero(held, dp));
+    }
+    return out;
+  }
+  const double n = static_cast<double>(o.dp * o.cp);
+  add(o.cp == 1 ? "dp" : o.dp == 1 ? "cp" : "dp*cp", stage == 0 ? 2.0 * ring(n) * held * b.g : zero(held, n));
+  return out;
+}
+
+// The ranks ZeRO shards a rank's state over: dp x cp (cp ranks hold the same parameters);
+// under ep, dp (each ep rank holds its own experts).
+int64_t zero_ranks(const PlanOptions& o) { return o.ep > 1 ? o.dp : o.dp * o.cp; }
+
+// The paper's per-rank model states at each stage over the `held` parameters, sharded over
+// zero_ranks, and each stage's gradient traffic.
+nlohmann::json stages(double held, double experts, const PlanOptions& o, const Bytes& b) {
+  const double n = static_cast<double>(zero_ranks(o));
   nlohmann::json out = nlohmann::json::array();
   const char* name[4] = {"DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
   for (int s = 0; s <= 3; ++s) {
-    const double w = s >= 3 ? b.w * psi / n : b.w * psi, g = s >= 2 ? b.g * psi / n : b.g * psi,
-                 k = s >= 1 ? b.k * psi / n : b.k * psi;
-    // Per step on dp: the gradient all-reduce (or reduce-scatter + all-gather) 2 psi, and
-    // ZeRO-3's second gather of the weights for backward 3 psi; ring wire bytes.
-    const double wire = (s == 3 ? 3.0 : 2.0) * psi * b.g * (n - 1) / n;
-    out.push_back({{"stage", s},          {"name", name[s]},        {"weights_bytes", w},
-                   {"grads_bytes", g},    {"optimizer_bytes", k},   {"total_bytes", w + g + k},
-                   {"dp_wire_bytes_per_step", wire}});
+    const double w = s >= 3 ? b.w * held / n : b.w * held, g = s >= 2 ? b.g * held / n : b.g * held,
+                 k = s >= 1 ? b.k * held / n : b.k * held;
+    const nlohmann::json by_axis = grad_wire_by_axis(s, held, experts, o, b);
+    double wire = 0;
+    for (const auto& [axis, bytes] : by_axis.items()) wire += bytes.get<double>();
+    out.push_back({{"stage", s},
+                   {"name", name[s]},
+                   {"weights_bytes", w},
+                   {"grads_bytes", g},
+                   {"optimizer_bytes", k},
+                   {"total_bytes", w + g + k},
+                   {"dp_wire_bytes_per_step", wire},  // every group's below, summed
+                   {"grad_wire_bytes_per_step_by_axis", by_axis}});
   }
   return out;
 }
@@ -93,7 +145,7 @@ double block_activation_bytes(const nn::GPTConfig& c, int64_t R, int64_t N, bool
 // table, outside its parameters (GPT::tied_copy): weights and a gradient, never optimizer
 // state or a ZeRO shard, so it is counted apart.
 nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bounds, int r, int P, int v,
-                              const PartParams& parts, const Bytes& b, double dp) {
+                              const PartParams& parts, const Bytes& b, const PlanOptions& o) {
   nlohmann::json chunks = nlohmann::json::array();
   int blocks = 0;
   for (int k = 0; k < v; ++k) {
@@ -113,7 +165,7 @@ nlohmann::json pipeline_stage(const nn::GPTConfig& c, const std::vector<int>& bo
           {"params", params},
           {"tied_copy_params", copy},
           {"tied_copy_bytes", copy * (b.w + b.g)},
-          {"stages", stages(params, dp, b)}};
+          {"stages", stages(params, blocks * block_expert_params(c) / static_cast<double>(o.ep), o, b)}};
 }
 
 
@@ -132,7 +184,7 @@ nlohmann::json pipeline_plan(const nn::GPTConfig& c, const PlanOptions& o, const
   nlohmann::json ranks = nlohmann::json::array();
   std::vector<double> sends(static_cast<size_t>(P), 0.0);
   for (int r = 0; r < P; ++r) {
-    nlohmann::json st = pipeline_stage(c, bounds, r, P, v, parts, b, static_cast<double>(o.dp * o.cp));  // ZeRO over dp x cp
+    nlohmann::json st = pipeline_stage(c, bounds, r, P, v, parts, b, o);
     const int peak = sim.activation_peak[static_cast<size_t>(r)];
     // The simulator counts live (micro-batch, chunk) pairs; a chunk holds 1/v of the rank's
     // blocks (its mean: chunks may differ by a block), each block_act per micro-batch.
@@ -253,18 +305,18 @@ nlohmann::json plan_json(const nn::GPTConfig& raw, const PlanOptions& o) {
   int64_t replicated = 0;
   const int64_t psi = c.param_count(), psi_tp = c.param_count(N, &replicated);
   // What one rank holds: its tp share, less the experts of the other ep ranks.
-  const double experts_elsewhere =
-      static_cast<double>(L) * block_expert_params(c) * static_cast<double>(o.ep - 1) / static_cast<double>(o.ep);
-  const double held = static_cast<double>(psi_tp) - experts_elsewhere;
+  const double experts_held = static_cast<double>(L) * block_expert_params(c) / static_cast<double>(o.ep);
+  const double held = static_cast<double>(psi_tp) - experts_held * static_cast<double>(o.ep - 1);
   nlohmann::json j = {{"params", psi},
                       {"params_per_tp_rank", psi_tp},
                       {"params_per_rank", held},
                       {"replicated_over_tp", replicated},
                       {"dp", o.dp},
                       {"tp", N},
+                      {"zero_ranks", zero_ranks(o)},
                       {"sequence_parallel", sp},
                       {"bytes_per_param", {{"weights", b.w}, {"grads", b.g}, {"optimizer", b.k}}},
-                      {"stages", stages(held, static_cast<double>(o.dp * o.cp), b)},  // ZeRO over dp x cp (ep: dp)
+                      {"stages", stages(held, experts_held, o, b)},
                       {"effective_batch", o.micro_batch * o.dp * o.ep * o.accumulation}};  // ep ranks route their own rows
   // The tp axis per micro-batch, ring wire bytes: S = R x d_model x dtype size.
   const double S = static_cast<double>(R * c.d_model) * b.w, n = static_cast<double>(N);

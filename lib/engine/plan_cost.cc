@@ -212,13 +212,16 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       };
       dp_time = ddp(o.dp > 1 ? *lk.dp : *lk.ep, shared_bytes, ne) + ddp(*lk.dp, ex_bytes, static_cast<double>(o.dp));
     } else if (n > 1) {
-      const double wire = (o.zero == 3 ? 3.0 : 2.0) * (n - 1) / n * grads_bytes, share = (n - 1) / n * grads_bytes;
-      const double calls = o.zero == 0 ? ddp_buckets(grads_bytes) : (o.zero == 3 ? 3.0 : 2.0) * units;
-      // DDP all-reduces; ZeRO reduce-scatters the gradients and all-gathers the weights
-      // (ZeRO-3 twice: for the forward and again for the backward).
+      // DDP all-reduces once a step. ZeRO reduce-scatters the gradients (stages 2 and 3 every
+      // micro-batch: they keep only their shard) and all-gathers the weights (stage 3 for
+      // every micro-batch's forward and again for its backward).
+      const double scatters = o.zero >= 2 ? M : 1.0, gathers = o.zero == 3 ? 2.0 * M : 1.0;
+      const double share = (n - 1) / n * grads_bytes;
+      const double wire = o.zero == 0 ? 2.0 * share : (scatters + gathers) * share;
+      const double calls = o.zero == 0 ? ddp_buckets(grads_bytes) : (scatters + gathers) * units;
       dp_time = o.zero == 0 ? comm(dp_link, wire, calls)
-                            : calls * dp_link.latency + share / dp_link.scatter_bw() +
-                                  (o.zero == 3 ? 2.0 : 1.0) * share / dp_link.gather_bw();
+                            : calls * dp_link.latency + scatters * share / dp_link.scatter_bw() +
+                                  gathers * share / dp_link.gather_bw();
       if (o.ep > 1)
         dp_time += comm(*lk.ep, 2.0 * (s.ep - 1) / s.ep * shared_bytes, (o.zero == 1 ? 1.0 : static_cast<double>(M)) * units);
       // Devices whose collectives run beside compute hide the reduction under the backward

@@ -35,7 +35,7 @@ void all_reduce_grads(comm::Communicator& group, const nn::ParamList& params, Te
   for (const nn::Parameter* p : params) n += p->grad.numel();
   const DType dtype = params[0]->grad.dtype();
   if (!flat.defined() || flat.numel() < n || flat.dtype() != dtype)
-    flat = Tensor::uninit({n}, dtype, device, MemTag::Grad);
+    flat = Tensor::uninit({n}, dtype, device, MemTag::CommBuffer);  // a staging copy, not gradient state
   ScopedDevice on(device);
   auto each = [&](bool pack) {
     int64_t at = 0;

@@ -161,7 +161,7 @@ double exact_sum(comm::Communicator& group, double x, Device device);
 void exact_sum(comm::Communicator& group, double* x, size_t n, Device device);
 
 // The gradients of `params` (one dtype, on `device`) summed over `group` in place, by one
-// all-reduce of them packed into `flat` (made or grown as needed, MemTag::Grad). Collective.
+// all-reduce of them packed into `flat` (made or grown as needed, MemTag::CommBuffer). Collective.
 void all_reduce_grads(comm::Communicator& group, const nn::ParamList& params, Tensor& flat, Device device);
 
 // True after the backward part that leaves a unit's gradients final for the micro-batch.

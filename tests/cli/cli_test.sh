@@ -33,6 +33,25 @@ expect_usage() {
   grep -qF -- "$want" err.txt || { cat err.txt; fail "error lacks \"$want\": $*"; }
 }
 
+# --report's ledgers against the library's plan (dtrain train --json FILE): every rank's
+# param and grad bytes equal to the formula, and the gradient traffic on each group within
+# 1% of its formula (a few bytes of loss and norm sums ride the same groups). AXES: the
+# groups the layout's gradients must cross, space-separated.
+expect_ledgers() {
+  python3 - "$1" "$2" <<'PY' || fail "report ledgers of $1 differ from the plan's formulas"
+import json, sys
+r = json.load(open(sys.argv[1]))["report"]
+for row in r["per_rank"]:
+    for tag in ("param", "grad"):
+        assert row[tag]["current"] == row[tag]["formula"], (tag, row)
+by_axis = r["wire_bytes_by_axis"]
+assert sorted(by_axis) == sorted(sys.argv[2].split()), by_axis
+for axis, v in by_axis.items():
+    print("%s: gradient wire bytes per step on %s %.0f, formula %.0f" % (sys.argv[1], axis, v["measured"], v["formula"]))
+    assert v["formula"] > 0 and abs(v["measured"] / v["formula"] - 1) < 0.01, (axis, v)
+PY
+}
+
 case $CASE in
 serve_chat)
   # dtrain serve --model over loopback (tests/cli/serve_chat_test.py): OpenAI chat completions
@@ -414,7 +433,8 @@ assert abs(a - b) <= 1e-5 * abs(a) and abs(a - c) <= 1e-5 * abs(a)
 PY
   # --report: the ledgers next to the formulas (DDP replicates: measured param bytes = 4 x params).
   $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out dr --dp 2 --report --json dr.json >rep.txt 2>&1 || fail "report"
-  grep -q "report: memory per rank" rep.txt && grep -q "traffic on dp per train step" rep.txt || { cat rep.txt; fail "report text"; }
+  grep -q "report: memory per rank" rep.txt && grep -q "gradient traffic per train step" rep.txt || { cat rep.txt; fail "report text"; }
+  expect_ledgers dr.json dp
   python3 - <<'PY' || fail "report: measured param/grad bytes differ from the formula"
 import json
 s = json.load(open("dr.json"))
@@ -462,9 +482,20 @@ assert abs(a["final_loss"] - b["final_loss"]) <= 1e-5 * abs(a["final_loss"])
 m = b["report"]["moe"]
 assert m["all_to_all_bytes_per_step"] > 0 and m["all_to_all_bytes_per_step_uniform"] > 0, m
 PY
+  expect_ledgers m4.json ep  # dp 1: the shared gradients over ep, the experts' nowhere
   # With ZeRO-1 over dp beside ep 2: 4 ranks of 4 rows against one rank of 4 micro-batches.
   $D train "${TINY[@]}" "${MOE[@]}" --micro-batches 4 --out m7 --json m7.json >/dev/null 2>&1 || fail "moe: one rank, 4 micro"
-  $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5 --json m5.json >/dev/null 2>&1 || fail "moe: ep 2 x dp 2 zero 1"
+  $D train "${TINY[@]}" "${MOE[@]}" --ep 2 --dp 2 --zero 1 --out m5 --json m5.json --report >/dev/null 2>&1 \
+    || fail "moe: ep 2 x dp 2 zero 1"
+  expect_ledgers m5.json "dp ep"  # the shared gradients all-reduced over ep, then ZeRO over dp
+  # DDP beside ep: the experts' gradients over dp, the rest over dp x ep; ZeRO-2 reduces every
+  # micro-batch (over ep first for the shared ones).
+  $D train "${TINY[@]}" "${MOE[@]}" --steps 2 --ep 2 --dp 2 --out m9 --json m9.json --report >/dev/null 2>&1 \
+    || fail "moe: ep 2 x dp 2 report"
+  expect_ledgers m9.json "dp dp*ep"
+  $D train "${TINY[@]}" "${MOE[@]}" --steps 2 --ep 2 --dp 2 --zero 2 --micro-batches 2 --out m10 --json m10.json \
+    --report >/dev/null 2>&1 || fail "moe: ep 2 x dp 2 zero 2 report"
+  expect_ledgers m10.json "dp ep"
   python3 - <<'PY' || fail "moe: ep 2 x dp 2 with ZeRO-1 differs from one rank"
 import json
 a, b = (json.load(open(f)) for f in ("m7.json", "m5.json"))
@@ -496,6 +527,7 @@ assert r["ring_bytes_per_step_measured"] == r["ring_bytes_per_step_formula"] > 0
 t = json.load(open("c2/trace.json"))["traceEvents"]
 assert any(e.get("name", "").startswith("cp ring kv") and e.get("cat") == "comm" for e in t)
 PY
+  expect_ledgers c2.json cp  # cp ranks hold the same parameters: their gradients summed over cp
   expect_error "does not split into 2 x cp = 4 equal chunks" $D train "${TINY[@]}" --cp 2 --steps 1 --out c3
   $D plan --model gpt-small --cp 4 --context 1024 --json cplan.json >cplan.txt 2>&1 || { cat cplan.txt; fail "plan --cp"; }
   grep -q "context parallel over cp = 4" cplan.txt || { cat cplan.txt; fail "plan --cp text"; }
@@ -513,8 +545,10 @@ print("final loss one rank %.9f, zero-1 %.9f, zero-2 %.9f, zero-3 %.9f" % tuple(
 assert all(abs(x - a[0]) <= 1e-5 * abs(a[0]) for x in a), a
 PY
   # --report at stage 3: every rank holds half of each model state (no padding here), and
-  # the wire bytes per step come to the formula's 3 psi x (N-1)/N x 4 bytes.
-  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out zr --dp 2 --zero 3 --report --json zr.json >rep.txt 2>&1 || { cat rep.txt; fail "zero report"; }
+  # the wire bytes per step come to the formula's 3 M psi x (N-1)/N x 4 bytes (M = 2
+  # micro-batches, each gathering the weights for forward and backward and reduce-scattering).
+  $D train "${TINY[@]}" --steps 2 --eval-problems 0 --out zr --dp 2 --zero 3 --micro-batches 2 --report --json zr.json \
+    >rep.txt 2>&1 || { cat rep.txt; fail "zero report"; }
   python3 - <<'PY' || { cat rep.txt; fail "zero report: measured bytes differ from the formulas"; }
 import json
 s = json.load(open("zr.json"))

@@ -264,7 +264,22 @@ int run_train(TrainArgs a) {
   std::ofstream metrics;  // rank 0's alone under mpirun
   if (lead) metrics.open(metrics_path, std::ios::app);
   nlohmann::json training_peaks;  // --report: each rank's peaks over the steps, by tag
-  TrafficMeter traffic, tp_traffic("tp");  // --report's traffic per train step, on dp and tp
+  // --report measures the run against the library's plan of it by formula (engine/plan.cc):
+  // under tp each rank's model is its part, and what tp moves per step (micro-batches of
+  // batch / dp / ep / micro_batches); under pp each rank holds its stage (placed as the
+  // Trainer places them, the schedule simulated for the bubble and peaks); under ep and cp
+  // the groups its gradients cross.
+  nlohmann::json plan, pipeline;
+  if (a.report) {
+    plan = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.ep * a.micro_batches), T,
+                        a.micro_batches, &a.pipe, false, a.ep, a.cp);
+    if (plan.contains("pipeline")) {
+      pipeline = plan["pipeline"];
+      plan.erase("pipeline");
+    }
+  }
+  GradTraffic traffic(plan, pipeline, static_cast<int>(a.zero));  // --report's traffic per train step
+  TrafficMeter tp_traffic("tp");
   PipeMeter pipe_meter;                    // --report with --pp: each step's bubble and activation peaks
   MoeMeter moe_meter;                      // --report with experts: each step's routing
   CpMeter cp_meter;                        // --report with --cp: the ring's bytes
@@ -384,36 +399,12 @@ int run_train(TrainArgs a) {
     std::printf("\nreport: checkpoints (every rank writes its own file; dtrain checkpoint inspect %s)\n", a.out.c_str());
     ckpt_meter.print();
   }
-  if (a.report && a.ep > 1) {
-    std::printf("\nreport: with --ep the ZeRO-table and dp-traffic ledgers are not printed (their formulas do not "
-                "split the experts' gradients, summed over dp, from the rest, summed over dp x ep); each rank's peaks "
-                "are in --json (training_peak_bytes), and dtrain plan --cluster --ep predicts them with the loads "
-                "below; the experts' report follows\n");
-    summary["report"] = nlohmann::json::object();
-    if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
-  } else if (a.report && a.cp > 1) {
-    std::printf("\nreport: with --cp the dp ledgers' formulas are not printed (the gradients sum over dp x cp); the "
-                "ring's report follows\n");
-    const nlohmann::json p = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches),
-                                          T, a.micro_batches, nullptr, false, 1, a.cp);
-    summary["report"] = nlohmann::json::object();
-    summary["report"]["cp"] = cp_meter.print(mesh.get(), p["cp"]);
-  } else if (a.report) {
-    // Under tp each rank's model is its part: the library's plan says how many parameters
-    // that is, and what tp moves per step (micro-batches of batch / dp / micro_batches).
-    // Under pp each rank holds its stage: the plan places the blocks as the Trainer does, and
-    // simulates the schedule for --report's bubble and peaks.
-    nlohmann::json plan = a.model.plan(addition ? T + 1 : T, a.dp, a.tp, a.sp, a.batch / (a.dp * a.micro_batches), T,
-                                       a.micro_batches, &a.pipe);
-    nlohmann::json pipeline;
-    if (a.pipe.pp > 1) {
-      pipeline = plan["pipeline"];
-      plan.erase("pipeline");
-    }
+  if (a.report) {
     summary["report"] = print_report(mesh.get(), traffic, plan, static_cast<int>(a.zero), step - first,
                                      a.tp > 1 ? &tp_traffic : nullptr, pipeline);
     if (a.pipe.pp > 1) summary["report"]["pipeline"] = print_pipeline_report(mesh.get(), pipe_meter, pipeline);
     if (moe_meter.any()) summary["report"]["moe"] = moe_meter.print();
+    if (a.cp > 1) summary["report"]["cp"] = cp_meter.print(mesh.get(), plan["cp"]);
   }
   if (a.report) {  // per rank, every layout: all memory and by tag, before the final save (bench_plan.py reads them)
     nlohmann::json& all = summary["report"]["training_peak_bytes"] = nlohmann::json::object();

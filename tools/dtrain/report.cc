@@ -1,8 +1,9 @@
 // dtrain train --report: what the run held and moved, measured by the library's ledgers,
 // next to what the formulas say (docs/parallel.md). Memory is each rank's own ledger
-// (dt_memory_rank_stats); traffic is rank 0's on the dp axis, in wire bytes (what a
+// (dt_memory_rank_stats); traffic is rank 0's on each group it crosses, in wire bytes (what a
 // bandwidth-optimal algorithm moves, the volume the ZeRO paper counts).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -44,6 +45,25 @@ void TrafficMeter::after(dt_mesh* mesh) {
     wire_[i] += now.wire[i] - start_.wire[i];
     seconds_[i] += now.seconds[i] - start_.seconds[i];
   }
+}
+
+GradTraffic::GradTraffic(const nlohmann::json& plan, const nlohmann::json& pipeline, int zero) {
+  auto add = [&](const nlohmann::json& part) {
+    for (const auto& [axis, bytes] : part["stages"][static_cast<size_t>(zero)]["grad_wire_bytes_per_step_by_axis"].items())
+      axes_.emplace(axis, TrafficMeter(axis));
+  };
+  if (pipeline.is_object())
+    for (const nlohmann::json& stage : pipeline["stages"]) add(stage);  // the first rank's stage is one of them
+  else if (plan.is_object())  // (none without --report)
+    add(plan);
+}
+
+void GradTraffic::before(dt_mesh* mesh) {
+  for (auto& [axis, meter] : axes_) meter.before(mesh);
+}
+
+void GradTraffic::after(dt_mesh* mesh) {
+  for (auto& [axis, meter] : axes_) meter.after(mesh);
 }
 
 // A rank's pipeline stage (its coordinate on pp); 0 without a mesh.
@@ -91,7 +111,7 @@ nlohmann::json rank_peaks(dt_mesh* mesh) {
   return out;
 }
 
-nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nlohmann::json& plan, int zero,
+nlohmann::json print_report(dt_mesh* mesh, const GradTraffic& traffic, const nlohmann::json& plan, int zero,
                             int64_t steps, const TrafficMeter* tp_traffic, const nlohmann::json& pipeline) {
   // The formulas are the library's plan's (engine/plan.cc, one formula for plan, report and
   // the cost model): the paper's per-rank model states at this ZeRO stage over the
@@ -99,7 +119,10 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
   // of the token table, weights and a gradient, whole at every ZeRO stage.
   const nlohmann::json& bpp = plan["bytes_per_param"];
   const double w = bpp["weights"].get<double>(), g = bpp["grads"].get<double>(), k = bpp["optimizer"].get<double>();
-  const int64_t ranks = plan["dp"].get<int64_t>(), params = plan["params_per_tp_rank"].get<int64_t>();
+  // ZeRO's shards (dp x cp, under ep dp) over the parameters a rank holds (its tp part, less
+  // the other ep ranks' experts).
+  const int64_t ranks = plan["zero_ranks"].get<int64_t>();
+  const auto params = static_cast<int64_t>(std::llround(plan["params_per_rank"].get<double>()));
   const bool tp_split = plan["tp"].get<int64_t>() > 1;
   struct Formula {
     double param, grad, opt;
@@ -153,22 +176,36 @@ nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nl
         [&](char* b, size_t c, size_t* need) { return dt_mesh_comm_report_json(mesh, b, c, need); }, "comm report"));
     out["comm"] = comm;
     const double per = static_cast<double>(steps > 0 ? steps : 1);
-    std::printf("\nreport: traffic on dp per train step of this process's first rank (wire bytes: what a\n"
-                "        ring algorithm moves per rank; checkpoints not counted)\n");
-    double total = 0;
-    for (int i = 0; i < TrafficMeter::kKinds; ++i) {
-      total += static_cast<double>(traffic.wire(i));
-      if (traffic.calls(i) == 0) continue;
-      std::printf("  %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i), static_cast<double>(traffic.calls(i)) / per,
-                  mb(static_cast<double>(traffic.wire(i)) / per).c_str(), traffic.seconds(i) / per);
+    std::printf("\nreport: gradient traffic per train step of this process's first rank, by group (wire bytes:\n"
+                "        what a ring algorithm moves per rank; checkpoints not counted)\n");
+    const nlohmann::json& want = part_of(first)["stages"][static_cast<size_t>(zero)]["grad_wire_bytes_per_step_by_axis"];
+    double total = 0, total_want = 0;
+    nlohmann::json by_axis = nlohmann::json::object();
+    for (const auto& [axis, meter] : traffic.axes()) {
+      double got = 0;
+      for (int i = 0; i < TrafficMeter::kKinds; ++i) got += static_cast<double>(meter.wire(i));
+      const double f = want.value(axis, 0.0);
+      if (got == 0 && f == 0) continue;  // a group another pipeline stage's formula names
+      std::printf("  on %s\n", axis.c_str());
+      for (int i = 0; i < TrafficMeter::kKinds; ++i)
+        if (meter.calls(i) > 0)
+          std::printf("    %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i),
+                      static_cast<double>(meter.calls(i)) / per, mb(static_cast<double>(meter.wire(i)) / per).c_str(),
+                      meter.seconds(i) / per);
+      std::printf("    %-15s %20s   formula %s\n", "total", mb(got / per).c_str(), mb(f).c_str());
+      by_axis[axis] = {{"measured", got / per}, {"formula", f}};
+      total += got / per;
+      total_want += f;
     }
-    // DDP and stages 1/2: 2 psi (all-reduce = reduce-scatter + all-gather); stage 3 gathers
-    // every unit again for backward: 3 psi.
-    const double vol = part_of(first)["stages"][static_cast<size_t>(zero)]["dp_wire_bytes_per_step"].get<double>();
-    std::printf("  %-15s %20s   formula (%s psi x (N-1)/N x %g bytes): %s\n", "total", mb(total / per).c_str(),
-                zero == 3 ? "3" : "2", g, mb(vol).c_str());
-    out["wire_bytes_per_step"] = total / per;
-    out["wire_bytes_formula"] = vol;
+    // engine/plan.cc's formulas: DDP 2 psi (N-1)/N once a step; ZeRO psi (N-1)/N per
+    // reduce-scatter or gather, 2 of them at stage 1, M + 1 at stage 2, 3 M at stage 3.
+    std::printf("  %-17s %20s   formula %s (psi x (N-1)/N x %g bytes: DDP 2, ZeRO-1 2, ZeRO-2 M+1, ZeRO-3 3M;\n"
+                "  under ep the experts' gradients over dp, the rest over dp x ep, with ZeRO first all-reduced "
+                "over ep)\n",
+                "all groups", mb(total).c_str(), mb(total_want).c_str(), g);
+    out["wire_bytes_per_step"] = total;
+    out["wire_bytes_formula"] = total_want;
+    out["wire_bytes_by_axis"] = by_axis;
   }
   if (mesh && tp_traffic && tp_split) {
     const double per = static_cast<double>(steps > 0 ? steps : 1);

@@ -11,7 +11,7 @@
 
 namespace dtcli {
 
-// Rank 0's traffic on one mesh axis (dp, or tp) during train steps only (checkpoints gather
+// Rank 0's traffic on one mesh axis (dp, tp, "dp*ep", ...) during train steps only (checkpoints gather
 // too, at stage 3): read around each step.
 class TrafficMeter {
  public:
@@ -36,14 +36,30 @@ class TrafficMeter {
   double seconds_[kKinds] = {};
 };
 
+// Rank 0's gradient traffic (and ZeRO's weight gathers) during train steps, on every group
+// the plan's formula at ZeRO stage `zero` names ("grad_wire_bytes_per_step_by_axis"): dp;
+// under ep dp x ep, dp and ep; under cp dp x cp. The groups are the plan's, so the meters
+// and the formulas cannot name different ones.
+class GradTraffic {
+ public:
+  // plan and pipeline: as print_report takes them.
+  GradTraffic(const nlohmann::json& plan, const nlohmann::json& pipeline, int zero);
+  void before(dt_mesh* mesh);
+  void after(dt_mesh* mesh);
+  const std::map<std::string, TrafficMeter>& axes() const { return axes_; }
+
+ private:
+  std::map<std::string, TrafficMeter> axes_;
+};
+
 // Prints each rank's memory ledger next to the model-state formulas of ZeRO stage `zero`
-// (0 = DDP) from the run's plan (`plan`: dt_plan_json for its dp, tp and pp, without its
-// "pipeline" entry: the per-rank states over the parameters each rank's part holds) and,
-// with a mesh, rank 0's traffic per collective on dp next to the plan's volume; with tp > 1
-// also its traffic on tp next to the plan's per step. With a pipeline (pipeline: the plan's
-// "pipeline" entry) each rank's part is its stage's, so the formulas are its stage's (and
-// the last stage's tied copy). Returns all of it as JSON.
-nlohmann::json print_report(dt_mesh* mesh, const TrafficMeter& traffic, const nlohmann::json& plan, int zero,
+// (0 = DDP) from the run's plan (`plan`: dt_plan_json for its dp, tp, pp, ep and cp, without
+// its "pipeline" entry: the per-rank states over the parameters each rank's part holds) and,
+// with a mesh, rank 0's gradient traffic per collective on each group next to the plan's
+// volume; with tp > 1 also its traffic on tp next to the plan's per step. With a pipeline
+// (pipeline: the plan's "pipeline" entry) each rank's part is its stage's, so the formulas
+// are its stage's (and the last stage's tied copy). Returns all of it as JSON.
+nlohmann::json print_report(dt_mesh* mesh, const GradTraffic& traffic, const nlohmann::json& plan, int zero,
                             int64_t steps, const TrafficMeter* tp_traffic = nullptr,
                             const nlohmann::json& pipeline = nlohmann::json());
 
