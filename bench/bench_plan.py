@@ -13,15 +13,16 @@ changes with the routing from step to step, so the fastest is the best-balanced)
 
 The cluster is this machine calibrated in the same run (`dtrain plan --calibrate`, and under
 mpirun -np 2 its processes' link), unless --cluster names one: once before the first run and
-again after every run, so each prediction is made from the calibrations taken seconds before
-and after its measurement (the mean of the two plans' step times; --pair before: the one before
-alone), and the calibration after it says whether the machine kept its speed meanwhile (one
-core's GEMM rate and the pool's speed-up within --drift). A shared host's speed moves by
+again after every run. Each prediction is made on the field-wise median of the calibrations
+around its measurement (the one taken seconds after it and the --window - 1 before it; a single
+calibration's fitted residues move by up to 20% within a minute here), and the calibration
+after it says whether the machine kept its speed meanwhile (one core's GEMM rate and the pool's
+speed-up within --drift of the one before). A shared host's speed moves by
 up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
 unsteady if it never settles.
 
     python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 8]
-        [--repeats 1] [--drift 0.05] [--retries 2] [--pair both|before] [--quick] [--only SUBSTRING] [--json out.json]
+        [--repeats 1] [--drift 0.05] [--retries 2] [--window 5] [--quick] [--only SUBSTRING] [--json out.json]
 
 --json writes {"clusters": [{"pass", "model", "layout", "cluster"}], "configurations": [{"layout", "model",
 "predicted_step_s", "measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", "steady", ...}],
@@ -115,6 +116,50 @@ def plan_flags(layout, procs, batch):
     return out
 
 
+def cpu_jiffies():
+    """This host's CPU time so far, (steal, all), in jiffies from /proc/stat ((0, 0) where there
+    is none). Steal is the time a virtual CPU was ready to run while the hypervisor ran another
+    guest: on a shared host, the time a step loses that no model of the machine can see."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return (v[7], sum(v)) if len(v) == 8 else (0, 0)
+    except (OSError, ValueError):
+        return 0, 0
+
+
+def steal_of(start):
+    """The fraction of the host's CPU time stolen since cpu_jiffies() read `start`."""
+    now = cpu_jiffies()
+    return (now[0] - start[0]) / (now[1] - start[1]) if now[1] > start[1] else 0.0
+
+
+def median_cluster(cals):
+    """Field by field, the median of several calibrations (cluster dicts, oldest first; a link
+    entry only some have, from those that have it; flags and names the newest's). Each
+    calibration measures the same machine through seconds of best-of timings on a shared host,
+    and its fitted residues (compute_efficiency, shared_core_speed, recompute_ratio, moe_row_s,
+    ep_exchange_s, ...) are differences of such timings: one read 0.94 to 1.21 for the same
+    efficiency within a minute, where the median of five holds still."""
+    def unmeasured(v):  # a link no calibration measured (the processes' without mpirun): all zeros
+        return isinstance(v, dict) and not any(v.values())
+
+    def merge(vals):
+        vals = [v for v in vals if v is not None and not unmeasured(v)] or vals[-1:]
+        last = vals[-1]
+        if isinstance(last, dict):
+            keys = list(dict.fromkeys(k for v in vals if isinstance(v, dict) for k in v))
+            return {k: merge([v.get(k) for v in vals if isinstance(v, dict)]) for k in keys}
+        if isinstance(last, list) and all(isinstance(v, list) and len(v) == len(last) for v in vals):
+            return [merge([v[j] for v in vals]) for j in range(len(last))]
+        nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if isinstance(last, bool) or not nums or len(nums) != len(vals):
+            return last
+        m = statistics.median(nums)
+        return int(round(m)) if all(isinstance(v, int) for v in nums) else m
+    return merge(cals)
+
+
 def run(cmd, env=None):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -161,9 +206,9 @@ def main():
                     help="a run counts as steady when the calibrations before and after it agree this closely "
                          "(one core's GEMM rate and the pool's speed-up)")
     ap.add_argument("--retries", type=int, default=2, help="runs again of a configuration the machine drifted during")
-    ap.add_argument("--pair", choices=["both", "before"], default="both",
-                    help="predict each run from the calibrations either side of it (their plans' mean) or from "
-                         "the one before it alone")
+    ap.add_argument("--window", type=int, default=5,
+                    help="predict each run on the field-wise median of this many calibrations: the one after it "
+                         "and those before it (0: the one before it alone)")
     ap.add_argument("--verbose", action="store_true", help="print every calibration (the first is always printed)")
     ap.add_argument("--quick", action="store_true", help="four layouts of one model (the ctest)")
     ap.add_argument("--only", default="")
@@ -193,16 +238,21 @@ def main():
     tries = {}
     loads = {}  # model -> {ep: the busiest ep rank's rows over an even share}, from its one-rank run
     n_cal = [0]
+    cal_steal = {}  # a calibration's file -> the fraction of CPU time stolen while it ran
+    history = []    # every calibration of this run, oldest first (--window)
 
     def fresh_cluster(mpi):
         """This machine now (and under mpirun -np 2 its processes' link when a layout needs it),
         into a file of its own (the prediction it serves reads that file): (path, cluster)."""
         n_cal[0] += 1
         path = os.path.join(tmp, "cluster%d.json" % n_cal[0])
+        start = cpu_jiffies()
         out = run([dtrain, "plan", "--calibrate", "--json", path], env)
         if mpi:
             out += run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
                         "--backend", "mpi", "--json", path], env)
+        cal_steal[path] = steal_of(start)
+        history.append(json.load(open(path)))
         if n_cal[0] == 1 or a.verbose:
             print(out.strip(), flush=True)
         return path, json.load(open(path))
@@ -237,7 +287,9 @@ def main():
             train = ["mpirun", "-np", str(procs), "--oversubscribe", "--bind-to", "none"] + train + \
                 ["--backend", "mpi", "--threads", "1"]
         subprocess.run(["rm", "-rf", rundir])
+        start = cpu_jiffies()
         run(train, env)
+        cost["run_steal"] = steal_of(start)  # kept beside the prediction it is read against
         secs = [json.loads(l)["seconds"] for l in open(os.path.join(rundir, "metrics.jsonl"))]
         # A shared host's jitter only ever slows a step: the fastest steady step is the
         # machine's own speed, as calibration's best-of figures are (--estimator median:
@@ -271,13 +323,15 @@ def main():
                 # the calibration after (with the processes' link if the next layout needs it)
                 nxt = todo[i + 1][1][3] if i + 1 < len(todo) else 0
                 before = fresh_cluster(bool(procs or nxt))
-                # The prediction: the mean of the plan's on the calibrations either side of the
-                # run (--pair both). Each calibration's fitted residues carry its own noise (a
-                # best-of of seconds of timings); two measure the machine around the run twice.
-                if a.pair == "both":
-                    after, _ = predict(i, mname, batch, layout, procs, before[0])
-                    got[1]["step_s_before"], got[1]["step_s_after"] = got[1]["step_s"], after["step_s"]
-                    got[1]["step_s"] = (got[1]["step_s"] + after["step_s"]) / 2
+                # The prediction: the plan on the median of the calibrations around the run (the
+                # one after it and the --window - 1 before it), each a noisy measurement of the
+                # same machine; --window 0: on the one before it alone.
+                if a.window > 0:
+                    merged = os.path.join(tmp, "window%d.json" % n_cal[0])
+                    json.dump(median_cluster(history[-a.window:]), open(merged, "w"))
+                    cost, _ = predict(i, mname, batch, layout, procs, merged)
+                    cost["run_steal"], cost["step_s_before"] = got[1]["run_steal"], got[1]["step_s"]
+                    got = (got[0], cost) + got[2:]
                 d = drift(used[1], before[1])
                 steady = d <= a.drift
                 if steady:
@@ -287,7 +341,8 @@ def main():
                     rep + 1, a.repeats, mname, lname, 100 * d,
                     "again" if attempt < a.retries else "kept, marked unsteady"), flush=True)
             if used[1]:
-                clusters.append({"pass": rep, "model": mname, "layout": lname, "cluster": used[1]})
+                clusters.append({"pass": rep, "model": mname, "layout": lname, "cluster": used[1],
+                                 "steal": cal_steal[used[0]]})
             tries.setdefault(i, []).append(got + (steady,))
             print("pass %d/%d %-12s %-26s predicted %.4f s, measured %.4f s" % (
                 rep + 1, a.repeats, mname, lname, got[1]["step_s"], got[0]), flush=True)
@@ -304,8 +359,9 @@ def main():
                "predicted_peak_bytes": ppeak, "measured_peak_bytes": mpeak, "predicted_time": cost["time"],
                "measured_step_s_per_pass": [t[0] for t in tries[i]],
                "predicted_step_s_per_pass": [t[1]["step_s"] for t in tries[i]], "steady": steady}
-        if "step_s_before" in cost:  # --pair both: the two plans the prediction is the mean of
-            row["predicted_step_s_before"], row["predicted_step_s_after"] = cost["step_s_before"], cost["step_s_after"]
+        row["run_steal"] = cost.get("run_steal", 0.0)
+        if "step_s_before" in cost:  # --window: the plan on the calibration before the run alone
+            row["predicted_step_s_before"] = cost["step_s_before"]
         if tries[i][0][3]:
             row["plan_flags"] = tries[i][0][3]
         row["step_error"] = cost["step_s"] / measured - 1
