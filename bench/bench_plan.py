@@ -21,7 +21,7 @@ speed-up within --drift of the one before). A shared host's speed moves by
 up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
 unsteady if it never settles.
 
-    python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 8]
+    python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 16]
         [--repeats 1] [--drift 0.05] [--retries 2] [--window 5] [--quick] [--only SUBSTRING] [--json out.json]
 
 --json writes {"clusters": [{"pass", "model", "layout", "cluster"}], "configurations": [{"layout", "model",
@@ -198,7 +198,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtrain", default="build/default/dtrain")
     ap.add_argument("--cluster", default="")
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=1,
                     help="passes over every configuration; the fastest steady pass counts, against its own "
                          "prediction")
