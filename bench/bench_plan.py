@@ -14,8 +14,9 @@ changes with the routing from step to step, so the fastest is the best-balanced)
 The cluster is this machine calibrated in the same run (`dtrain plan --calibrate`, and under
 mpirun -np 2 its processes' link), unless --cluster names one: once before the first run and
 again after every run. Each prediction is made on the field-wise median of the calibrations
-around its measurement (the one taken seconds after it and the --window - 1 before it; a single
-calibration's fitted residues move by up to 20% within a minute here), and the calibration
+around its measurement (`dtrain plan --median-of`: the one taken seconds after it and the
+--window - 1 before it; a single calibration's fitted figures, differences of best-of timings,
+move by up to 20% within a minute here), and the calibration
 after it says whether the machine kept its speed meanwhile (one core's GEMM rate and the pool's
 speed-up within --drift of the one before). A shared host's speed moves by
 up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
@@ -134,32 +135,6 @@ def steal_of(start):
     return (now[0] - start[0]) / (now[1] - start[1]) if now[1] > start[1] else 0.0
 
 
-def median_cluster(cals):
-    """Field by field, the median of several calibrations (cluster dicts, oldest first; a link
-    entry only some have, from those that have it; flags and names the newest's). Each
-    calibration measures the same machine through seconds of best-of timings on a shared host,
-    and its fitted residues (compute_efficiency, shared_core_speed, recompute_ratio, moe_row_s,
-    ep_exchange_s, ...) are differences of such timings: one read 0.94 to 1.21 for the same
-    efficiency within a minute, where the median of five holds still."""
-    def unmeasured(v):  # a link no calibration measured (the processes' without mpirun): all zeros
-        return isinstance(v, dict) and not any(v.values())
-
-    def merge(vals):
-        vals = [v for v in vals if v is not None and not unmeasured(v)] or vals[-1:]
-        last = vals[-1]
-        if isinstance(last, dict):
-            keys = list(dict.fromkeys(k for v in vals if isinstance(v, dict) for k in v))
-            return {k: merge([v.get(k) for v in vals if isinstance(v, dict)]) for k in keys}
-        if isinstance(last, list) and all(isinstance(v, list) and len(v) == len(last) for v in vals):
-            return [merge([v[j] for v in vals]) for j in range(len(last))]
-        nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if isinstance(last, bool) or not nums or len(nums) != len(vals):
-            return last
-        m = statistics.median(nums)
-        return int(round(m)) if all(isinstance(v, int) for v in nums) else m
-    return merge(cals)
-
-
 def run(cmd, env=None):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -239,7 +214,7 @@ def main():
     loads = {}  # model -> {ep: the busiest ep rank's rows over an even share}, from its one-rank run
     n_cal = [0]
     cal_steal = {}  # a calibration's file -> the fraction of CPU time stolen while it ran
-    history = []    # every calibration of this run, oldest first (--window)
+    history = []    # every calibration's file, oldest first (--window)
 
     def fresh_cluster(mpi):
         """This machine now (and under mpirun -np 2 its processes' link when a layout needs it),
@@ -252,7 +227,7 @@ def main():
             out += run(["mpirun", "-np", "2", "--oversubscribe", "--bind-to", "none", dtrain, "plan", "--calibrate",
                         "--backend", "mpi", "--json", path], env)
         cal_steal[path] = steal_of(start)
-        history.append(json.load(open(path)))
+        history.append(path)
         if n_cal[0] == 1 or a.verbose:
             print(out.strip(), flush=True)
         return path, json.load(open(path))
@@ -326,9 +301,9 @@ def main():
                 # The prediction: the plan on the median of the calibrations around the run (the
                 # one after it and the --window - 1 before it), each a noisy measurement of the
                 # same machine; --window 0: on the one before it alone.
-                if a.window > 0:
+                if a.window > 0:  # (each figure's median: dt_cluster_median_json)
                     merged = os.path.join(tmp, "window%d.json" % n_cal[0])
-                    json.dump(median_cluster(history[-a.window:]), open(merged, "w"))
+                    run([dtrain, "plan", "--median-of"] + history[-a.window:] + ["--json", merged], env)
                     cost, _ = predict(i, mname, batch, layout, procs, merged)
                     cost["run_steal"], cost["step_s_before"] = got[1]["run_steal"], got[1]["step_s"]
                     got = (got[0], cost) + got[2:]

@@ -37,3 +37,13 @@ func CalibrateClusterJSON() (string, error) {
 		return cdt.Dt_cluster_calibrate_json(0, buf, needed)
 	})
 }
+
+// MedianClusterJSON is the field-by-field median of several calibrations of one machine
+// (dt_cluster_median_json): clusters is a JSON array of clusters (CalibrateClusterJSON's);
+// each rate, fitted figure and link figure is their median. On a shared host single
+// calibrations' fitted figures differ by 10-20%.
+func MedianClusterJSON(clusters string) (string, error) {
+	return readJSON(func(buf []byte, needed *int64) cdt.Status {
+		return cdt.Dt_cluster_median_json(clusters, buf, needed)
+	})
+}

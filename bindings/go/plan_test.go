@@ -40,3 +40,23 @@ func TestPlanJSON(t *testing.T) {
 	_, err := dtrain.PlanJSON(tiny, dtrain.Options{"cluster": "no-such-cluster"})
 	wantErr(t, err, dtrain.ErrNotFound, "no-such-cluster", "cpu-default")
 }
+
+// Several calibrations of one machine: each figure's median; a bad cluster is named.
+func TestMedianClusterJSON(t *testing.T) {
+	defer guard(t)
+	cluster := func(eff string) string {
+		return `{"name": "m", "devices_per_host": 2, "device_memory": 1e9, "matmul_flops_f32": 1e11,
+			"matmul_flops_16": 1e11, "attention_flops_f32": 1e10, "attention_flops_16": 1e10,
+			"memory_bandwidth": 1e10, "compute_efficiency": ` + eff + `, "intra": {"bandwidth": 1e9, "latency": 1e-6}}`
+	}
+	var m struct {
+		Efficiency float64 `json:"compute_efficiency"`
+	}
+	text := must(dtrain.MedianClusterJSON("[" + cluster("0.9") + "," + cluster("1.2") + "," + cluster("1.0") + "]"))
+	ok(t, json.Unmarshal([]byte(text), &m))
+	if m.Efficiency != 1.0 {
+		t.Fatalf("median efficiency %v: %s", m.Efficiency, text)
+	}
+	_, err := dtrain.MedianClusterJSON("[" + cluster("1.0") + `, {"name": 3}]`)
+	wantErr(t, err, dtrain.ErrInvalidArgument, "clusters[1]")
+}

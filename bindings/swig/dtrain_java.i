@@ -207,6 +207,7 @@ DTJ_RETURNS(dtj_detokenizer_text, jstring, String)
 DTJ_RETURNS(dtj_plan_json, jstring, String)
 DTJ_RETURNS(dtj_pipeline_schedule_json, jstring, String)
 DTJ_RETURNS(dtj_cluster_calibrate_json, jstring, String)
+DTJ_RETURNS(dtj_cluster_median_json, jstring, String)
 
 DTJ_RETURNS(dtj_tokenizer_encode, jintArray, int[])
 

@@ -682,18 +682,24 @@ static dt_status dtj_plan_json(const dt_options* config, const dt_options* plan,
 }
 DTJ_JSON_FN(pipeline_schedule, dt_pipeline_schedule_json, const dt_options*)
 DTJ_JSON_FN(cluster_calibrate, dt_cluster_calibrate_json, const dt_options*)
+DTJ_JSON_FN(cluster_median, dt_cluster_median_json, const char*)
 static dt_status dtj_pipeline_schedule_json(const dt_options* options, char** json_out) {
   return dtj_json(dtj_json_pipeline_schedule, options, json_out);
 }
 static dt_status dtj_cluster_calibrate_json(const dt_options* options, char** json_out) {
   return dtj_json_from(dtj_json_cluster_calibrate, options, 65536, json_out);
 }
+static dt_status dtj_cluster_median_json(const char* clusters, char** json_out) {
+  return dtj_json(dtj_json_cluster_median, clusters, json_out);
+}
 %}
 
 DTJ_REPLACES(plan_json)
 DTJ_REPLACES(pipeline_schedule_json)
 DTJ_REPLACES(cluster_calibrate_json)
+DTJ_REPLACES(cluster_median_json)
 
 dt_status dtj_plan_json(const dt_options* config, const dt_options* plan, char** json_out);
 dt_status dtj_pipeline_schedule_json(const dt_options* options, char** json_out);
 dt_status dtj_cluster_calibrate_json(const dt_options* options, char** json_out);
+dt_status dtj_cluster_median_json(const char* clusters, char** json_out);

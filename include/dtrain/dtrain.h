@@ -602,6 +602,17 @@ DT_API dt_status dt_plan_json(const dt_options* config, const dt_options* plan, 
  *  work: it times the cores. */
 DT_API dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t capacity, size_t* needed);
 
+/** The field-by-field median of several measurements of one machine, as a cluster for
+ *  dt_plan_json: `clusters` is a JSON array of 1 to 64 clusters (what
+ *  dt_cluster_calibrate_json writes, each checked as "cluster" is). Each rate, fitted figure,
+ *  GEMM-curve point and link figure is the median over the clusters (a link over those that
+ *  measured it: "processes" only where --backend mpi added it); names, flags and counts are
+ *  the first's. On a shared host single calibrations differ by 10-20% in their fitted figures
+ *  (differences of best-of timings); the median of a few holds still. DT_ERR_INVALID_ARGUMENT
+ *  names the first cluster that does not parse or check. Written as dt_plan_json writes.
+ *  Thread-safe. */
+DT_API dt_status dt_cluster_median_json(const char* clusters, char* buf, size_t capacity, size_t* needed);
+
 /** A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json
  *  writes), for no model in particular: "actions" per pp rank, in order ("F3" forward of
  *  micro-batch 3, "B3" its backward, "Bi3"/"W3" a split backward's input and weight

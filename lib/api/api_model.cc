@@ -341,6 +341,26 @@ dt_status dt_cluster_calibrate_json(const dt_options* options, char* buf, size_t
   });
 }
 
+dt_status dt_cluster_median_json(const char* clusters, char* buf, size_t capacity, size_t* needed) {
+  return guard("dt_cluster_median_json", [&] {
+    DT_CHECK(clusters, "clusters: expected a JSON array of clusters, got NULL");
+    const nlohmann::json j = nlohmann::json::parse(clusters, nullptr, false);
+    DT_CHECK(j.is_array() && !j.empty() && j.size() <= 64,
+             "clusters: expected a JSON array of 1 to 64 clusters (what dt_cluster_calibrate_json writes)");
+    std::vector<dt::engine::Cluster> runs;
+    for (size_t i = 0; i < j.size(); ++i) {
+      const std::string what = "clusters[" + std::to_string(i) + "]";
+      try {
+        runs.push_back(dt::engine::cluster_from_json(j[i], what));
+      } catch (const dt::Error& e) {  // its range checks name the field alone: say which cluster
+        const std::string msg = e.what();
+        dt::invalid(msg.rfind(what, 0) == 0 ? msg : what + ": " + msg);
+      }
+    }
+    dt::api::write_text(dt::engine::cluster_to_json(dt::engine::median_cluster(runs)).dump(2), buf, capacity, needed);
+  });
+}
+
 dt_status dt_module_create_mlp(const dt_options* config, dt_module** out) {
   return guard("dt_module_create_mlp", [&] {
     need(out, "out");

@@ -1,5 +1,6 @@
 #include "engine/cluster.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -195,6 +196,43 @@ Cluster cluster_from_json(const nlohmann::json& j, const std::string& what) {
   }
   c.check();
   return c;
+}
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+Cluster median_cluster(const std::vector<Cluster>& runs) {
+  DT_CHECK(!runs.empty(), "median_cluster: no calibrations given");
+  Cluster out = runs.front();
+  auto of = [&](auto&& get) {
+    std::vector<double> v;
+    for (const Cluster& c : runs) v.push_back(get(c));
+    return median(std::move(v));
+  };
+  for (const Field& f : fields())
+    if (f.real) out.*f.real = of([&](const Cluster& c) { return c.*f.real; });
+  for (Link Cluster::*l : {&Cluster::intra, &Cluster::inter, &Cluster::processes}) {
+    std::vector<const Link*> measured;  // a link a run did not time (bandwidth 0) stays out
+    for (const Cluster& c : runs)
+      if ((c.*l).bandwidth > 0) measured.push_back(&(c.*l));
+    if (measured.empty()) continue;
+    for (double Link::*x : {&Link::bandwidth, &Link::latency, &Link::all_gather, &Link::reduce_scatter, &Link::p2p}) {
+      std::vector<double> v;
+      for (const Link* m : measured) v.push_back(m->*x);
+      out.*l.*x = median(std::move(v));
+    }
+  }
+  for (size_t i = 0; i < out.matmul_efficiency.size(); ++i)  // the curve's points, where the runs share the sizes
+    out.matmul_efficiency[i] = of([&](const Cluster& c) {
+      return c.matmul_sizes == out.matmul_sizes ? c.matmul_efficiency[i] : out.matmul_efficiency[i];
+    });
+  out.check();
+  return out;
 }
 
 std::vector<std::string> builtin_cluster_names() { return {"a100-node", "h100-node", "h200-node", "cpu-default"}; }

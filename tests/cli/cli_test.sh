@@ -393,6 +393,22 @@ assert s['devices'] == 16 and len(b) == 3 and b[0]['step_s'] <= b[1]['step_s'] a
   expect_error "global-batch" $D plan --model gpt-tiny --auto --cluster h100-node
   echo '{"name": "x", "devices_per_host": 2, "matmul_flops_f32": -1}' >bad.json
   expect_error "cluster.device_memory" $D plan --model gpt-tiny --cluster bad.json
+  # --median-of: several calibrations of one machine, each figure's median (three copies of a
+  # cluster file whose fitted efficiency differs).
+  python3 - "$DOCS/clusters/four-l4.json" <<'PY' || fail "median-of inputs"
+import json, sys
+c = json.load(open(sys.argv[1]))
+for i, eff in enumerate((0.94, 1.21, 1.02)):
+    c["compute_efficiency"] = eff
+    json.dump(c, open("cal%d.json" % i, "w"))
+PY
+  $D plan --median-of cal0.json cal1.json cal2.json --json calm.json >calm.txt 2>&1 || { cat calm.txt; fail "plan --median-of"; }
+  python3 -c "import json; c = json.load(open('calm.json')); assert c['compute_efficiency'] == 1.02, c" \
+    || fail "plan --median-of: not the median"
+  expect_usage "--median-of writes a cluster file" $D plan --median-of cal0.json
+  expect_usage "--median-of nosuch.json: could not be read" $D plan --median-of nosuch.json --json calm.json
+  expect_error "clusters.1. cluster.device_memory" $D plan --median-of cal0.json bad.json --json calm.json
+  expect_usage "--calibrate-repeats 2 with --backend mpi" $D plan --calibrate --calibrate-repeats 2 --backend mpi
   # --serve: a Llama-2-7B shape served on a DGX H100 (docs/planner.md): one layout's memory
   # and latency, then every layout ranked by tokens/s within a 20 ms inter-token latency.
   L7=(--layers 32 --d-model 4096 --heads 32 --d-ff 11008 --act swiglu --pos rope --norm rmsnorm --vocab 32000 --context 4096)

@@ -161,5 +161,31 @@ TEST(PlanCost, UnevenExpertsOnSharedCoresAndRecomputeRatio) {
   EXPECT_THROW(cpu.check(), Error);
 }
 
+// Several calibrations of one machine: each figure's median, a link over the runs that
+// measured it, the GEMM curve point by point; names and counts the first's.
+TEST(PlanCost, MedianOfCalibrations) {
+  std::vector<engine::Cluster> runs(3, engine::builtin_cluster("cpu-default"));
+  const double eff[3] = {0.94, 1.21, 1.02}, bw[3] = {8e9, 6e9, 7e9};
+  for (int i = 0; i < 3; ++i) {
+    runs[i].compute_efficiency = eff[i];
+    runs[i].intra.bandwidth = bw[i];
+    runs[i].matmul_sizes = {64, 1024};
+    runs[i].matmul_efficiency = {0.5 + 0.1 * i, 1.0};
+  }
+  runs[0].name = "first";
+  runs[2].processes = {1e9, 4e-6};  // only the last run timed the processes' link
+  const engine::Cluster m = engine::median_cluster(runs);
+  EXPECT_EQ(m.name, "first");
+  EXPECT_DOUBLE_EQ(m.compute_efficiency, 1.02);
+  EXPECT_DOUBLE_EQ(m.intra.bandwidth, 7e9);
+  EXPECT_DOUBLE_EQ(m.processes.bandwidth, 1e9);
+  EXPECT_DOUBLE_EQ(m.processes.latency, 4e-6);
+  EXPECT_DOUBLE_EQ(m.matmul_efficiency[0], 0.6);
+  runs.pop_back();  // an even count: the mean of the middle two
+  EXPECT_DOUBLE_EQ(engine::median_cluster(runs).compute_efficiency, (0.94 + 1.21) / 2);
+  EXPECT_DOUBLE_EQ(engine::median_cluster(runs).processes.bandwidth, 0.0);  // none measured it
+  EXPECT_THROW(engine::median_cluster({}), Error);
+}
+
 }  // namespace
 }  // namespace dt

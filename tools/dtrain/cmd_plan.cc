@@ -159,7 +159,12 @@ int run_schedule_plan(const PlanArgs& a) {
 }
 
 int run_plan(const PlanArgs& a) {
-  if (a.cost.calibrate) return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json, a.cost.backend);
+  if (a.cost.calibrate)
+    return run_calibrate(a.json.empty() ? "local-cluster.json" : a.json, a.cost.backend, a.cost.calibrate_repeats);
+  if (!a.cost.median_of_files.empty()) {
+    if (a.json.empty()) throw UsageError("--median-of writes a cluster file; accepted with --json FILE");
+    return run_median(a.cost.median_of_files, a.json);
+  }
   if (a.cost.serve) {
     if (a.params > 0) throw UsageError("--serve needs the model's shape; accepted: --model and its flags, not --params");
     return run_serve(a.cost, a.model, a.context, a.dp, a.tp, a.pipe.pp, a.json);

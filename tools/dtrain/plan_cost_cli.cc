@@ -107,7 +107,37 @@ void print_search(const nlohmann::json& s, const std::string& model) {
   }
 }
 
-int run_calibrate(const std::string& path, const std::string& backend) {
+namespace {
+// The library's field-wise median of a JSON array of clusters.
+nlohmann::json median_of(const nlohmann::json& clusters) {
+  const std::string text = clusters.dump();
+  return nlohmann::json::parse(read_text_once(
+      [&](char* b, size_t cap, size_t* n) { return dt_cluster_median_json(text.c_str(), b, cap, n); },
+      "the calibrations' median"));
+}
+}  // namespace
+
+int run_median(const std::vector<std::string>& files, const std::string& path) {
+  check_writable("--json", path);
+  nlohmann::json clusters = nlohmann::json::array();
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) throw UsageError("--median-of " + f + ": could not be read; accepted: cluster JSON files (dtrain plan "
+                              "--calibrate --json FILE writes one)");
+    clusters.push_back(nlohmann::json::parse(in, nullptr, false));
+    if (clusters.back().is_discarded()) throw UsageError("--median-of " + f + ": not JSON; accepted: cluster JSON files");
+  }
+  const nlohmann::json c = median_of(clusters);
+  write_file(path, c.dump(2) + "\n");
+  std::printf("wrote %s: each figure the median of %zu clusters' (use it as dtrain plan --cluster %s)\n", path.c_str(),
+              files.size(), path.c_str());
+  return 0;
+}
+
+int run_calibrate(const std::string& path, const std::string& backend, int64_t repeats) {
+  if (backend == "mpi" && repeats > 1)
+    throw UsageError("--calibrate-repeats " + std::to_string(repeats) + " with --backend mpi; accepted: 1 (the "
+                     "processes' link is the best of its own repeats)");
   if (backend == "mpi") {
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
     const bool lead = !rank || std::string(rank) == "0";
@@ -134,11 +164,19 @@ int run_calibrate(const std::string& path, const std::string& backend) {
     return 0;
   }
   check_writable("--json", path);
-  std::printf("calibrating this machine (a few seconds)...\n");
-  std::fflush(stdout);
-  const nlohmann::json c = nlohmann::json::parse(
-      read_text_once([&](char* b, size_t cap, size_t* n) { return dt_cluster_calibrate_json(nullptr, b, cap, n); },
-                "calibrating"));
+  nlohmann::json runs = nlohmann::json::array();
+  for (int64_t i = 1; i <= repeats; ++i) {
+    if (repeats == 1)
+      std::printf("calibrating this machine (a few seconds)...\n");
+    else
+      std::printf("calibrating this machine, %lld of %lld (a few seconds each; then each figure's median)...\n",
+                  static_cast<long long>(i), static_cast<long long>(repeats));
+    std::fflush(stdout);
+    runs.push_back(nlohmann::json::parse(
+        read_text_once([&](char* b, size_t cap, size_t* n) { return dt_cluster_calibrate_json(nullptr, b, cap, n); },
+                       "calibrating")));
+  }
+  const nlohmann::json c = repeats == 1 ? runs[0] : median_of(runs);
   std::printf("  cores %lld, memory %s\n", static_cast<long long>(c["devices_per_host"].get<int64_t>()),
               bytes_text(c["device_memory"].get<double>()).c_str());
   std::printf("  GEMM on one core: %.1f GFLOP/s f32, %.1f GFLOP/s bf16, %.1f us a call; on every core %.2fx\n",
@@ -272,6 +310,14 @@ void CostArgs::add_to(CLI::App& app) {
   c->add_flag("--calibrate", calibrate,
               "Measure this machine's kernel and collective rates; write them as a cluster (--json, default "
               "local-cluster.json)")
+      ->group("Cost model");
+  add_int(c, "--calibrate-repeats", calibrate_repeats, {1, 50},
+          "With --calibrate: calibrate this many times and write each figure's median (a shared host's single "
+          "calibrations differ by 10-20% in their fitted figures)")
+      ->group("Cost model");
+  c->add_option("--median-of", median_of_files,
+                "Write the field-wise median of these cluster files (calibrations of one machine) to --json")
+      ->expected(1, 64)
       ->group("Cost model");
   add_int(c, "--global-batch", global_batch, {1, 16777216, "required with --auto"}, "With --auto: sequences per step")
       ->group("Cost model");

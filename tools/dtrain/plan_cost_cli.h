@@ -4,6 +4,7 @@
 // dt_cluster_calibrate_json); this prints it.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,8 @@ namespace dtcli {
 struct CostArgs {
   std::string cluster, backend = "local";
   bool auto_search = false, calibrate = false;
+  int64_t calibrate_repeats = 1;             // --calibrate-repeats: the median of this many
+  std::vector<std::string> median_of_files;  // --median-of: the clusters to take the median of
   int64_t global_batch = 0, seq = 0, top = 5;
   // --serve: the serving planner's workload and targets (0: the library's default / none).
   bool serve = false;
@@ -46,6 +49,9 @@ void print_search(const nlohmann::json& search, const std::string& model);
 // Measures this machine, prints the rates, writes the cluster JSON to `path`. backend "mpi"
 // (under mpirun -np 2): the collectives between the two processes, added to the cluster
 // already in `path` as its "processes" link.
-int run_calibrate(const std::string& path, const std::string& backend);
+// repeats > 1 (local only): that many calibrations, each figure's median written.
+int run_calibrate(const std::string& path, const std::string& backend, int64_t repeats = 1);
+// --median-of: the field-wise median of cluster files (dt_cluster_median_json), written to `path`.
+int run_median(const std::vector<std::string>& files, const std::string& path);
 
 }  // namespace dtcli

@@ -30,6 +30,16 @@ def test_cluster_as_a_dict_is_passed_as_its_json():
     assert report["cost"]["cluster"] == "mine" and report["cost"]["step_s"] > 0
 
 
+def test_median_of_calibrations_and_a_bad_one_named():
+    def cluster(eff):
+        return {"name": "m", "devices_per_host": 2, "device_memory": 1e9, "matmul_flops_f32": 1e11,
+                "matmul_flops_16": 1e11, "attention_flops_f32": 1e10, "attention_flops_16": 1e10,
+                "memory_bandwidth": 1e10, "compute_efficiency": eff, "intra": {"bandwidth": 1e9, "latency": 1e-6}}
+    assert dtrain.median_cluster([cluster(0.9), cluster(1.2), cluster(1.0)])["compute_efficiency"] == 1.0
+    with pytest.raises(dtrain.InvalidArgumentError, match=r"clusters\[1\]"):
+        dtrain.median_cluster([cluster(1.0), {"name": 3}])
+
+
 def test_unknown_cluster_is_not_found_naming_the_built_in_ones():
     with pytest.raises(dtrain.NotFoundError, match="cpu-default"):
         dtrain.plan(TINY, {"cluster": "no-such-cluster"})

@@ -136,26 +136,26 @@ typedef _goslice_ swig_type_106;
 typedef _gostring_ swig_type_107;
 typedef _goslice_ swig_type_108;
 typedef _gostring_ swig_type_109;
-typedef _goslice_ swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef _gostring_ swig_type_110;
+typedef _goslice_ swig_type_111;
 typedef _gostring_ swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef _goslice_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef long long swig_type_115;
+typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
-typedef _gostring_ swig_type_118;
+typedef long long swig_type_118;
 typedef _gostring_ swig_type_119;
 typedef _gostring_ swig_type_120;
 typedef _gostring_ swig_type_121;
 typedef _gostring_ swig_type_122;
-typedef _goslice_ swig_type_123;
+typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef long long swig_type_126;
+typedef _goslice_ swig_type_126;
 typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
-typedef _gostring_ swig_type_129;
+typedef long long swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
@@ -167,31 +167,31 @@ typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
 typedef _gostring_ swig_type_139;
 typedef _gostring_ swig_type_140;
-typedef _goslice_ swig_type_141;
+typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef long long swig_type_144;
-typedef long long swig_type_145;
+typedef _goslice_ swig_type_144;
+typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef long long swig_type_147;
-typedef _gostring_ swig_type_148;
+typedef long long swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef _goslice_ swig_type_150;
+typedef long long swig_type_150;
 typedef _gostring_ swig_type_151;
-typedef _goslice_ swig_type_152;
-typedef _gostring_ swig_type_153;
+typedef _gostring_ swig_type_152;
+typedef _goslice_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef long long swig_type_155;
-typedef long long swig_type_156;
+typedef _goslice_ swig_type_155;
+typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef _gostring_ swig_type_159;
+typedef long long swig_type_158;
+typedef long long swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
-typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
-typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
 typedef _gostring_ swig_type_167;
 typedef _gostring_ swig_type_168;
@@ -200,44 +200,44 @@ typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
-typedef _goslice_ swig_type_174;
+typedef _gostring_ swig_type_174;
 typedef _gostring_ swig_type_175;
 typedef _gostring_ swig_type_176;
-typedef _gostring_ swig_type_177;
+typedef _goslice_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
-typedef long long swig_type_181;
-typedef _goslice_ swig_type_182;
+typedef _gostring_ swig_type_181;
+typedef long long swig_type_182;
 typedef _gostring_ swig_type_183;
-typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
+typedef long long swig_type_184;
+typedef _goslice_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef _goslice_ swig_type_187;
+typedef _gostring_ swig_type_187;
 typedef _gostring_ swig_type_188;
 typedef _gostring_ swig_type_189;
 typedef _goslice_ swig_type_190;
 typedef _gostring_ swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef _gostring_ swig_type_193;
+typedef _goslice_ swig_type_193;
 typedef _gostring_ swig_type_194;
-typedef _goslice_ swig_type_195;
+typedef _gostring_ swig_type_195;
 typedef _gostring_ swig_type_196;
 typedef _gostring_ swig_type_197;
-typedef _gostring_ swig_type_198;
+typedef _goslice_ swig_type_198;
 typedef _gostring_ swig_type_199;
 typedef _gostring_ swig_type_200;
-typedef long long swig_type_201;
+typedef _gostring_ swig_type_201;
 typedef _gostring_ swig_type_202;
 typedef _gostring_ swig_type_203;
-typedef _gostring_ swig_type_204;
+typedef long long swig_type_204;
 typedef _gostring_ swig_type_205;
 typedef _gostring_ swig_type_206;
-typedef long long swig_type_207;
-typedef long long swig_type_208;
+typedef _gostring_ swig_type_207;
+typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
-typedef _gostring_ swig_type_210;
-typedef _gostring_ swig_type_211;
+typedef long long swig_type_210;
+typedef long long swig_type_211;
 typedef _gostring_ swig_type_212;
 typedef _gostring_ swig_type_213;
 typedef _gostring_ swig_type_214;
@@ -246,6 +246,9 @@ typedef _gostring_ swig_type_216;
 typedef _gostring_ swig_type_217;
 typedef _gostring_ swig_type_218;
 typedef _gostring_ swig_type_219;
+typedef _gostring_ swig_type_220;
+typedef _gostring_ swig_type_221;
+typedef _gostring_ swig_type_222;
 extern void _wrap_Swig_free_cdt_9ef706f7a1559335(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_cdt_9ef706f7a1559335(swig_intgo arg1);
 extern swig_intgo _wrap_DT_VERSION_NUMBER_cdt_9ef706f7a1559335(void);
@@ -348,89 +351,90 @@ extern swig_type_103 _wrap_dt_module_create_gpt_cdt_9ef706f7a1559335(uintptr_t a
 extern swig_type_104 _wrap_dt_module_gpt_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_105 _wrap_dt_plan_json_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_type_106 arg3, swig_voidp arg4);
 extern swig_type_107 _wrap_dt_cluster_calibrate_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
-extern swig_type_109 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
-extern swig_type_111 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_109 _wrap_dt_cluster_median_json_cdt_9ef706f7a1559335(swig_type_110 arg1, swig_type_111 arg2, swig_voidp arg3);
+extern swig_type_112 _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern swig_type_114 _wrap_dt_module_create_mlp_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_dt_module_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_112 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_113 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_114 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
-extern swig_type_116 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3);
-extern swig_type_118 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_119 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_115 _wrap_dt_module_param_count_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_116 _wrap_dt_module_param_count_tensors_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_117 _wrap_dt_module_param_name_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
+extern swig_type_119 _wrap_dt_module_param_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_120 arg2, swig_voidp arg3);
+extern swig_type_121 _wrap_dt_optimizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_optimizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_120 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_123 _wrap_dt_engine_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_dt_engine_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_121 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_122 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_123 arg2, swig_voidp arg3);
-extern swig_type_124 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_125 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_126 arg7, swig_voidp arg8);
-extern swig_type_127 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_128 arg2);
-extern swig_type_129 _wrap_dt_engine_save_async_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_130 arg2);
-extern swig_type_131 _wrap_dt_engine_save_wait_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_132 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_133 arg2);
-extern swig_type_134 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_dt_cancel_create_cdt_9ef706f7a1559335(swig_voidp arg1);
+extern swig_type_124 _wrap_dt_engine_train_step_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_125 _wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
+extern swig_type_127 _wrap_dt_engine_eval_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_128 _wrap_dt_engine_generate_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, int arg4, uintptr_t arg5, swig_voidp arg6, swig_type_129 arg7, swig_voidp arg8);
+extern swig_type_130 _wrap_dt_engine_save_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_131 arg2);
+extern swig_type_132 _wrap_dt_engine_save_async_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_133 arg2);
+extern swig_type_134 _wrap_dt_engine_save_wait_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_135 _wrap_dt_engine_load_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_136 arg2);
+extern swig_type_137 _wrap_dt_engine_step_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_138 _wrap_dt_cancel_create_cdt_9ef706f7a1559335(swig_voidp arg1);
 extern void _wrap_dt_cancel_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_136 _wrap_dt_cancel_request_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_137 _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_138 _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_139 _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_140 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_141 arg2, swig_voidp arg3);
+extern swig_type_139 _wrap_dt_cancel_request_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_140 _wrap_dt_cancel_reset_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_141 _wrap_dt_cancel_is_requested_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_142 _wrap_dt_engine_set_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_143 _wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3);
 extern swig_intgo _wrap_DT_REQUEST_WAITING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_RUNNING_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_PREEMPTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_FINISHED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_ABORTED_cdt_9ef706f7a1559335(void);
 extern swig_intgo _wrap_DT_REQUEST_REJECTED_cdt_9ef706f7a1559335(void);
-extern swig_type_142 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_145 _wrap_dt_server_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_dt_server_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_143 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3, swig_type_145 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
-extern swig_type_146 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_147 arg2);
-extern swig_type_148 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_149 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3);
-extern swig_type_151 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
-extern swig_type_153 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_154 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, int arg7, swig_type_156 arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, int arg12);
-extern swig_type_157 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
-extern swig_type_158 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_159 arg1, swig_voidp arg2);
-extern swig_type_160 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_161 arg1, swig_type_162 arg2, swig_voidp arg3);
-extern swig_type_163 _wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(swig_type_164 arg1, swig_type_165 arg2);
-extern swig_type_166 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_167 arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_168 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_169 arg2, uintptr_t arg3);
-extern swig_type_170 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_171 arg2, uintptr_t arg3);
-extern swig_type_172 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_173 arg1, swig_type_174 arg2, swig_voidp arg3);
-extern swig_type_175 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_176 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_146 _wrap_dt_server_poll_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3, swig_type_148 arg4, swig_voidp arg5, swig_voidp arg6, swig_voidp arg7, int arg8);
+extern swig_type_149 _wrap_dt_server_cancel_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_150 arg2);
+extern swig_type_151 _wrap_dt_server_drain_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_152 _wrap_dt_server_stats_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
+extern swig_type_154 _wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_dt_server_model_info_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_157 _wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, swig_voidp arg6, int arg7, swig_type_159 arg8, swig_voidp arg9, swig_voidp arg10, swig_voidp arg11, int arg12);
+extern swig_type_160 _wrap_dt_server_event_logprobs_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4, int arg5, swig_voidp arg6);
+extern swig_type_161 _wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(swig_type_162 arg1, swig_voidp arg2);
+extern swig_type_163 _wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(swig_type_164 arg1, swig_type_165 arg2, swig_voidp arg3);
+extern swig_type_166 _wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(swig_type_167 arg1, swig_type_168 arg2);
+extern swig_type_169 _wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(swig_type_170 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_171 _wrap_dt_module_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_172 arg2, uintptr_t arg3);
+extern swig_type_173 _wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_174 arg2, uintptr_t arg3);
+extern swig_type_175 _wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(swig_type_176 arg1, swig_type_177 arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(swig_type_179 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_tokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_177 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_178 arg2, int arg3, swig_voidp arg4, swig_type_179 arg5, swig_voidp arg6);
-extern swig_type_180 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_181 arg3, int arg4, swig_type_182 arg5, swig_voidp arg6);
-extern swig_type_183 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_184 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
-extern swig_type_186 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3);
-extern swig_type_188 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_189 arg2, int arg3, swig_type_190 arg4, swig_voidp arg5);
-extern swig_type_191 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
+extern swig_type_180 _wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_voidp arg4, swig_type_182 arg5, swig_voidp arg6);
+extern swig_type_183 _wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_type_184 arg3, int arg4, swig_type_185 arg5, swig_voidp arg6);
+extern swig_type_186 _wrap_dt_tokenizer_vocab_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_187 _wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_188 arg2, swig_voidp arg3);
+extern swig_type_189 _wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
+extern swig_type_191 _wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_192 arg2, int arg3, swig_type_193 arg4, swig_voidp arg5);
+extern swig_type_194 _wrap_dt_detokenizer_create_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2, swig_voidp arg3);
 extern void _wrap_dt_detokenizer_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_192 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
-extern swig_type_193 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_194 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
-extern swig_type_196 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_197 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_195 _wrap_dt_detokenizer_push_cdt_9ef706f7a1559335(uintptr_t arg1, int arg2);
+extern swig_type_196 _wrap_dt_detokenizer_finish_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_197 _wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
+extern swig_type_199 _wrap_dt_dataset_create_cdt_9ef706f7a1559335(swig_type_200 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_dataset_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_198 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_199 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_200 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_201 arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_202 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_dt_dataset_size_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_202 _wrap_dt_dataset_context_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_203 _wrap_dt_dataset_example_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_205 _wrap_dt_loader_create_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_dt_loader_destroy_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_203 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_204 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_205 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_206 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3);
-extern swig_type_209 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_210 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_211 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_212 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_213 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_214 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_215 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
-extern swig_type_216 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
-extern swig_type_217 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
-extern swig_type_218 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_219 arg1);
+extern swig_type_206 _wrap_dt_loader_next_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_207 _wrap_dt_loader_batches_per_epoch_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_208 _wrap_dt_loader_position_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_209 _wrap_dt_loader_seek_cdt_9ef706f7a1559335(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3);
+extern swig_type_212 _wrap_dt_module_create_sequential_cdt_9ef706f7a1559335(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_213 _wrap_dt_module_forward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_214 _wrap_dt_module_backward_cdt_9ef706f7a1559335(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_215 _wrap_dt_module_zero_grad_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_216 _wrap_dt_loss_cdt_9ef706f7a1559335(swig_type_217 arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_218 _wrap_dt_optimizer_step_cdt_9ef706f7a1559335(uintptr_t arg1);
+extern swig_type_219 _wrap_dt_optimizer_set_lr_cdt_9ef706f7a1559335(uintptr_t arg1, double arg2);
+extern swig_type_220 _wrap_dt_trace_enable_cdt_9ef706f7a1559335(int arg1);
+extern swig_type_221 _wrap_dt_trace_write_cdt_9ef706f7a1559335(swig_type_222 arg1);
 #undef intgo
 */
 import "C"
@@ -1758,13 +1762,31 @@ _swig_i_0 = uintptr(arg1)
 	return swig_r_1
 }
 
+func Dt_cluster_median_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Status) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_dt_cluster_median_json_cdt_9ef706f7a1559335(*(*C.swig_type_110)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg1
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	var swig_r_1 Status
+ swig_r_1 = dtgoStatus(swig_r) 
+	return swig_r_1
+}
+
 func Dt_pipeline_schedule_json(arg1 Options, arg2 []byte, arg3 *int64) (_swig_ret Status) {
 	var swig_r string
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1827,7 +1849,7 @@ _swig_i_0 = uintptr(arg1)
 		_swig_i_2 = new(unsafe.Pointer)
 	}
 
-	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_name_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
 	if _swig_i_2 != nil && *_swig_i_2 != nil {
@@ -1845,7 +1867,7 @@ func Dt_module_param(arg1 Module, arg2 string, arg3 *Tensor) (_swig_ret Status) 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_param_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1863,7 +1885,7 @@ _swig_i_0 = uintptr(arg1)
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_optimizer_create_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1925,7 +1947,7 @@ func Dt_engine_last_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1963,7 +1985,7 @@ _swig_i_4 = uintptr(arg5)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_126(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_dt_engine_generate_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.int(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_129(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -1975,7 +1997,7 @@ func Dt_engine_save(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -1990,7 +2012,7 @@ func Dt_engine_save_async(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_save_async_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_save_async_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2016,7 +2038,7 @@ func Dt_engine_load(arg1 Engine, arg2 string) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_engine_load_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2107,7 +2129,7 @@ func Dt_engine_last_generate_stats_json(arg1 Engine, arg2 []byte, arg3 *int64) (
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_last_generate_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2192,7 +2214,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_145(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
+	swig_r_p := C._wrap_dt_server_poll_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_148(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_voidp(_swig_i_6), C.int(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2204,7 +2226,7 @@ func Dt_server_cancel(arg1 Server, arg2 int64) (_swig_ret Status) {
 	var _swig_i_0 uintptr
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1))
+	swig_r_p := C._wrap_dt_server_cancel_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2229,7 +2251,7 @@ func Dt_server_stats_json(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret Stat
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_stats_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2245,7 +2267,7 @@ func Dt_server_metrics_text(arg1 Server, arg2 []byte, arg3 *int64) (_swig_ret St
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_server_metrics_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2283,7 +2305,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_9 := arg10
 	_swig_i_10 := arg11
 	_swig_i_11 := arg12
-	swig_r_p := C._wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.int(_swig_i_6), C.swig_type_156(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.int(_swig_i_11))
+	swig_r_p := C._wrap_dt_server_poll_logprobs_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.int(_swig_i_6), C.swig_type_159(_swig_i_7), C.swig_voidp(_swig_i_8), C.swig_voidp(_swig_i_9), C.swig_voidp(_swig_i_10), C.int(_swig_i_11))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2310,7 +2332,7 @@ func Dt_module_create_from_checkpoint(arg1 string, arg2 *Module) (_swig_ret Stat
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_159)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_dt_module_create_from_checkpoint_cdt_9ef706f7a1559335(*(*C.swig_type_162)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2325,7 +2347,7 @@ func Dt_checkpoint_info_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret S
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_161)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_checkpoint_info_json_cdt_9ef706f7a1559335(*(*C.swig_type_164)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2342,7 +2364,7 @@ func Dt_checkpoint_consolidate(arg1 string, arg2 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(*(*C.swig_type_164)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)))
+	swig_r_p := C._wrap_dt_checkpoint_consolidate_cdt_9ef706f7a1559335(*(*C.swig_type_167)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2361,7 +2383,7 @@ func Dt_module_create_from_hf(arg1 string, arg2 Options, arg3 *Module) (_swig_re
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_167)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_create_from_hf_cdt_9ef706f7a1559335(*(*C.swig_type_170)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2378,7 +2400,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_module_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2395,7 +2417,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	var _swig_i_2 uintptr
 _swig_i_2 = uintptr(arg3)
-	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
+	swig_r_p := C._wrap_dt_engine_save_hf_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2410,7 +2432,7 @@ func Dt_hf_inspect_json(arg1 string, arg2 []byte, arg3 *int64) (_swig_ret Status
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_173)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_hf_inspect_json_cdt_9ef706f7a1559335(*(*C.swig_type_176)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2429,7 +2451,7 @@ func Dt_tokenizer_create(arg1 string, arg2 Options, arg3 *Tokenizer) (_swig_ret 
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_176)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_create_cdt_9ef706f7a1559335(*(*C.swig_type_179)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2454,7 +2476,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_179(_swig_i_4), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_encode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_182(_swig_i_4), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2473,7 +2495,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_181(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	swig_r_p := C._wrap_dt_tokenizer_decode_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_184(_swig_i_2), C.int(_swig_i_3), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
@@ -2501,7 +2523,7 @@ func Dt_tokenizer_token_to_id(arg1 Tokenizer, arg2 string, arg3 *int32) (_swig_r
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_token_to_id_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2517,7 +2539,7 @@ func Dt_tokenizer_info_json(arg1 Tokenizer, arg2 []byte, arg3 *int64) (_swig_ret
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_tokenizer_info_json_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2535,7 +2557,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_tokenizer_apply_chat_template_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.int(_swig_i_2), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2596,7 +2618,7 @@ func Dt_detokenizer_text(arg1 Detokenizer, arg2 []byte, arg3 *int64) (_swig_ret 
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_detokenizer_text_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
@@ -2612,7 +2634,7 @@ func Dt_dataset_create(arg1 string, arg2 Options, arg3 *Dataset) (_swig_ret Stat
 	var _swig_i_1 uintptr
 _swig_i_1 = uintptr(arg2)
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_197)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_dt_dataset_create_cdt_9ef706f7a1559335(*(*C.swig_type_200)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2659,7 +2681,7 @@ _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_dt_dataset_example_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2732,7 +2754,7 @@ func Dt_loader_seek(arg1 Loader, arg2 int64, arg3 int64) (_swig_ret Status) {
 _swig_i_0 = uintptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_type_208(_swig_i_2))
+	swig_r_p := C._wrap_dt_loader_seek_cdt_9ef706f7a1559335(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), C.swig_type_211(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 Status
  swig_r_1 = dtgoStatus(swig_r) 
@@ -2799,7 +2821,7 @@ _swig_i_1 = uintptr(arg2)
 _swig_i_2 = uintptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_214)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_dt_loss_cdt_9ef706f7a1559335(*(*C.swig_type_217)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
@@ -2845,7 +2867,7 @@ func Dt_trace_enable(arg1 int32) (_swig_ret Status) {
 func Dt_trace_write(arg1 string) (_swig_ret Status) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_219)(unsafe.Pointer(&_swig_i_0)))
+	swig_r_p := C._wrap_dt_trace_write_cdt_9ef706f7a1559335(*(*C.swig_type_222)(unsafe.Pointer(&_swig_i_0)))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1

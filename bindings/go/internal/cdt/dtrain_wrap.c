@@ -1935,6 +1935,32 @@ _gostring_ _wrap_dt_cluster_calibrate_json_cdt_9ef706f7a1559335(dt_options *_swi
 }
 
 
+_gostring_ _wrap_dt_cluster_median_json_cdt_9ef706f7a1559335(_gostring_ _swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
+  char *arg1 = (char *) 0 ;
+  char *arg2 = (char *) 0 ;
+  size_t arg3 ;
+  size_t *arg4 = (size_t *) 0 ;
+  dt_status result;
+  _gostring_ _swig_go_result;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  
+  arg2 = (char*)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (size_t *)_swig_go_2; 
+  
+  result = (dt_status)dt_cluster_median_json((char const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = dtgo_status_result(result); 
+  free(arg1); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_dt_pipeline_schedule_json_cdt_9ef706f7a1559335(dt_options *_swig_go_0, _goslice_ _swig_go_1, long long *_swig_go_2) {
   dt_options *arg1 = (dt_options *) 0 ;
   char *arg2 = (char *) 0 ;

@@ -738,6 +738,23 @@ extern "C" {
     ) -> dt_status;
 }
 extern "C" {
+    #[doc = " The field-by-field median of several measurements of one machine, as a cluster for"]
+    #[doc = "  dt_plan_json: `clusters` is a JSON array of 1 to 64 clusters (what"]
+    #[doc = "  dt_cluster_calibrate_json writes, each checked as \"cluster\" is). Each rate, fitted figure,"]
+    #[doc = "  GEMM-curve point and link figure is the median over the clusters (a link over those that"]
+    #[doc = "  measured it: \"processes\" only where --backend mpi added it); names, flags and counts are"]
+    #[doc = "  the first's. On a shared host single calibrations differ by 10-20% in their fitted figures"]
+    #[doc = "  (differences of best-of timings); the median of a few holds still. DT_ERR_INVALID_ARGUMENT"]
+    #[doc = "  names the first cluster that does not parse or check. Written as dt_plan_json writes."]
+    #[doc = "  Thread-safe."]
+    pub fn dt_cluster_median_json(
+        clusters: *const ::std::os::raw::c_char,
+        buf: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        needed: *mut usize,
+    ) -> dt_status;
+}
+extern "C" {
     #[doc = " A pipeline schedule as data, and its simulation, as JSON (written as dt_plan_json"]
     #[doc = "  writes), for no model in particular: \"actions\" per pp rank, in order (\"F3\" forward of"]
     #[doc = "  micro-batch 3, \"B3\" its backward, \"Bi3\"/\"W3\" a split backward's input and weight"]

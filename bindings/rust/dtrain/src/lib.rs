@@ -53,7 +53,8 @@
 //!   it is immutable) encodes, decodes and applies chat templates, and a [`Detokenizer`]
 //!   turns a stream of ids into text as it becomes final.
 //! * Planning: [`plan_json`] costs a GPT's parallel layout on a cluster (built in, or this
-//!   machine's from [`calibrate_cluster_json`]) or searches its layouts, without building
+//!   machine's from [`calibrate_cluster_json`], several of them merged by
+//!   [`median_cluster_json`]) or searches its layouts, without building
 //!   the model.
 //! * Serving: a [`Server`] (`Send + Sync`: its calls are thread-safe) runs continuous
 //!   batching on its own thread; [`Server::submit`] returns a [`Request`], an iterator over
@@ -257,6 +258,16 @@ pub fn calibrate_cluster_json() -> Result<String> {
     read_json_from(65536, |buf, cap, needed| unsafe {
         sys::dt_cluster_calibrate_json(std::ptr::null(), buf, cap, needed)
     })
+}
+
+/// The field-by-field median of several calibrations of one machine
+/// (`dt_cluster_median_json`): `clusters` is a JSON array of clusters (what
+/// [`calibrate_cluster_json`] returns); each rate, fitted figure and link figure is their
+/// median. On a shared host single calibrations' fitted figures differ by 10-20%.
+pub fn median_cluster_json(clusters: &str) -> Result<String> {
+    let c = cstring(clusters, "clusters")?;
+    // SAFETY: a NUL-terminated string; read_json passes a buffer of `cap` bytes.
+    read_json(|buf, cap, needed| unsafe { sys::dt_cluster_median_json(c.as_ptr(), buf, cap, needed) })
 }
 
 /// Starts (clearing what was recorded) or stops recording the timeline.

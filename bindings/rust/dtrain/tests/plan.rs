@@ -1,5 +1,5 @@
 //! The layout planner: a costed plan, a search of a cluster's layouts, an unknown cluster.
-use dtrain::{plan_json, Status, Value};
+use dtrain::{median_cluster_json, plan_json, Status, Value};
 
 /// A GPT the size of the "gpt-tiny" preset, by its keys.
 fn tiny() -> [(&'static str, Value); 5] {
@@ -65,4 +65,21 @@ fn unknown_cluster_is_not_found_naming_the_built_in_ones() {
     let err = plan_json(&tiny(), &[("cluster", "no-such-cluster".into())]).unwrap_err();
     assert_eq!(err.status, Status::NOT_FOUND);
     assert!(err.message.contains("cpu-default"), "{err}");
+}
+
+#[test]
+fn median_of_clusters_and_a_bad_one_named() {
+    let one = |eff: f64| {
+        format!(
+            "{{\"name\": \"m\", \"devices_per_host\": 2, \"device_memory\": 1e9, \"matmul_flops_f32\": 1e11, \
+             \"matmul_flops_16\": 1e11, \"attention_flops_f32\": 1e10, \"attention_flops_16\": 1e10, \
+             \"memory_bandwidth\": 1e10, \"compute_efficiency\": {eff}, \"intra\": {{\"bandwidth\": 1e9, \
+             \"latency\": 1e-6}}}}"
+        )
+    };
+    let json = median_cluster_json(&format!("[{}, {}, {}]", one(0.9), one(1.2), one(1.0))).unwrap();
+    assert!(json.contains("\"compute_efficiency\": 1.0"), "{json}");
+    let err = median_cluster_json(&format!("[{}, {{\"name\": 3}}]", one(1.0))).unwrap_err();
+    assert_eq!(err.status, Status::INVALID_ARGUMENT);
+    assert!(err.message.contains("clusters[1]"), "{err}");
 }

@@ -37,6 +37,24 @@ class PlanTest {
     assertTrue(json.contains("\"best\":[{"), json);
   }
 
+  /** A small cluster's JSON with this fitted efficiency. */
+  static String cluster(double efficiency) {
+    return "{\"name\": \"m\", \"devices_per_host\": 2, \"device_memory\": 1e9, \"matmul_flops_f32\": 1e11,"
+        + " \"matmul_flops_16\": 1e11, \"attention_flops_f32\": 1e10, \"attention_flops_16\": 1e10,"
+        + " \"memory_bandwidth\": 1e10, \"compute_efficiency\": " + efficiency
+        + ", \"intra\": {\"bandwidth\": 1e9, \"latency\": 1e-6}}";
+  }
+
+  @Test
+  void medianOfClustersAndABadOneNamed() {
+    String json = Dtrain.medianClusterJson("[" + cluster(0.9) + ", " + cluster(1.2) + ", " + cluster(1.0) + "]");
+    assertTrue(json.contains("\"compute_efficiency\": 1.0"), json);
+    DtrainException e = assertThrows(DtrainException.class,
+        () -> Dtrain.medianClusterJson("[" + cluster(1.0) + ", {\"name\": 3}]"));
+    assertEquals(Status.INVALID_ARGUMENT, e.status());
+    assertTrue(e.getMessage().contains("clusters[1]"), e.getMessage());
+  }
+
   @Test
   void unknownClusterIsNotFoundNamingTheBuiltInOnes() {
     DtrainException e = assertThrows(DtrainException.class,
