@@ -16,14 +16,14 @@ mpirun -np 2 its processes' link), unless --cluster names one: once before the f
 again after every run. Each prediction is made on the field-wise median of the calibrations
 around its measurement (`dtrain plan --median-of`: the one taken seconds after it and the
 --window - 1 before it; a single calibration's fitted figures, differences of best-of timings,
-move by up to 20% within a minute here), and the calibration
-after it says whether the machine kept its speed meanwhile (one core's GEMM rate and the pool's
-speed-up within --drift of the one before). A shared host's speed moves by
-up to 30% over minutes, so a run during such a move is repeated (--retries), and kept marked
-unsteady if it never settles.
+move by up to 20% within a minute here). A run counts as steady when the calibration after it
+finds the machine as fast as the one before (one core's GEMM rate and the pool's speed-up
+within --drift) and the hypervisor took at most --max-steal of the CPU time while it ran
+(/proc/stat). A shared host's speed moves by up to 30% over minutes, so a run that is not
+steady is repeated (--retries), and kept marked unsteady if it never settles.
 
     python3 bench/bench_plan.py [--dtrain build/default/dtrain] [--cluster FILE] [--steps 16]
-        [--repeats 1] [--drift 0.05] [--retries 2] [--window 5] [--quick] [--only SUBSTRING] [--json out.json]
+        [--repeats 1] [--drift 0.05] [--max-steal 0.05] [--retries 2] [--window 5] [--quick] [--only SUBSTRING] [--json out.json]
 
 --json writes {"clusters": [{"pass", "model", "layout", "cluster"}], "configurations": [{"layout", "model",
 "predicted_step_s", "measured_step_s", "predicted_peak_bytes", "measured_peak_bytes", "steady", ...}],
@@ -181,6 +181,9 @@ def main():
                     help="a run counts as steady when the calibrations before and after it agree this closely "
                          "(one core's GEMM rate and the pool's speed-up)")
     ap.add_argument("--retries", type=int, default=2, help="runs again of a configuration the machine drifted during")
+    ap.add_argument("--max-steal", type=float, default=0.05,
+                    help="a run counts as steady only if the hypervisor stole at most this share of the host's CPU "
+                         "time while it ran (/proc/stat; one run of 68 here lost 28%%)")
     ap.add_argument("--window", type=int, default=5,
                     help="predict each run on the field-wise median of this many calibrations: the one after it "
                          "and those before it (0: the one before it alone)")
@@ -307,14 +310,16 @@ def main():
                     cost, _ = predict(i, mname, batch, layout, procs, merged)
                     cost["run_steal"], cost["step_s_before"] = got[1]["run_steal"], got[1]["step_s"]
                     got = (got[0], cost) + got[2:]
-                d = drift(used[1], before[1])
-                steady = d <= a.drift
+                d, stolen = drift(used[1], before[1]), got[1]["run_steal"]
+                steady = d <= a.drift and stolen <= a.max_steal
                 if steady:
                     break
                 unsteady += 1
-                print("pass %d/%d %-12s %-26s the machine's speed moved %.0f%% during the run: %s" % (
-                    rep + 1, a.repeats, mname, lname, 100 * d,
-                    "again" if attempt < a.retries else "kept, marked unsteady"), flush=True)
+                why = ("the machine's speed moved %.0f%% during the run" % (100 * d) if d > a.drift else
+                       "the hypervisor took %.0f%% of the CPU time during the run" % (100 * stolen))
+                print("pass %d/%d %-12s %-26s %s: %s" % (rep + 1, a.repeats, mname, lname, why,
+                                                         "again" if attempt < a.retries else "kept, marked unsteady"),
+                      flush=True)
             if used[1]:
                 clusters.append({"pass": rep, "model": mname, "layout": lname, "cluster": used[1],
                                  "steal": cal_steal[used[0]]})
