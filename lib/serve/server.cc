@@ -161,10 +161,10 @@ void Server::deliver(const std::vector<Event>& events) {
 }
 
 void Server::loop() {
-  using Clock = std::chrono::steady_clock;
+  using LoopClock = std::chrono::steady_clock;  // (engine.cc, beside it in a unity build, has its own Clock)
   // A multi-process mesh's followers wait in a collective for each plan: the leader sends
   // one at least every second (a step, or an idle tick), whatever wakes it.
-  Clock::time_point last_sent = Clock::now();
+  LoopClock::time_point last_sent = LoopClock::now();
   for (;;) {
     std::deque<Pending> adds;
     std::vector<int64_t> cancels;
@@ -197,10 +197,10 @@ void Server::loop() {
           engine_->runner().stop();
         } else if (!engine_->idle()) {
           engine_->step(ev);
-          last_sent = Clock::now();
-        } else if (Clock::now() - last_sent >= std::chrono::seconds(1)) {
+          last_sent = LoopClock::now();
+        } else if (LoopClock::now() - last_sent >= std::chrono::seconds(1)) {
           engine_->runner().idle_tick();
-          last_sent = Clock::now();
+          last_sent = LoopClock::now();
         }
       } catch (const std::exception& e) {
         // A failed step (a peer rank gone, a device error) ends every request: the engine's
