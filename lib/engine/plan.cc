@@ -1,5 +1,7 @@
 #include "engine/plan.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "engine/trainer.h"
 #include "nn/ring_attention.h"
@@ -15,6 +17,15 @@ struct Bytes {
 };
 Bytes bytes_of(DType d) { return d == DType::F32 ? Bytes{4, 4, 8} : Bytes{2, 2, 12}; }
 
+}  // namespace
+
+ZeroPasses zero_passes(int stage, int64_t micro_batches) {
+  const double M = static_cast<double>(micro_batches);
+  return {stage >= 2 ? M : 1.0, stage == 3 ? 2.0 * M : 1.0};
+}
+
+namespace {
+
 // The gradient traffic of one rank per step at ZeRO stage `stage`, in ring wire bytes, by the
 // mesh group it crosses (named as parallel/axis_strategies.cc names them): what dtrain train
 // --report measures on each. held: the parameters the rank holds; experts: those of them that
@@ -28,12 +39,9 @@ Bytes bytes_of(DType d) { return d == DType::F32 ? Bytes{4, 4, 8} : Bytes{2, 2, 
 //     takes them: once, or every micro-batch at stage 2 and 3), then ZeRO over dp.
 //   - Otherwise over dp x cp (cp ranks hold the same parameters, each its own tokens).
 nlohmann::json grad_wire_by_axis(int stage, double held, double experts, const PlanOptions& o, const Bytes& b) {
-  const double M = static_cast<double>(o.accumulation);
   auto ring = [](double n) { return n > 1 ? (n - 1) / n : 0.0; };
-  auto zero = [&](double psi, double n) {
-    const double share = ring(n) * psi * b.g;
-    return stage == 1 ? 2.0 * share : stage == 2 ? (M + 1.0) * share : 3.0 * M * share;
-  };
+  const ZeroPasses z = zero_passes(std::max(stage, 1), o.accumulation);
+  auto zero = [&](double psi, double n) { return (z.scatters + z.gathers) * ring(n) * psi * b.g; };
   nlohmann::json out = nlohmann::json::object();
   auto add = [&out](const std::string& axis, double bytes) {
     if (bytes > 0) out[axis] = out.value(axis, 0.0) + bytes;
@@ -45,7 +53,7 @@ nlohmann::json grad_wire_by_axis(int stage, double held, double experts, const P
       add(o.dp > 1 ? "dp*ep" : "ep", 2.0 * ring(dp * ep) * shared * b.g);
       add("dp", 2.0 * ring(dp) * experts * b.g);
     } else {
-      add("ep", (stage == 1 ? 1.0 : M) * 2.0 * ring(ep) * shared * b.g);
+      add("ep", z.scatters * 2.0 * ring(ep) * shared * b.g);  // as often as ZeRO reduces
       add("dp", zero(held, dp));
     }
     return out;

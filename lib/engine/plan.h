@@ -49,6 +49,16 @@ struct PlanOptions {
   bool in_process = true;
 };
 
+// The collectives ZeRO runs per unit and step at `stage` (1 to 3) with M micro-batches, each
+// moving (N-1)/N of the unit: stage 1 reduce-scatters and gathers once a step; stage 2
+// reduce-scatters every micro-batch (it keeps only its shard), gathers once; stage 3 also
+// gathers the weights for every micro-batch's forward and backward. The plan's traffic and
+// the cost model's time both count them from here.
+struct ZeroPasses {
+  double scatters, gathers;
+};
+ZeroPasses zero_passes(int stage, int64_t micro_batches);
+
 // INVALID_ARGUMENT naming what does not split (heads, KV heads, MLP width, vocabulary
 // over tp; tokens of a micro-batch under SP) or is out of range.
 nlohmann::json plan_json(const nn::GPTConfig& cfg, const PlanOptions& o);

@@ -212,10 +212,9 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
       };
       dp_time = ddp(o.dp > 1 ? *lk.dp : *lk.ep, shared_bytes, ne) + ddp(*lk.dp, ex_bytes, static_cast<double>(o.dp));
     } else if (n > 1) {
-      // DDP all-reduces once a step. ZeRO reduce-scatters the gradients (stages 2 and 3 every
-      // micro-batch: they keep only their shard) and all-gathers the weights (stage 3 for
-      // every micro-batch's forward and again for its backward).
-      const double scatters = o.zero >= 2 ? M : 1.0, gathers = o.zero == 3 ? 2.0 * M : 1.0;
+      // DDP all-reduces once a step; ZeRO reduce-scatters the gradients and all-gathers the
+      // weights as often as zero_passes says (per micro-batch at stages 2 and 3).
+      const auto [scatters, gathers] = zero_passes(std::max(o.zero, 1), M);
       const double share = (n - 1) / n * grads_bytes;
       const double wire = o.zero == 0 ? 2.0 * share : (scatters + gathers) * share;
       const double calls = o.zero == 0 ? ddp_buckets(grads_bytes) : (scatters + gathers) * units;
@@ -223,7 +222,7 @@ nlohmann::json cost_json(const nn::GPTConfig& raw, const PlanOptions& o, const C
                             : calls * dp_link.latency + scatters * share / dp_link.scatter_bw() +
                                   gathers * share / dp_link.gather_bw();
       if (o.ep > 1)
-        dp_time += comm(*lk.ep, 2.0 * (s.ep - 1) / s.ep * shared_bytes, (o.zero == 1 ? 1.0 : static_cast<double>(M)) * units);
+        dp_time += comm(*lk.ep, scatters * 2.0 * (s.ep - 1) / s.ep * shared_bytes, scatters * units);
       // Devices whose collectives run beside compute hide the reduction under the backward
       // (ZeRO-3 its gathers under forward and backward too); what sticks out is exposed.
       if (cl.overlap_comm) {
