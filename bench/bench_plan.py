@@ -361,8 +361,9 @@ def main():
     print("Kendall tau of the step-time ranking: %s; pooled %.2f" % (
         ", ".join("%s %.2f" % kv for kv in taus.items()), summary["kendall_tau_pooled"]))
     if not a.cluster:
-        print("%d calibrations, one before each run; %d runs repeated because the machine's speed moved during them, "
-              "%d kept unsteady (marked in the JSON)" % (n_cal[0], unsteady, summary["unsteady_kept"]))
+        print("%d calibrations, one before each run; %d runs repeated because the machine's speed moved or the "
+              "hypervisor took CPU time during them, %d kept unsteady (marked in the JSON)" % (
+                  n_cal[0], unsteady, summary["unsteady_kept"]))
     if a.json:
         json.dump({"clusters": clusters or [{"cluster": json.load(open(a.cluster))}], "configurations": rows,
                    "summary": summary}, open(a.json, "w"), indent=1)

@@ -102,8 +102,6 @@ nlohmann::json link_to_json(const Link& l);
 // plan for a different machine). `what` names the source in messages.
 Cluster cluster_from_json(const nlohmann::json& j, const std::string& what);
 
-// "a100-node", "h100-node", "h200-node" (8 GPUs a host; hosts = 1, set by the caller),
-// "cpu-default" (a conservative 2-core host for when nothing was calibrated).
 // Field by field, the median of several measurements of one machine (dtrain plan --calibrate
 // --calibrate-repeats N): each rate, each fitted residue, each link figure (of the runs that
 // measured that link) and each point of the GEMM curve; names, flags and counts from the first.
@@ -111,6 +109,8 @@ Cluster cluster_from_json(const nlohmann::json& j, const std::string& what);
 // differences of best-of timings; the median of a few holds still. Empty: INVALID_ARGUMENT.
 Cluster median_cluster(const std::vector<Cluster>& runs);
 
+// "a100-node", "h100-node", "h200-node" (8 GPUs a host; hosts = 1, set by the caller),
+// "cpu-default" (a conservative 2-core host for when nothing was calibrated).
 std::vector<std::string> builtin_cluster_names();
 // NOT_FOUND naming the accepted names.
 Cluster builtin_cluster(const std::string& name);

@@ -40,6 +40,7 @@ namespace {
 //   - Otherwise over dp x cp (cp ranks hold the same parameters, each its own tokens).
 nlohmann::json grad_wire_by_axis(int stage, double held, double experts, const PlanOptions& o, const Bytes& b) {
   auto ring = [](double n) { return n > 1 ? (n - 1) / n : 0.0; };
+  auto all_reduce = [&](double psi, double n) { return 2.0 * ring(n) * psi * b.g; };
   const ZeroPasses z = zero_passes(std::max(stage, 1), o.accumulation);
   auto zero = [&](double psi, double n) { return (z.scatters + z.gathers) * ring(n) * psi * b.g; };
   nlohmann::json out = nlohmann::json::object();
@@ -50,16 +51,16 @@ nlohmann::json grad_wire_by_axis(int stage, double held, double experts, const P
   if (o.ep > 1) {
     const double shared = held - experts;
     if (stage == 0) {
-      add(o.dp > 1 ? "dp*ep" : "ep", 2.0 * ring(dp * ep) * shared * b.g);
-      add("dp", 2.0 * ring(dp) * experts * b.g);
+      add(o.dp > 1 ? "dp*ep" : "ep", all_reduce(shared, dp * ep));
+      add("dp", all_reduce(experts, dp));
     } else {
-      add("ep", z.scatters * 2.0 * ring(ep) * shared * b.g);  // as often as ZeRO reduces
+      add("ep", z.scatters * all_reduce(shared, ep));  // as often as ZeRO reduces
       add("dp", zero(held, dp));
     }
     return out;
   }
   const double n = static_cast<double>(o.dp * o.cp);
-  add(o.cp == 1 ? "dp" : o.dp == 1 ? "cp" : "dp*cp", stage == 0 ? 2.0 * ring(n) * held * b.g : zero(held, n));
+  add(o.cp == 1 ? "dp" : o.dp == 1 ? "cp" : "dp*cp", stage == 0 ? all_reduce(held, n) : zero(held, n));
   return out;
 }
 

@@ -19,6 +19,16 @@ std::string mb(double bytes) {
   std::snprintf(buf, sizeof buf, "%.3f MB", bytes / 1e6);
   return buf;
 }
+
+// A meter's rows per train step (`per` steps measured), one per collective kind it saw, after
+// `indent`.
+void print_kinds(const TrafficMeter& m, double per, const char* indent) {
+  for (int i = 0; i < TrafficMeter::kKinds; ++i)
+    if (m.calls(i) > 0)
+      std::printf("%s%-15s %6.1f calls %14s %8.3f s\n", indent, TrafficMeter::kind(i),
+                  static_cast<double>(m.calls(i)) / per, mb(static_cast<double>(m.wire(i)) / per).c_str(),
+                  m.seconds(i) / per);
+}
 }  // namespace
 
 // A rank's pipeline stage (its coordinate on pp); 0 without a mesh.
@@ -133,24 +143,19 @@ nlohmann::json print_report(dt_mesh* mesh, const GradTraffic& traffic, const nlo
     const double per = static_cast<double>(steps > 0 ? steps : 1);
     std::printf("\nreport: gradient traffic per train step of this process's first rank, by group (wire bytes:\n"
                 "        what a ring algorithm moves per rank; checkpoints not counted)\n");
-    const nlohmann::json& want = part_of(first)["stages"][static_cast<size_t>(zero)]["grad_wire_bytes_per_step_by_axis"];
-    double total = 0, total_want = 0;
+    const nlohmann::json& stage = part_of(first)["stages"][static_cast<size_t>(zero)];
+    const nlohmann::json& want = stage["grad_wire_bytes_per_step_by_axis"];
+    const double total_want = stage["dp_wire_bytes_per_step"].get<double>();  // the groups' sum
+    double total = 0;
     nlohmann::json by_axis = nlohmann::json::object();
     for (const auto& [axis, meter] : traffic.axes()) {
-      double got = 0;
-      for (int i = 0; i < TrafficMeter::kKinds; ++i) got += static_cast<double>(meter.wire(i));
-      const double f = want.value(axis, 0.0);
+      const double got = meter.wire_total() / per, f = want.value(axis, 0.0);
       if (got == 0 && f == 0) continue;  // a group another pipeline stage's formula names
       std::printf("  on %s\n", axis.c_str());
-      for (int i = 0; i < TrafficMeter::kKinds; ++i)
-        if (meter.calls(i) > 0)
-          std::printf("    %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i),
-                      static_cast<double>(meter.calls(i)) / per, mb(static_cast<double>(meter.wire(i)) / per).c_str(),
-                      meter.seconds(i) / per);
-      std::printf("    %-15s %20s   formula %s\n", "total", mb(got / per).c_str(), mb(f).c_str());
-      by_axis[axis] = {{"measured", got / per}, {"formula", f}};
-      total += got / per;
-      total_want += f;
+      print_kinds(meter, per, "    ");
+      std::printf("    %-15s %20s   formula %s\n", "total", mb(got).c_str(), mb(f).c_str());
+      by_axis[axis] = {{"measured", got}, {"formula", f}};
+      total += got;
     }
     // engine/plan.cc's formulas: DDP 2 psi (N-1)/N once a step; ZeRO psi (N-1)/N per
     // reduce-scatter or gather, 2 of them at stage 1, M + 1 at stage 2, 3 M at stage 3.
@@ -165,14 +170,8 @@ nlohmann::json print_report(dt_mesh* mesh, const GradTraffic& traffic, const nlo
   if (mesh && tp_traffic && tp_split) {
     const double per = static_cast<double>(steps > 0 ? steps : 1);
     std::printf("\nreport: traffic on tp per train step of this process's first rank (wire bytes)\n");
-    double total = 0;
-    for (int i = 0; i < TrafficMeter::kKinds; ++i) {
-      total += static_cast<double>(tp_traffic->wire(i));
-      if (tp_traffic->calls(i) == 0) continue;
-      std::printf("  %-15s %6.1f calls %14s %8.3f s\n", TrafficMeter::kind(i),
-                  static_cast<double>(tp_traffic->calls(i)) / per,
-                  mb(static_cast<double>(tp_traffic->wire(i)) / per).c_str(), tp_traffic->seconds(i) / per);
-    }
+    print_kinds(*tp_traffic, per, "  ");
+    const double total = tp_traffic->wire_total();
     const nlohmann::json& t = plan["tp_comm"];
     // With a pipeline the first rank's stage: its blocks, and the embedding or the head.
     const double want = pipeline.is_object() ? part_of(first)["tp_wire_bytes_per_step"].get<double>()

@@ -22,6 +22,11 @@ class TrafficMeter {
   void after(dt_mesh* mesh);
   int64_t calls(int i) const { return calls_[i]; }
   int64_t wire(int i) const { return wire_[i]; }
+  double wire_total() const {  // every kind's wire bytes
+    double s = 0;
+    for (int64_t w : wire_) s += static_cast<double>(w);
+    return s;
+  }
   double seconds(int i) const { return seconds_[i]; }
 
  private:
